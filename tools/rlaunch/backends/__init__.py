@@ -1,0 +1,23 @@
+"""Registry: infra name -> backend module. One module per infrastructure."""
+
+from __future__ import annotations
+
+import importlib
+
+from ..errors import ConfigError
+from .base import Backend
+
+# Every cloud and SkyPilot's own Kubernetes go through the SkyPilot backend.
+_MODULES = {
+    "local": "local", "gcp": "skypilot", "aws": "skypilot", "azure": "skypilot", "k8s": "skypilot",
+    "sky": "skypilot", "kuberay": "kuberay", "aistudio": "aistudio",
+}
+
+
+def get(infra: str) -> Backend:
+    if infra not in _MODULES:
+        raise ConfigError("infra.name", infra, "one of " + ", ".join(_MODULES))
+    return importlib.import_module(f".{_MODULES[infra]}", __name__).BACKEND
+
+
+__all__ = ["Backend", "get"]

@@ -1,0 +1,201 @@
+"""rlaunch's command line (python -m rlaunch VERB ...), the one the Makefile calls.
+
+Knobs are the Make variables, passed as --INFRA=gcp --NODES=4 ...; empty means "not set". SET is a
+space-separated list of dotted.key=value overrides. Every verb that acts renders and checks first.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from . import ROOT
+from .errors import ConfigError, MissingPrerequisite, RlaunchError
+
+LAST_RUN = ROOT / "build" / "last-run"
+
+
+def _knobs(kw: dict) -> dict[str, str]:
+    from .config import KNOBS
+
+    out = {}
+    for name, value in kw.items():
+        if name not in KNOBS:
+            raise ConfigError(name, value, "a knob is one of " + ", ".join(KNOBS))
+        # fire turns "true"/"3" into bool/int: give the config loader the text the user typed.
+        out[name] = str(value).lower() if isinstance(value, bool) else ("" if value is None else str(value))
+    return out
+
+
+def _spec(preset: str, set_: str, out: str, knobs: dict) -> dict:
+    from . import config
+
+    overrides = set_ if isinstance(set_, str) else " ".join(map(str, set_))
+    if out:
+        overrides = f"{overrides} run.out={out}"
+    return config.load(str(preset or ""), _knobs(knobs), overrides)
+
+
+def _render(spec: dict) -> tuple[object, dict[str, str]]:
+    from . import artifacts, backends
+
+    backend = backends.get(spec["infra"]["name"])
+    return backend, artifacts.finish(spec, backend.render(spec))
+
+
+def _write(out: Path, files: dict[str, str]) -> None:
+    for relpath, text in files.items():
+        path = out / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if text.startswith("#!"):
+            path.chmod(0o755)
+
+
+def _summary(spec: dict, backend, files: dict[str, str], checks: list[str]) -> str:
+    from . import frameworks
+
+    c, p = spec["cluster"], spec["paths"]
+    fw = frameworks.get(spec["framework"]["name"])
+    gpus = f"{c['gpus_per_node']} x {c['accelerator']}" if c["gpus_per_node"] else "CPU only"
+    from .render import shjoin
+
+    lines = [
+        f"plan for run {spec['run']['id']} (preset {spec['preset']})",
+        f"  infra       {spec['infra']['name']}" + (f" ({spec['infra']['sky_infra']})"
+                                                   if spec["infra"]["sky_infra"] else ""),
+        f"  nodes       {c['nodes']} x ({gpus})",
+        f"  framework   {spec['framework']['name']} {spec['pins']['framework_version']}"
+        f"{' @ ' + spec['pins']['framework_commit'][:12] if spec['pins']['framework_commit'] else ''}",
+        f"  image       {spec['pins']['image']}",
+        f"  algorithm   {spec['algo']['name']} (group size {spec['algo']['group_size']})",
+        f"  entrypoint  {shjoin(fw.command(spec))}",
+        f"  data        {p['data_dir']}",
+        f"  checkpoints {p['ckpt_dir']}",
+        f"  run dir     {p['run_dir']}   (logs, metrics, preflight.json, verification.json)",
+        f"  artifacts   {spec['run']['out']}/ ({', '.join(sorted(files))})",
+        "  checks      " + ("\n              ".join(checks) if checks else "(none)"),
+        "  launch would run:",
+    ]
+    lines += [f"    {line}" for line in backend.plan(spec, files)]
+    return "\n".join(lines)
+
+
+class Cli:
+    """rlaunch: render, plan, launch, status, logs, down an RL post-training run on Ray."""
+
+    def render(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803 - the Make knobs' names
+        """Write every artifact of a launch under OUT (default build/<run_id>); touch nothing else."""
+        spec = _spec(PRESET, SET, OUT, knobs)
+        _, files = _render(spec)
+        out_dir = Path(spec["run"]["out"])
+        _write(out_dir, files)
+        print(f"rendered {len(files)} files to {out_dir}")
+
+    def plan(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
+        """Render, run every offline validation, print what launch would do."""
+        spec = _spec(PRESET, SET, OUT, knobs)
+        self._plan(spec)
+
+    def _plan(self, spec: dict):
+        backend, files = _render(spec)
+        checks = backend.check(spec, files)
+        _write(Path(spec["run"]["out"]), files)
+        print(_summary(spec, backend, files, checks))
+        return backend
+
+    def launch(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
+        """Plan, then act: form the cluster / submit, follow, verify."""
+        spec = _spec(PRESET, SET, OUT, knobs)
+        backend = self._plan(spec)
+        LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
+        LAST_RUN.write_text(spec["run"]["out"] + "\n")
+        return _exit(backend.launch(spec, Path(spec["run"]["out"])))
+
+    def _existing(self, run_id: str, out: str) -> tuple[dict | None, Path]:
+        if out:
+            out_dir = Path(out)
+        elif run_id:
+            out_dir = ROOT / "build" / str(run_id)
+        elif LAST_RUN.exists():
+            out_dir = Path(LAST_RUN.read_text().strip())
+        else:
+            return None, Path()
+        spec_path = out_dir / "spec.json"
+        if not spec_path.exists():
+            return None, out_dir
+        return json.loads(spec_path.read_text()), out_dir
+
+    def _act(self, verb: str, RUN_ID="", OUT="", **_ignored):  # noqa: N803
+        spec, out_dir = self._existing(RUN_ID, OUT)
+        if spec is None:
+            print(f"{verb}: no launched run found{' at ' + str(out_dir) if str(out_dir) != '.' else ''}"
+                  " (nothing to do; pass RUN_ID=... for another run)")
+            return None
+        from . import backends
+
+        return _exit(getattr(backends.get(spec["infra"]["name"]), verb)(spec, out_dir))
+
+    def status(self, **kw):
+        """Nodes and job state of the last (or RUN_ID's) launch."""
+        return self._act("status", **kw)
+
+    def logs(self, **kw):
+        """Follow the job's log."""
+        return self._act("logs", **kw)
+
+    def down(self, **kw):
+        """Remove everything launch created; fine when nothing is up."""
+        return self._act("down", **kw)
+
+    def dashboard(self, **kw):
+        """Show (or forward) the Ray dashboard."""
+        return self._act("dashboard", **kw)
+
+    def verify(self, stage="postflight", *args, **kw):
+        """preflight | postflight: run a verification stage (see rlaunch.verify)."""
+        if stage not in ("preflight", "postflight"):
+            raise ConfigError("verify", stage, "preflight or postflight")
+        from importlib import import_module
+
+        argv = list(map(str, args)) + [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
+        return _exit(import_module(f"rlaunch.verify.{stage}").main(argv))
+
+    def job(self, action, address, submission_id, **kw):
+        """submit | follow | status | stop a Ray job (used inside the cluster's network)."""
+        from . import jobs
+
+        fn = {"submit": jobs.submit, "follow": jobs.follow, "status": jobs.status, "stop": jobs.stop}
+        if action not in fn:
+            raise ConfigError("job", action, "submit, follow, status or stop")
+        return _exit(fn[action](address, submission_id, **kw))
+
+    def presets(self):
+        """List the presets."""
+        from .config import available
+
+        print("\n".join(available("presets")))
+
+    def config(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
+        """Print the merged, validated spec as JSON."""
+        print(json.dumps(_spec(PRESET, SET, OUT, knobs), indent=2, sort_keys=True))
+
+
+def _exit(code) -> None:
+    if code:
+        raise SystemExit(int(code))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import fire
+
+    try:
+        fire.Fire(Cli, command=argv if argv is not None else sys.argv[1:], name="rlaunch")
+    except MissingPrerequisite as err:
+        print(f"rlaunch: {err}", file=sys.stderr)
+        return err.exit_code
+    except RlaunchError as err:
+        print(f"rlaunch: {err}", file=sys.stderr)
+        return err.exit_code
+    return 0

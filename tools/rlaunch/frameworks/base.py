@@ -1,0 +1,36 @@
+"""The framework adapter interface: the spec in, the exact entrypoint and files out."""
+
+from __future__ import annotations
+
+# Rendered job scripts export this as the directory that holds spec.json and the files below, so
+# commands can point at them wherever the backend put them ("${RLAUNCH_ARTIFACTS}/rlinf.yaml").
+ARTIFACTS = "${RLAUNCH_ARTIFACTS}"
+
+
+class Framework:
+    """One RL framework. Methods are pure: they read the spec and return text or raise ConfigError."""
+
+    name = ""
+
+    def command(self, spec: dict) -> list[str]:
+        """argv of the training entrypoint, run once on the Ray head (the driver)."""
+        raise NotImplementedError
+
+    def files(self, spec: dict) -> dict[str, str]:
+        """Extra files to render next to spec.json: relative path -> text."""
+        return {}
+
+    def env(self, spec: dict) -> dict[str, str]:
+        """Non-secret environment for the job (NCCL settings, logger paths, ...)."""
+        return {}
+
+    def setup(self, spec: dict) -> list[str]:
+        """Idempotent shell lines that prepare data on the shared mount."""
+        return []
+
+    def check(self, spec: dict) -> None:
+        """rlaunch's own topology rules; raise ConfigError naming the key."""
+
+    def loader_check(self, spec: dict, files: dict[str, str]) -> str:
+        """Run the framework's own config loader; return a one-line result."""
+        return "no loader for this framework"

@@ -1,0 +1,56 @@
+"""TRL: GRPOTrainer inside Ray Train's TorchTrainer, one worker per Ray node.
+
+On CPU this is the rehearsal (a tiny model learns a toy task in minutes); on GPUs the same job uses
+NCCL and the GPUs Ray Train hands it."""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import ConfigError
+from .base import ARTIFACTS, Framework
+
+
+class Trl(Framework):
+    name = "trl"
+
+    def train_config(self, spec: dict) -> dict:
+        train, algo = spec["train"], spec["algo"]
+        return {
+            "run_dir": spec["paths"]["run_dir"],
+            "num_workers": spec["cluster"]["nodes"],
+            "use_gpu": spec["cluster"]["gpus_per_node"] > 0,
+            "steps": train["steps"],
+            "group_size": algo["group_size"],
+            "learning_rate": algo["lr"],
+            "per_device_batch": train["micro_batch_size_per_gpu"],
+            "max_completion_length": spec["data"]["max_response_length"],
+            "seed": 0,
+        }
+
+    def command(self, spec: dict) -> list[str]:
+        return ["${RLAUNCH_PYTHON}", "-m", "rlaunch.rehearsal.train", "--config", f"{ARTIFACTS}/trl.json"]
+
+    def files(self, spec: dict) -> dict[str, str]:
+        return {"trl.json": json.dumps(self.train_config(spec), indent=2) + "\n"}
+
+    def check(self, spec: dict) -> None:
+        if spec["algo"]["name"] != "grpo":
+            raise ConfigError("algo.name", spec["algo"]["name"], "grpo (the TRL adapter runs GRPOTrainer)")
+        if spec["algo"]["group_size"] < 2:
+            raise ConfigError("algo.group_size", spec["algo"]["group_size"],
+                              ">= 2 (GRPO compares responses within a group)")
+        if spec["train"]["steps"] < 1:
+            raise ConfigError("train.steps", spec["train"]["steps"], ">= 1 for the TRL adapter")
+        if spec["data"]["dataset"] != "digits":
+            raise ConfigError("data.dataset", spec["data"]["dataset"],
+                              "digits (the TRL adapter's task is made at run time)")
+
+    def loader_check(self, spec: dict, files: dict[str, str]) -> str:
+        from ..rehearsal.train import load_config  # validates keys and types exactly as the job will
+
+        load_config(json.loads(files["trl.json"]))
+        return "trl.json accepted by rlaunch.rehearsal.train"
+
+
+ADAPTER = Trl()

@@ -1,0 +1,82 @@
+"""Ray job submission through Ray's own SDK, run where the dashboard is reachable (for the local
+infra: inside the head's network namespace). Secrets named in the spec travel from this process's
+environment into the job's runtime env in memory: never through argv or a file."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+
+
+def _client(address: str):
+    from ray.job_submission import JobSubmissionClient  # heavy: only where a job is submitted
+
+    return JobSubmissionClient(address)
+
+
+def submit(address: str, submission_id: str, entrypoint: str, env_json: str = "{}",
+           secrets: str = "") -> int:
+    """Submit once: an id already known to the cluster is left alone (idempotent launch)."""
+    client = _client(address)
+    try:
+        info = client.get_job_info(submission_id)
+        print(f"job {submission_id} already submitted ({info.status}); not submitting again")
+        return 0
+    except Exception:  # noqa: BLE001 - the SDK raises RuntimeError for an unknown id
+        pass
+    env_vars = dict(json.loads(env_json))
+    missing = [name for name in secrets.split(",") if name and name not in os.environ]
+    if missing:
+        print(f"job: secret(s) {', '.join(missing)} named in the config but not set in the environment",
+              file=sys.stderr)
+        return 3
+    env_vars.update({name: os.environ[name] for name in secrets.split(",") if name})
+    client.submit_job(entrypoint=entrypoint, submission_id=submission_id,
+                      runtime_env={"env_vars": env_vars})
+    print(f"job {submission_id} submitted")
+    return 0
+
+
+def follow(address: str, submission_id: str, deadline_s: float = 3600) -> int:
+    """Stream the job's log until it ends; exit 0 only if Ray says SUCCEEDED."""
+    import asyncio
+
+    client = _client(address)
+
+    async def _tail() -> None:
+        async for chunk in client.tail_job_logs(submission_id):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+
+    try:
+        asyncio.run(asyncio.wait_for(_tail(), timeout=deadline_s))
+    except asyncio.TimeoutError:
+        print(f"job {submission_id}: still running after {deadline_s:.0f} s; stopped following",
+              file=sys.stderr)
+        return 4
+    return status(address, submission_id, wait_s=30)
+
+
+def status(address: str, submission_id: str, wait_s: float = 0) -> int:
+    client = _client(address)
+    deadline = time.monotonic() + wait_s
+    while True:
+        info = client.get_job_info(submission_id)
+        if str(info.status) in TERMINAL or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    print(f"job {submission_id}: {info.status}" + (f" ({info.message})" if info.message else ""))
+    return 0 if str(info.status) in ("SUCCEEDED", "RUNNING", "PENDING") else 1
+
+
+def stop(address: str, submission_id: str) -> int:
+    client = _client(address)
+    try:
+        client.stop_job(submission_id)
+    except Exception as err:  # noqa: BLE001 - unknown id or cluster gone: nothing to stop
+        print(f"job {submission_id}: nothing to stop ({err.__class__.__name__})")
+    return 0
