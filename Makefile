@@ -25,6 +25,7 @@ WORK_ROOT ?=      ## INFRA=aistudio: shared-storage path for the run script
 ACCELERATOR ?=    ## GPU type (H100, A100, ...)
 DATASET ?=        ## make data: gsm8k (default) | math
 REGISTRY ?=       ## make image-push: registry/owner to push to
+TAG ?=            ## make image-build/image-push: image tag (default: the tag pinned in configs/versions.yaml)
 RUN_DIR ?=        ## make verify: an existing run directory
 
 VENV ?= .venv
@@ -92,10 +93,10 @@ data: $(VENV)/.rlaunch-setup ## Prepare a dataset as verl parquet + SHA256SUMS: 
 	@$(PY) -m rlaunch.data --dataset="$(DATASET)" --out="$(OUT)"
 
 image-build: ## Build docker/<FRAMEWORK> on the pinned official image: make image-build FRAMEWORK=verl
-	@scripts/image build "$(FRAMEWORK)"
+	@REGISTRY="$(REGISTRY)" TAG="$(TAG)" scripts/image build "$(FRAMEWORK)"
 
 image-push: ## Push the image to REGISTRY
-	@REGISTRY="$(REGISTRY)" scripts/image push "$(FRAMEWORK)"
+	@REGISTRY="$(REGISTRY)" TAG="$(TAG)" scripts/image push "$(FRAMEWORK)"
 
 kuberay-operator: ## Install the pinned KubeRay operator with Helm (idempotent)
 	@scripts/kuberay-operator
