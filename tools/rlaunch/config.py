@@ -2,7 +2,8 @@
 
 Layers, later wins:
     configs/defaults.yaml -> infra/<infra>.yaml -> algo/<algo>.yaml -> framework/<framework>.yaml
-    -> presets/<preset>.yaml -> knobs (NODES=, GPUS_PER_NODE=, ...) -> SET="dotted.key=value ..."
+    -> presets/<preset>.yaml -> presets/<preset>@<infra>.yaml (if any: the preset's shape on that
+    infrastructure) -> knobs (NODES=, GPUS_PER_NODE=, ...) -> SET="dotted.key=value ..."
 
 defaults.yaml lists every key that exists, and its value's type is the key's type; ENUMS and MINIMUMS
 below add what a default cannot say. The merged result is validated by one JSON Schema built from
@@ -75,7 +76,7 @@ def _read_layer(path: Path) -> dict:
 
 def available(kind: str) -> list[str]:
     """Names of the layer files of one kind (infra, algo, framework, presets)."""
-    return sorted(p.stem for p in (CONFIGS / kind).glob("*.yaml"))
+    return sorted(p.stem for p in (CONFIGS / kind).glob("*.yaml") if "@" not in p.stem)
 
 
 def _layer(kind: str, name: str, key: str, required: bool) -> dict:
@@ -304,6 +305,11 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
     # its infra-specific settings, which the infra layer above already supplied.
     cfg = merge(cfg, preset_layer)
     sources.update({k: f"configs/presets/{preset}.yaml" for k in _flat(preset_layer)})
+    # presets/<preset>@<infra>.yaml: how this experiment is shaped on one infrastructure.
+    overlay_name = f"{preset}@{names['infra.name']}"
+    overlay = _layer("presets", overlay_name, "PRESET", required=False)
+    cfg = merge(cfg, overlay)
+    sources.update({k: f"configs/presets/{overlay_name}.yaml" for k in _flat(overlay)})
     for knob, value in knobs.items():
         key = KNOBS[knob]
         _set(cfg, key, parse_assignment(f"{key}={value}", knob)[1])

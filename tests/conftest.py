@@ -1,0 +1,15 @@
+"""Shared pytest setup: rlaunch importable from tools/, markers registered."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cluster: starts a real multi-node Ray cluster in network namespaces")
+    config.addinivalue_line("markers", "e2e: runs a whole launch end to end")
+    config.addinivalue_line("markers", "slow: takes more than a minute")
