@@ -28,6 +28,10 @@ class Framework:
         """Idempotent shell lines that prepare data on the shared mount."""
         return []
 
+    def inputs(self, spec: dict) -> list[str]:
+        """Files that must already be on shared storage; preflight checks them on every node."""
+        return []
+
     def check(self, spec: dict) -> None:
         """rlaunch's own topology rules; raise ConfigError naming the key."""
 

@@ -1,0 +1,402 @@
+"""Preflight: the rules on synthetic node reports (fast), the input probe on real files, and the whole
+thing on a REAL 3-node Ray cluster of network namespaces (`-m cluster`, root only): it passes, and
+it fails naming node and check when one node's input differs, when a node is missing, and when the
+"shared" run directory is a separate directory per node ({node_ip} in the path)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlaunch.verify import preflight
+
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("runtrees", REPO / "tests" / "fixtures" / "runtrees.py")
+runtrees = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(runtrees)
+
+
+# ---------------------------------------------------------------- rules on synthetic reports
+
+
+def node(i: int, head: bool = False, cpus: float = 4) -> dict:
+    return {"node_id": f"id{i}", "ip": f"10.0.0.{i}", "hostname": "h", "is_head": head, "cpus": cpus, "gpus": 0}
+
+
+def probe(i: int, *, gpus: int = 0, model: str = "NVIDIA H100 80GB HBM3", driver: str = "550.54",
+          env: dict | None = None, version: str = "0.9.1", commit: str = "", python: str = "3.11.9",
+          digest: str = "aa" * 32, storage_ok: bool = True) -> dict:
+    return {
+        "node_id": f"id{i}", "node_ip": f"10.0.0.{i}", "python": python,
+        "env": env if env is not None else {"NCCL_IB_DISABLE": "1"},
+        "framework": {"version": version, "commit": commit},
+        "gpu": {"count": gpus, "models": [model] if gpus else [], "drivers": [driver] if gpus else [],
+                "cuda": {"available": bool(gpus), "count": gpus}},
+        "inputs": [{"path": "/data/x", "problems": [], "digest": digest}],
+        "storage": {"path": f"/runs/r/.preflight/id{i}", **({} if storage_ok else {"error": "EROFS"})},
+    }
+
+
+def peers(n: int, missing: tuple[int, int] | None = None) -> dict:
+    out = {}
+    for i in range(1, n + 1):
+        seen = {f"id{j}": "ok" for j in range(1, n + 1) if j != i}
+        if missing and missing[0] == i:
+            seen[f"id{missing[1]}"] = "missing"
+        out[f"id{i}"] = {"node_id": f"id{i}", "node_ip": f"10.0.0.{i}", "storage": "/runs/r/.preflight", "seen": seen}
+    return out
+
+
+@pytest.fixture
+def gpu_spec(tmp_path):
+    spec = runtrees.make_spec("verl", tmp_path, cluster__nodes=3, cluster__gpus_per_node=8,
+                              cluster__accelerator="H100")
+    spec["pins"]["framework_version"] = "0.9.1"
+    return spec
+
+
+def evaluate(spec, probes, nodes=None, peer=None, expected=3):
+    nodes = nodes or [node(1, head=True, cpus=16), node(2), node(3)]
+    probes = {p["node_id"]: p for p in probes}
+    return preflight.evaluate(spec, nodes, probes, peer or peers(len(probes)), expected, ["/data/x"])
+
+
+def failures(checks) -> dict[str, dict]:
+    return {c["name"]: c for c in checks if not c["passed"]}
+
+
+def test_all_consistent_passes(gpu_spec):
+    checks = evaluate(gpu_spec, [probe(i, gpus=8) for i in (1, 2, 3)])
+    assert not failures(checks), failures(checks)
+
+
+@pytest.mark.parametrize(("odd", "name", "needle"), [
+    ({"gpus": 4}, "gpu count", "4 GPUs, cluster.gpus_per_node=8"),
+    ({"model": "NVIDIA A100-SXM4-80GB"}, "gpu model", "A100"),
+    ({"driver": "535.1"}, "gpu driver", "535.1"),
+    ({"env": {}}, "nccl env", "NCCL_IB_DISABLE=unset"),
+    ({"python": "3.10.12"}, "python", "3.10.12"),
+    ({"version": "0.8.0"}, "framework version", "0.8.0"),
+    ({"digest": "bb" * 32}, "input", "differs"),
+    ({"storage_ok": False}, "shared storage", "EROFS"),
+])
+def test_one_odd_node_is_named(gpu_spec, odd, name, needle):
+    probes = [probe(1, gpus=8), probe(2, gpus=8), probe(3, **{"gpus": 8, **odd})]
+    bad = failures(evaluate(gpu_spec, probes))
+    assert name in bad, bad
+    assert bad[name]["node"] == "10.0.0.3"
+    assert needle in bad[name]["detail"]
+
+
+def test_rdma_does_not_need_nccl_ib_disable(gpu_spec):
+    gpu_spec["infra"]["rdma"] = True
+    assert not failures(evaluate(gpu_spec, [probe(i, gpus=8, env={}) for i in (1, 2, 3)]))
+
+
+def test_accelerator_must_match(gpu_spec):
+    gpu_spec["cluster"]["accelerator"] = "A100-80GB"
+    bad = failures(evaluate(gpu_spec, [probe(i, gpus=8) for i in (1, 2, 3)]))
+    assert "H100" in bad["gpu type"]["detail"]
+
+
+@pytest.mark.parametrize(("accelerator", "model", "ok"), [
+    ("H100", "NVIDIA H100 80GB HBM3", True), ("A100-80GB", "NVIDIA A100-SXM4-80GB", True),
+    ("A100-80GB", "NVIDIA A100-SXM4-40GB", False), ("H100-MEGA-80GB", "NVIDIA H100 80GB HBM3", True),
+    ("H200", "NVIDIA H100 80GB HBM3", False), ("", "anything", True)])
+def test_accelerator_names(accelerator, model, ok):
+    assert preflight._is_accelerator(model, accelerator) is ok
+
+
+def test_torch_without_cuda_is_named(gpu_spec):
+    probes = [probe(i, gpus=8) for i in (1, 2, 3)]
+    probes[1]["gpu"]["cuda"] = {"available": False, "count": 0}
+    probes[1]["env"]["CUDA_VISIBLE_DEVICES"] = ""
+    bad = failures(evaluate(gpu_spec, probes))
+    assert bad["cuda visible"]["node"] == "10.0.0.2" and "CUDA_VISIBLE_DEVICES=)" in bad["cuda visible"]["detail"]
+    probes[1]["gpu"]["cuda"] = {"available": None, "count": 0, "error": "torch not importable"}
+    assert "cuda visible" not in failures(evaluate(gpu_spec, probes))
+
+
+def test_verl_needs_ten_cpus_on_the_head(gpu_spec):
+    nodes = [node(1, head=True, cpus=4), node(2), node(3)]
+    bad = failures(evaluate(gpu_spec, [probe(i, gpus=8) for i in (1, 2, 3)], nodes=nodes))
+    assert bad["ray cpus"]["node"] == "10.0.0.1" and ">= 10" in bad["ray cpus"]["detail"]
+
+
+def test_framework_pins(gpu_spec):
+    gpu_spec["pins"]["framework_commit"] = "a1b2c3d4e5f6" + "0" * 28
+    probes = [probe(i, gpus=8, commit="0123456789abcdef") for i in (1, 2, 3)]
+    assert "a1b2c3d4e5f6" in failures(evaluate(gpu_spec, probes))["framework pin"]["detail"]
+    probes = [probe(i, gpus=8, version="absent") for i in (1, 2, 3)]
+    assert "not importable" in failures(evaluate(gpu_spec, probes))["framework"]["detail"]
+
+
+def test_storage_not_shared_names_both_nodes(gpu_spec):
+    bad = failures(evaluate(gpu_spec, [probe(i, gpus=8) for i in (1, 2, 3)], peer=peers(3, missing=(2, 3))))
+    detail = bad["shared storage"]["detail"]
+    assert bad["shared storage"]["node"] == "10.0.0.2" and "node 10.0.0.2 cannot see node 10.0.0.3" in detail
+
+
+def test_missing_node_and_silent_probe(gpu_spec):
+    probes = [probe(1, gpus=8), probe(2, gpus=8), {"node_id": "id3", "error": "no answer within 120 s"}]
+    bad = failures(evaluate(gpu_spec, probes, peer=peers(3, missing=(1, 3)), expected=4))
+    assert "expected 4" in bad["node count"]["detail"]
+    assert bad["probe"]["node"] == "10.0.0.3"
+    assert "shared storage" not in bad  # the silent node wrote no token: not a storage finding
+
+
+def test_kuberay_cpu_head_counts_as_a_node_without_gpus(gpu_spec):
+    gpu_spec["infra"]["name"] = "kuberay"
+    gpu_spec["cluster"].update(cpu_head=True, nodes=2)
+    assert preflight.expected_nodes(gpu_spec) == 3
+    probes = [probe(1, gpus=0), probe(2, gpus=8), probe(3, gpus=8)]
+    assert not failures(evaluate(gpu_spec, probes))
+
+
+def test_unreachable_cluster_is_one_failed_check_within_the_deadline(tmp_path, monkeypatch):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    spec = runtrees.make_spec("trl", tmp_path / "run")
+    started = time.monotonic()
+    report = preflight.run(spec, tmp_path / "preflight.json", timeout_s=1)
+    assert time.monotonic() - started < 20
+    assert [c["name"] for c in report["checks"]] == ["ray cluster"] and not report["passed"]
+    assert f"127.0.0.1:{port} not reachable" in report["checks"][0]["detail"]
+    assert json.loads((tmp_path / "preflight.json").read_text())["passed"] is False
+
+
+# ---------------------------------------------------------------- the input probe on real files
+
+
+def _sums(directory: Path) -> None:
+    lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}" for p in sorted(directory.iterdir())
+             if p.is_file() and p.name != "SHA256SUMS"]
+    (directory / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+
+
+def test_input_probe_file_dir_and_manifest(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"weights")
+    _sums(model)
+    assert preflight._probe_input(str(model))["problems"] == []
+    (model / "model.safetensors").write_bytes(b"")
+    assert "model.safetensors (listed in SHA256SUMS) missing or empty" in preflight._probe_input(str(model))["problems"]
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text('{"q": 1}\n')
+    _sums(data)
+    seen = preflight._probe_input(str(data / "train.jsonl"))
+    assert seen["problems"] == [] and seen["sha256"] == hashlib.sha256(b'{"q": 1}\n').hexdigest()
+    (data / "train.jsonl").write_text('{"q": 2}\n')  # altered after the manifest was written
+    assert preflight._probe_input(str(data / "train.jsonl"))["problems"] == ["does not match its SHA256SUMS entry"]
+    assert preflight._probe_input(str(tmp_path / "nope"))["problems"] == ["missing"]
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "a").write_text("1")
+    before = preflight._probe_input(str(plain))["digest"]
+    (plain / "a").write_text("2")
+    assert preflight._probe_input(str(plain))["digest"] != before
+
+
+def _git_package(root: Path, package: str) -> str:
+    (root / package).mkdir(parents=True)
+    (root / package / "__init__.py").write_text("__version__ = '9.9'\n")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_framework_commit_only_from_the_frameworks_own_checkout(tmp_path, monkeypatch):
+    head = _git_package(tmp_path / "checkout", "fakefw_a")
+    # A package installed somewhere inside another repository (a venv inside a project).
+    _git_package(tmp_path / "project", "unrelated")
+    (tmp_path / "project" / "venv" / "fakefw_b").mkdir(parents=True)
+    (tmp_path / "project" / "venv" / "fakefw_b" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "checkout"))
+    monkeypatch.syspath_prepend(str(tmp_path / "project" / "venv"))
+    assert preflight._framework_info("fakefw_a") == {"version": "9.9", "commit": head}
+    assert preflight._framework_info("fakefw_b")["commit"] == ""
+    missing = preflight._framework_info("fakefw_nope")
+    assert missing["version"] == "absent" and "ModuleNotFoundError" in missing["error"]
+
+
+# ---------------------------------------------------------------- a real 3-node cluster
+
+NODES = 3
+
+
+LOCAL_CLUSTER = REPO / "scripts" / "local-cluster"
+
+
+class LocalCluster:
+    """scripts/local-cluster with a unique name: one Ray node per network namespace, behind a bridge
+    in a switch namespace of its own, so it coexists with the other clusters on this machine.
+    `down` stops only what this cluster's `up` created (never `ray stop`)."""
+
+    def __init__(self, n: int, state_dir: Path):
+        name = f"pf{os.getpid() % 10000}-{random.randrange(16**4):04x}"
+        self.env = {**os.environ, "RLAUNCH_CLUSTER_NAME": name, "RLAUNCH_NODES": str(n),
+                    "RLAUNCH_STATE_DIR": str(state_dir), "RLAUNCH_LOCAL_MODE": "netns",
+                    "RLAUNCH_NUM_CPUS": "1", "RLAUNCH_OBJECT_STORE_BYTES": "80000000",
+                    "RLAUNCH_RAY": str(Path(sys.executable).parent / "ray"), "RLAUNCH_DEADLINE_S": "120",
+                    "RLAUNCH_STOP_GRACE_S": "5"}
+        self.state_dir = state_dir
+        self.ips: list[str] = []
+        self.address = ""
+
+    def _script(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+        return subprocess.run([str(LOCAL_CLUSTER), *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def up(self) -> None:
+        proc = self._script("up")
+        assert proc.returncode == 0, f"local-cluster up failed ({proc.returncode}): {proc.stderr[-3000:]}"
+        info = json.loads((self.state_dir / "cluster.json").read_text())
+        self.ips = [node["ip"] for node in info["nodes"]]
+        self.address = f"{info['head_ip']}:{info['ray_port']}"
+
+    def run_in_head(self, argv: list[str], timeout: float = 90) -> subprocess.CompletedProcess:
+        env = {**self.env, "RAY_ADDRESS": self.address, "PYTHONPATH": str(REPO / "tools")}
+        return subprocess.run([str(LOCAL_CLUSTER), "exec", "0", "--", *argv], env=env, capture_output=True,
+                              text=True, timeout=timeout)
+
+    def down(self) -> None:
+        proc = self._script("down", timeout=120)
+        assert proc.returncode == 0, f"local-cluster down failed: {proc.stderr[-2000:]}"
+
+
+def _can_build_namespaces() -> str:
+    if os.geteuid() != 0:
+        return "needs root for network namespaces"
+    if not shutil.which("ip"):
+        return "needs iproute2 (ip)"
+    return ""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    why = _can_build_namespaces()
+    if why:
+        pytest.skip(why)
+    c = LocalCluster(NODES, tmp_path_factory.mktemp("cluster"))
+    try:
+        c.up()
+        yield c
+    finally:
+        c.down()
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    """A spec whose run dir, inputs and per-node copies live under one tmp dir (host = every node)."""
+    run_dir = tmp_path / "runs" / "pf" / "r1"
+    spec = runtrees.make_spec("trl", run_dir, cluster__nodes=NODES)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text('{"prompt": "copy 3", "answer": "3"}\n')
+    _sums(data)
+    return tmp_path, spec
+
+
+def preflight_in_head(cluster, tmp_path: Path, spec: dict, *args: str) -> tuple[int, dict, str]:
+    spec_path = tmp_path / f"spec-{random.randrange(1 << 30)}.json"
+    spec_path.write_text(json.dumps(spec))
+    out = tmp_path / f"preflight-{spec_path.stem}.json"
+    proc = cluster.run_in_head([sys.executable, "-m", "rlaunch.verify.preflight", "--spec", str(spec_path),
+                                "--out", str(out), "--timeout", "60", *args])
+    assert out.exists(), proc.stderr[-3000:]
+    return proc.returncode, json.loads(out.read_text()), proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+
+
+@pytest.mark.cluster
+def test_cluster_passes(cluster, workspace):
+    tmp_path, spec = workspace
+    rc, report, last = preflight_in_head(cluster, tmp_path, spec, "--input", str(tmp_path / "data"),
+                                         "--input", str(tmp_path / "data" / "train.jsonl"))
+    assert rc == 0, report["checks"]
+    assert report["passed"]
+    assert sorted(n["node_ip"] for n in report["nodes"]) == sorted(cluster.ips)
+    assert {n["framework"]["version"] for n in report["nodes"]} == {_version("trl")}
+    assert {n["framework"]["commit"] for n in report["nodes"]} == {""}  # pip-installed: no commit
+    tokens = list((Path(spec["paths"]["run_dir"]) / ".preflight").iterdir())
+    assert len(tokens) == NODES  # one token file per node, all in the one shared directory
+
+
+@pytest.mark.cluster
+def test_cluster_names_the_node_whose_input_differs(cluster, workspace):
+    tmp_path, spec = workspace
+    for i, ip in enumerate(cluster.ips):
+        copy_dir = tmp_path / "per-node" / ip
+        copy_dir.mkdir(parents=True)
+        (copy_dir / "train.jsonl").write_text("same\n" if i != 1 else "altered\n")
+    rc, report, last = preflight_in_head(cluster, tmp_path, spec,
+                                         "--input", str(tmp_path / "per-node" / "{node_ip}" / "train.jsonl"))
+    assert rc == 1
+    bad = {c["name"]: c for c in report["checks"] if not c["passed"]}
+    assert list(bad) == ["input"]
+    assert bad["input"]["node"] == cluster.ips[1]
+    assert last.startswith(f"preflight: FAILED input on node {cluster.ips[1]}: ")
+
+
+@pytest.mark.cluster
+def test_cluster_fails_when_a_node_is_missing(cluster, workspace):
+    tmp_path, spec = workspace
+    rc, report, last = preflight_in_head(cluster, tmp_path, spec, "--expect-nodes", "4")
+    assert rc == 1
+    assert [c["name"] for c in report["checks"] if not c["passed"]] == ["node count"]
+    assert last.startswith("preflight: FAILED node count: 3 alive Ray nodes") and "expected 4" in last
+
+
+@pytest.mark.cluster
+def test_cluster_fails_when_storage_is_not_shared(cluster, workspace):
+    tmp_path, spec = workspace
+    spec = copy.deepcopy(spec)
+    spec["paths"]["run_dir"] = str(tmp_path / "local-disk" / "{node_ip}" / "run")
+    rc, report, last = preflight_in_head(cluster, tmp_path, spec)
+    assert rc == 1
+    bad = {c["name"]: c for c in report["checks"] if not c["passed"]}
+    assert list(bad) == ["shared storage"]
+    reader = bad["shared storage"]["node"]
+    assert reader in cluster.ips and "storage not shared" in bad["shared storage"]["detail"]
+    assert any(f"cannot see node {ip}'s file" in bad["shared storage"]["detail"] for ip in cluster.ips if ip != reader)
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import version
+
+    return version(dist)
+
+
+def test_default_inputs_come_from_the_framework_adapter(tmp_path, monkeypatch):
+    from rlaunch import frameworks
+
+    spec = runtrees.make_spec("trl", tmp_path)
+    assert preflight.default_inputs(spec) == []  # the rehearsal builds its inputs at run time
+
+    class WithInputs:
+        def inputs(self, spec):
+            return [Path(spec["paths"]["model_dir"]), spec["paths"]["data_dir"] + "/train.jsonl"]
+
+    monkeypatch.setattr(frameworks, "get", lambda name: WithInputs())
+    assert preflight.default_inputs(spec) == [spec["paths"]["model_dir"], spec["paths"]["data_dir"] + "/train.jsonl"]

@@ -1,0 +1,661 @@
+"""Preflight: check every node of the running Ray cluster before the expensive part starts.
+
+One Ray task is pinned to every alive node (hard node affinity, num_cpus=0 so a busy cluster still
+runs it). Each reports: node IP, hostname, Python, the framework's version and commit (imported if
+importable, else "absent"), GPUs (nvidia-smi; torch.cuda when GPUs are expected), CUDA_VISIBLE_DEVICES
+and NCCL_* env, the SHA256 of every input (and of SHA256SUMS manifests), and writes a random token
+to <run_dir>/.preflight/<node_id>. A second round has every node read every other node's token: a
+node that cannot means the storage is not shared.
+
+Checks: node count; probes answered; enough Ray CPUs for the framework (verl: >= 10 on the head,
+its TransferQueue hangs silently with fewer; trl: 1 per node for its one Ray Train worker each);
+the same Python, framework version and commit everywhere (and the pinned ones); GPU count, model
+and driver identical when cluster.gpus_per_node > 0, CUDA usable; NCCL_IB_DISABLE=1 without RDMA;
+inputs present, non-empty, consistent with their SHA256SUMS and identical on every node; the
+shared storage shared. Env vars reach the probes only through their runtime_env (the framework
+adapter's env(spec)), exactly as they reach the job; nothing is assumed from the driver.
+
+Paths may contain {node_ip}, replaced on each node by that node's IP: a per-node disk (or a test
+that gives each node its own copy) is written as /data/{node_ip}/model.
+
+Usage:
+  python -m rlaunch.verify.preflight --spec SPEC.json [--out REPORT.json] [--expect-nodes N]
+                                     [--input PATH ...] [--timeout S]
+  --out           default: <paths.run_dir>/preflight.json (on the driver)
+  --expect-nodes  default: cluster.nodes (+1 for a KubeRay CPU-only head)
+  --input         a file or directory every node must see identically (repeatable, or several
+                  joined with ':' as in PATH); default: the framework adapter's inputs(spec)
+Env: RAY_ADDRESS (default: auto), RLAUNCH_PREFLIGHT_TIMEOUT_S (default 120): deadline per round.
+Exit: 0 passed, 1 a check failed (the last stderr line names the check and the node), 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import secrets
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from .report import (EXIT_FAILED, EXIT_USAGE, UsageError, all_passed, check, checks_table,
+                     failure_line, first_failure, load_spec, skipped, table, write_json)
+
+PROG = "preflight"
+NODE_IP = "{node_ip}"  # in a path: replaced on each node by that node's IP
+PROBE_DIR = ".preflight"  # under run_dir: one token file per node, left as evidence
+MANIFEST = "SHA256SUMS"
+DEFAULT_TIMEOUT_S = 120.0
+# Ray CPUs a framework needs: (where, how many, why); where is "head" or "every" node.
+CPU_RULES = {
+    "verl": ("head", 10, "its TransferQueue (1 controller + 8 storage actors) hangs silently with fewer"),
+    "trl": ("every", 1, "one Ray Train worker per node"),
+}
+
+
+# ---------------------------------------------------------------- on every node (Ray tasks)
+# These functions are shipped to the nodes by value (see _ship_by_value): they use only the standard
+# library, Ray and this section (constants included), never the rest of rlaunch.
+
+
+def _sha256(path: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _manifest_entries(path: str) -> dict[str, str]:
+    """SHA256SUMS (`sha256sum` output): relative name -> digest."""
+    entries = {}
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            digest, _, name = line.strip().partition(" ")
+            if digest and name:
+                entries[name.lstrip(" *")] = digest
+    return entries
+
+
+def _probe_input(path: str) -> dict:
+    """What this node sees at one input path: a digest to compare across nodes, and problems."""
+    import os
+
+    out = {"path": path, "problems": []}
+    if not os.path.exists(path):
+        out["problems"].append("missing")
+        return out
+    if os.path.isfile(path):
+        out["size"] = os.path.getsize(path)
+        if out["size"] == 0:
+            out["problems"].append("empty")
+        out["digest"] = out["sha256"] = _sha256(path)
+        manifest = os.path.join(os.path.dirname(path), MANIFEST)
+        if os.path.isfile(manifest) and manifest != path:
+            out["manifest_sha256"] = _sha256(manifest)
+            listed = _manifest_entries(manifest).get(os.path.basename(path))
+            if listed and listed != out["sha256"]:
+                out["problems"].append("does not match its SHA256SUMS entry")
+        return out
+    # A directory: its SHA256SUMS stands for it (hashing a model's weights on every node would cost
+    # minutes); every listed file must exist and be non-empty. Without a manifest, hash everything.
+    manifest = os.path.join(path, MANIFEST)
+    if os.path.isfile(manifest):
+        entries = _manifest_entries(manifest)
+        out["digest"] = out["manifest_sha256"] = _sha256(manifest)
+        out["files"] = len(entries)
+        if not entries:
+            out["problems"].append("SHA256SUMS lists no files")
+        for name in sorted(entries):
+            full = os.path.join(path, name)
+            if not os.path.isfile(full) or os.path.getsize(full) == 0:
+                out["problems"].append(f"{name} (listed in SHA256SUMS) missing or empty")
+        return out
+    import hashlib
+
+    tree = hashlib.sha256()
+    count = 0
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            tree.update(os.path.relpath(full, path).encode() + b"\0" + _sha256(full).encode())
+            count += 1
+    out["digest"], out["files"] = tree.hexdigest(), count
+    if count == 0:
+        out["problems"].append("empty directory")
+    return out
+
+
+def _framework_info(name: str) -> dict:
+    """Version and commit of the framework as this node imports it; "absent" if it does not."""
+    import importlib
+    import importlib.metadata
+    import json
+    import os
+    import subprocess
+
+    info = {"version": "absent", "commit": ""}
+    try:
+        module = importlib.import_module(name)
+    except Exception as err:  # noqa: BLE001 - any import failure means the job would fail too
+        info["error"] = f"{type(err).__name__}: {err}"[:300]
+        return info
+    try:
+        info["version"] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        info["version"] = str(getattr(module, "__version__", "unknown"))
+    # A git checkout on PYTHONPATH (RLinf): its HEAD, but only if the package sits at the top of that
+    # checkout; a site-packages inside some other repository (a venv in a project) says nothing.
+    where = os.path.dirname(os.path.dirname(os.path.abspath(getattr(module, "__file__", "") or ".")))
+    try:
+        top, head = subprocess.run(["git", "-C", where, "rev-parse", "--show-toplevel", "HEAD"],
+                                   capture_output=True, text=True, timeout=20, check=True).stdout.split()
+        if os.path.realpath(top) != os.path.realpath(where):
+            raise ValueError(f"{where} is inside {top}, not a checkout of {name}")
+        info["commit"] = head
+    except (OSError, subprocess.SubprocessError, ValueError):
+        try:
+            direct = importlib.metadata.distribution(name).read_text("direct_url.json") or "{}"
+            info["commit"] = json.loads(direct).get("vcs_info", {}).get("commit_id", "")
+        except (importlib.metadata.PackageNotFoundError, ValueError):
+            pass
+    return info
+
+
+def _gpu_info(expect_gpus: bool) -> dict:
+    import shutil
+    import subprocess
+
+    out = {"count": 0, "models": [], "drivers": [], "source": "none"}
+    if shutil.which("nvidia-smi"):
+        try:
+            rows = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                                  capture_output=True, text=True, timeout=60, check=True).stdout
+            parsed = [r.rsplit(",", 1) for r in rows.strip().splitlines() if "," in r]
+            out.update(count=len(parsed), models=sorted({n.strip() for n, _ in parsed}),
+                       drivers=sorted({d.strip() for _, d in parsed}), source="nvidia-smi")
+        except (OSError, subprocess.SubprocessError) as err:
+            out["error"] = f"nvidia-smi: {err}"[:300]
+    # torch costs seconds to import: only where GPUs are expected does CUDA's view matter.
+    if expect_gpus:
+        try:
+            import torch
+
+            out["cuda"] = {"available": torch.cuda.is_available(), "count": torch.cuda.device_count()}
+            if out["source"] == "none" and out["cuda"]["count"]:
+                names = {torch.cuda.get_device_name(i) for i in range(out["cuda"]["count"])}
+                out.update(count=out["cuda"]["count"], models=sorted(names), source="torch")
+        except ImportError:
+            out["cuda"] = {"available": None, "count": 0, "error": "torch not importable"}
+    return out
+
+
+def _expand(path: str, node_ip: str) -> str:
+    return path.replace(NODE_IP, node_ip)
+
+
+def _probe(ctx: dict) -> dict:
+    """Round 1 on one node: facts, input digests, and this node's storage token written."""
+    import os
+    import platform
+    import socket
+    import sys
+
+    import ray
+
+    node_ip = ray.util.get_node_ip_address()
+    out = {
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "node_ip": node_ip,
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "env": {k: v for k, v in sorted(os.environ.items())
+                if k.startswith("NCCL_") or k == "CUDA_VISIBLE_DEVICES"},
+    }
+    out["framework"] = _framework_info(ctx["framework"])
+    out["gpu"] = _gpu_info(ctx["expect_gpus"])
+    out["inputs"] = [_probe_input(_expand(p, node_ip)) for p in ctx["inputs"]]
+    storage = os.path.join(_expand(ctx["run_dir"], node_ip), PROBE_DIR)
+    path = os.path.join(storage, out["node_id"])
+    out["storage"] = {"path": path}
+    try:
+        os.makedirs(storage, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(ctx["tokens"][out["node_id"]])
+            fh.flush()
+            os.fsync(fh.fileno())  # the peers read it next; do not leave it in a page cache only
+    except OSError as err:
+        out["storage"]["error"] = f"{type(err).__name__}: {err}"
+    return out
+
+
+def _read_peers(ctx: dict) -> dict:
+    """Round 2 on one node: read every other node's token under this node's view of run_dir."""
+    import os
+
+    import ray
+
+    node_ip = ray.util.get_node_ip_address()
+    me = ray.get_runtime_context().get_node_id()
+    storage = os.path.join(_expand(ctx["run_dir"], node_ip), PROBE_DIR)
+    seen = {}
+    for peer, token in ctx["tokens"].items():
+        if peer == me:
+            continue
+        try:
+            with open(os.path.join(storage, peer), encoding="utf-8") as fh:
+                seen[peer] = "ok" if fh.read() == token else "different content"
+        except FileNotFoundError:
+            seen[peer] = "missing"
+        except OSError as err:
+            seen[peer] = f"{type(err).__name__}: {err}"
+    return {"node_id": me, "node_ip": node_ip, "storage": storage, "seen": seen}
+
+
+# ---------------------------------------------------------------- on the driver
+
+
+def expected_nodes(spec: dict) -> int:
+    """Ray nodes the spec asks for: cluster.nodes (AIStudio: its workers), plus a KubeRay CPU head."""
+    nodes = spec["cluster"]["nodes"]
+    if spec["infra"]["name"] == "kuberay" and spec["cluster"].get("cpu_head"):
+        nodes += 1
+    return nodes
+
+
+def task_env(spec: dict) -> dict[str, str]:
+    """The job's non-secret env, from the framework adapter: the probes see what the job will see."""
+    from .. import frameworks
+
+    try:
+        return {k: str(v) for k, v in frameworks.get(spec["framework"]["name"]).env(spec).items()}
+    except (ImportError, AttributeError):  # an adapter not written yet: no env of its own
+        return {}
+
+
+def default_inputs(spec: dict) -> list[str]:
+    """Without --input: what the framework adapter says must be on the shared storage before the run
+    (`inputs(spec)`, e.g. the pinned model dir and dataset file); none if it says nothing."""
+    from .. import frameworks
+
+    try:
+        adapter = frameworks.get(spec["framework"]["name"])
+    except ImportError:
+        return []
+    return [str(p) for p in getattr(adapter, "inputs", lambda _spec: [])(spec)]
+
+
+def _ship_by_value() -> None:
+    """Make cloudpickle send this module's functions as code: the nodes need not import rlaunch."""
+    from ray import cloudpickle
+
+    module = sys.modules[__name__]
+    if __name__ != "__main__":  # __main__ functions already travel by value
+        cloudpickle.register_pickle_by_value(module)
+
+
+def _wait_for_gcs(address: str, timeout_s: float) -> None:
+    """ray.init retries an unreachable GCS for minutes: give it a deadline of our own first."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return  # "auto" (the local cluster's file) fails fast by itself; ray:// is not ours to probe
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+            return
+        except OSError as err:
+            if time.monotonic() >= deadline:
+                raise ConnectionError(f"{address} not reachable after {timeout_s:.0f} s ({err})") from None
+            time.sleep(0.5)
+
+
+def _connect(timeout_s: float) -> bool:
+    """Join the cluster at RAY_ADDRESS; True if this call connected (and so should disconnect)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = os.environ.get("RAY_ADDRESS") or "auto"
+    _wait_for_gcs(address, min(timeout_s, 30.0))
+    ray.init(address=address, logging_level="WARNING", log_to_driver=False, configure_logging=False)
+    return True
+
+
+def cluster_nodes() -> list[dict]:
+    import ray
+
+    nodes = []
+    for n in ray.nodes():
+        if not n.get("Alive"):
+            continue
+        res = n.get("Resources", {})
+        nodes.append({"node_id": n["NodeID"], "ip": n["NodeManagerAddress"],
+                      "hostname": n.get("NodeManagerHostname", ""),
+                      "is_head": "node:__internal_head__" in res,
+                      "cpus": res.get("CPU", 0), "gpus": res.get("GPU", 0)})
+    # Head first, then by IP: the order a reader expects in the table.
+    return sorted(nodes, key=lambda n: (not n["is_head"], [int(p) if p.isdigit() else 0 for p in n["ip"].split(".")]))
+
+
+def _round(fn, nodes: list[dict], ctx: dict, env: dict, timeout_s: float) -> dict[str, dict]:
+    """Run fn(ctx) once on every node (hard affinity, 0 CPUs); node_id -> result or {"error"}."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    remote = ray.remote(fn)
+    refs = {}
+    for node in nodes:
+        options = {"num_cpus": 0, "max_retries": 0,
+                   "scheduling_strategy": NodeAffinitySchedulingStrategy(node["node_id"], soft=False)}
+        if env:
+            options["runtime_env"] = {"env_vars": env}
+        refs[node["node_id"]] = remote.options(**options).remote(ctx)
+    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
+    ready = set(ready)
+    out = {}
+    for node_id, ref in refs.items():
+        if ref not in ready:
+            ray.cancel(ref, force=True)
+            out[node_id] = {"error": f"no answer within {timeout_s:.0f} s"}
+            continue
+        try:
+            out[node_id] = ray.get(ref)
+        except Exception as err:  # noqa: BLE001 - a node's failure is a finding, not a crash
+            out[node_id] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}
+    return out
+
+
+def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict], dict, dict]:
+    """Both probe rounds on the running cluster: (nodes, probes by node_id, peers by node_id)."""
+    connected = _connect(timeout_s)
+    try:
+        _ship_by_value()
+        nodes = cluster_nodes()
+        tokens = {n["node_id"]: secrets.token_hex(16) for n in nodes}
+        env = task_env(spec)
+        ctx = {"framework": spec["framework"]["name"], "inputs": inputs, "run_dir": spec["paths"]["run_dir"],
+               "tokens": tokens, "expect_gpus": spec["cluster"]["gpus_per_node"] > 0}
+        probes = _round(_probe, nodes, ctx, env, timeout_s)
+        # Round 2 only after every token is written (round 1 finished everywhere): no race, no polling.
+        peers = _round(_read_peers, nodes, {"run_dir": ctx["run_dir"], "tokens": tokens}, env, timeout_s)
+    finally:
+        if connected:
+            import ray
+
+            ray.shutdown()
+    return nodes, probes, peers
+
+
+# ---------------------------------------------------------------- the checks (pure)
+
+
+def _label(node: dict) -> str:
+    return node.get("ip") or node.get("node_ip") or node.get("node_id", "?")[:12]
+
+
+def _odd_ones(values: dict[str, object]) -> tuple[object, list[str]]:
+    """The majority value and the nodes that differ from it (ties: the first-seen value wins)."""
+    groups: dict[object, list[str]] = defaultdict(list)
+    for node, value in values.items():
+        groups[value].append(node)
+    majority = max(groups, key=lambda v: len(groups[v]))
+    return majority, [n for v, nodes in groups.items() if v != majority for n in nodes]
+
+
+def _same_everywhere(name: str, values: dict[str, object], what: str) -> dict:
+    if not values:
+        return check(name, False, "no node answered")
+    majority, odd = _odd_ones(values)
+    if odd:
+        return check(name, False, f"{what} {values[odd[0]]} on {odd[0]}, {majority} on the others "
+                                  f"({', '.join(k for k in values if k not in odd)})", node=odd[0])
+    return check(name, True, f"{what} {majority} on all {len(values)} nodes")
+
+
+def check_cpus(spec: dict, nodes: list[dict]) -> dict:
+    rule = CPU_RULES.get(spec["framework"]["name"])
+    if rule is None:
+        return skipped("ray cpus", f"no CPU rule for {spec['framework']['name']}")
+    where, need, why = rule
+    pool = [n for n in nodes if n["is_head"]] if where == "head" else nodes
+    short = next((n for n in pool if n["cpus"] < need), None)
+    if short:
+        return check("ray cpus", False, f"{short['cpus']:g} Ray CPUs there, {spec['framework']['name']} needs "
+                                        f">= {need} on {'the head' if where == 'head' else 'every node'} ({why})",
+                     node=_label(short))
+    return check("ray cpus", True, f">= {need} Ray CPUs on {'the head' if where == 'head' else 'every node'}")
+
+
+def check_framework(spec: dict, probes: dict[str, dict]) -> list[dict]:
+    name = spec["framework"]["name"]
+    absent = [(ip, p["framework"]) for ip, p in probes.items() if p["framework"]["version"] == "absent"]
+    if absent:
+        ip, info = absent[0]
+        return [check("framework", False, f"{name} not importable: {info.get('error', 'absent')}", node=ip)]
+    out = [_same_everywhere("framework version", {ip: p["framework"]["version"] for ip, p in probes.items()},
+                            f"{name}"),
+           _same_everywhere("framework commit", {ip: p["framework"]["commit"] or "unknown"
+                                                 for ip, p in probes.items()}, f"{name} commit")]
+    pins = spec.get("pins", {})
+    version, commit = pins.get("framework_version", ""), pins.get("framework_commit", "")
+    for ip, p in probes.items():
+        got = p["framework"]["version"]
+        # A local build tag (+cu126) is the same release; anything else is not the pinned one.
+        if version and got.split("+")[0] != version:
+            out.append(check("framework pin", False, f"{name} {got} installed, {version} pinned", node=ip))
+            break
+        if commit and p["framework"]["commit"] and p["framework"]["commit"] != commit:
+            out.append(check("framework pin", False, f"{name} at commit {p['framework']['commit'][:12]}, "
+                                                     f"{commit[:12]} pinned", node=ip))
+            break
+    else:
+        out.append(check("framework pin", True, f"{name} {version or '(no version pin)'}"
+                                                f"{' @ ' + commit[:12] if commit else ''}"))
+    return out
+
+
+def _is_accelerator(model: str, accelerator: str) -> bool:
+    """"A100-80GB" matches "NVIDIA A100-SXM4-80GB": the family (first part) and any memory size must
+    appear; SkyPilot's other parts (H100-MEGA-80GB) are not in the driver's name, so not compared."""
+    parts = [p.lower() for p in accelerator.replace("_", "-").split("-") if p]
+    wanted = parts[:1] + [p for p in parts[1:] if re.fullmatch(r"\d+gb", p)]
+    return all(p in model.lower() for p in wanted)
+
+
+def _cuda_short(probe: dict, want: int) -> str:
+    """Why torch on this node cannot use the node's GPUs; "" if it can (or torch is not installed)."""
+    cuda = probe["gpu"].get("cuda") or {}
+    if cuda.get("available") is None:
+        return ""
+    if cuda["available"] and cuda["count"] >= want:
+        return ""
+    visible = probe["env"].get("CUDA_VISIBLE_DEVICES", "unset")
+    return f"torch sees {cuda['count']} CUDA device(s) of {want} (CUDA_VISIBLE_DEVICES={visible})"
+
+
+def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[dict]:
+    cluster = spec["cluster"]
+    want = cluster["gpus_per_node"]
+    if want <= 0:
+        return [skipped("gpus", "cluster.gpus_per_node=0")]
+    heads = {_label(n) for n in nodes if n["is_head"]}
+    # A KubeRay CPU-only head has no GPUs by design; every other node must have exactly `want`.
+    gpu_probes = {ip: p for ip, p in probes.items()
+                  if not (spec["infra"]["name"] == "kuberay" and cluster.get("cpu_head") and ip in heads)}
+    out = []
+    wrong = [(ip, p["gpu"]["count"]) for ip, p in gpu_probes.items() if p["gpu"]["count"] != want]
+    out.append(check("gpu count", not wrong, f"{wrong[0][1]} GPUs, cluster.gpus_per_node={want}" if wrong
+                     else f"{want} GPUs on each of {len(gpu_probes)} nodes", node=wrong[0][0] if wrong else None))
+    models = {ip: ", ".join(p["gpu"]["models"]) or "none" for ip, p in gpu_probes.items()}
+    out.append(_same_everywhere("gpu model", models, "GPU"))
+    accel = cluster.get("accelerator", "")
+    off = [ip for ip, m in models.items() if not _is_accelerator(m, accel)]
+    if off:
+        out.append(check("gpu type", False, f"{models[off[0]]} is not cluster.accelerator={accel}", node=off[0]))
+    drivers = {ip: ", ".join(p["gpu"]["drivers"]) or "unknown" for ip, p in gpu_probes.items()}
+    out.append(_same_everywhere("gpu driver", drivers, "driver"))
+    no_cuda = {ip: why for ip, p in gpu_probes.items() if (why := _cuda_short(p, want))}
+    ip = next(iter(no_cuda), None)
+    out.append(check("cuda visible", not no_cuda, no_cuda[ip] if ip else
+                     "torch sees the GPUs (where torch is installed)", node=ip))
+    if not spec["infra"].get("rdma"):
+        unset = [(ip, p["env"].get("NCCL_IB_DISABLE", "unset")) for ip, p in gpu_probes.items()
+                 if p["env"].get("NCCL_IB_DISABLE") != "1"]
+        out.append(check("nccl env", not unset,
+                         f"NCCL_IB_DISABLE={unset[0][1]}; without RDMA (infra.rdma=false) it must be 1"
+                         if unset else "NCCL_IB_DISABLE=1 on every node (no RDMA)",
+                         node=unset[0][0] if unset else None))
+    return out
+
+
+def check_inputs(inputs: list[str], probes: dict[str, dict]) -> list[dict]:
+    out = []
+    for i, path in enumerate(inputs):
+        seen = {ip: p["inputs"][i] for ip, p in probes.items()}
+        bad = [(ip, s) for ip, s in seen.items() if s["problems"]]
+        if bad:
+            ip, s = bad[0]
+            out.append(check("input", False, f"{s['path']}: {'; '.join(s['problems'])}", node=ip))
+            continue
+        digests = {ip: s["digest"] for ip, s in seen.items()}
+        majority, odd = _odd_ones(digests)
+        if odd:
+            out.append(check("input", False, f"{seen[odd[0]]['path']} differs: sha256 {digests[odd[0]][:12]} "
+                                             f"there, {majority[:12]} on "
+                                             f"{', '.join(k for k in seen if k not in odd)}", node=odd[0]))
+        else:
+            out.append(check("input", True, f"{path}: sha256 {majority[:12]} on all {len(seen)} nodes"))
+    return out
+
+
+def check_storage(probes: dict[str, dict], peers: dict[str, dict], ip_of: dict[str, str]) -> dict:
+    """probes by IP, peers by node id: each reader's view of each writer's token."""
+    answered = {p["node_id"] for p in probes.values()}
+    for ip, p in probes.items():
+        if "error" in p["storage"]:
+            return check("shared storage", False, f"cannot write {p['storage']['path']}: {p['storage']['error']}",
+                         node=ip)
+    for node_id, result in peers.items():
+        reader = ip_of.get(node_id, node_id)
+        if "error" in result:
+            return check("shared storage", False, f"read round failed: {result['error']}", node=reader)
+        for peer, state in result["seen"].items():
+            if state != "ok" and peer in answered:  # a node whose probe failed wrote no token
+                writer = ip_of.get(peer, peer)
+                return check("shared storage", False,
+                             f"storage not shared: node {reader} cannot see node {writer}'s file "
+                             f"{result['storage']}/{peer} ({state})", node=reader)
+    return check("shared storage", True, f"every node read every other node's token under "
+                                         f"{next(iter(probes.values()))['storage']['path'].rsplit('/', 2)[0]}"
+                 if probes else "no node answered")
+
+
+def evaluate(spec: dict, nodes: list[dict], probes: dict[str, dict], peers: dict[str, dict],
+             expected: int, inputs: list[str]) -> list[dict]:
+    """All checks from what the nodes reported; pure, so every rule is testable without Ray."""
+    ip_of = {n["node_id"]: _label(n) for n in nodes}
+    checks = [check("node count", len(nodes) == expected,
+                    f"{len(nodes)} alive Ray nodes ({', '.join(ip_of.values())}), expected {expected}")]
+    failed = {ip_of[k]: v["error"] for k, v in probes.items() if "error" in v}
+    checks.append(check("probe", not failed, f"no result: {next(iter(failed.values()))}" if failed
+                        else f"answered on all {len(probes)} nodes", node=next(iter(failed), None)))
+    ok = {ip_of[k]: v for k, v in probes.items() if "error" not in v}
+    checks.append(check_cpus(spec, nodes))
+    if not ok:
+        return checks
+    checks.append(_same_everywhere("python", {ip: p["python"] for ip, p in ok.items()}, "Python"))
+    checks += check_framework(spec, ok)
+    checks += check_gpus(spec, nodes, ok)
+    checks += check_inputs(inputs, ok)
+    checks.append(check_storage(ok, {k: v for k, v in peers.items() if ip_of[k] in ok}, ip_of))
+    return checks
+
+
+def nodes_table(nodes: list[dict], probes: dict[str, dict]) -> str:
+    rows = []
+    for n in nodes:
+        p = probes.get(n["node_id"], {})
+        fw = p.get("framework", {})
+        gpu = p.get("gpu", {})
+        rows.append([n["ip"], "head" if n["is_head"] else "worker", f"{n['cpus']:g}", str(gpu.get("count", "?")),
+                     p.get("python", "?"), f"{fw.get('version', '?')}{' @' + fw['commit'][:8] if fw.get('commit') else ''}",
+                     p.get("error", "ok")])
+    return table(["node", "role", "cpus", "gpus", "python", "framework", "probe"], rows)
+
+
+def run(spec: dict, report_path: Path, *, expect_nodes: int | None = None,
+        inputs: list[Path] | None = None, timeout_s: float | None = None) -> dict:
+    """Probe every node of the cluster at RAY_ADDRESS; write and return the preflight report.
+    inputs=None: the framework adapter's inputs(spec), if it has that method."""
+    inputs = default_inputs(spec) if inputs is None else [str(p) for p in inputs]
+    expected = expect_nodes if expect_nodes is not None else expected_nodes(spec)
+    if timeout_s is None:
+        timeout_s = float(os.environ.get("RLAUNCH_PREFLIGHT_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
+    started = time.monotonic()
+    try:
+        nodes, probes, peers = collect(spec, inputs, timeout_s)
+        checks = evaluate(spec, nodes, probes, peers, expected, inputs)
+    except (ConnectionError, TimeoutError) as err:  # no cluster at RAY_ADDRESS: a finding, one line
+        nodes, probes, peers = [], {}, {}
+        address = os.environ.get("RAY_ADDRESS") or "auto"
+        checks = [check("ray cluster", False, f"cannot connect to RAY_ADDRESS={address}: "
+                                              f"{str(err).splitlines()[0] if str(err) else type(err).__name__}")]
+    by_ip = {n["node_id"]: n for n in nodes}
+    report = {
+        "passed": all_passed(checks),
+        "framework": spec["framework"]["name"],
+        "expected_nodes": expected,
+        "inputs": inputs,
+        "checks": checks,
+        "nodes": [{**by_ip[k], **v, "peers": peers.get(k, {}).get("seen", {})} for k, v in probes.items()],
+        "duration_s": round(time.monotonic() - started, 1),
+    }
+    write_json(Path(report_path), report)
+    report["table"] = nodes_table(nodes, probes)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("Usage:")[1])
+    parser.add_argument("--spec", required=True, type=Path)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--expect-nodes", type=int)
+    parser.add_argument("--input", action="append", default=[])
+    parser.add_argument("--timeout", type=float)
+    args = parser.parse_args(argv)
+    try:
+        spec = load_spec(args.spec)
+        if args.expect_nodes is not None and args.expect_nodes < 1:
+            raise UsageError(f"--expect-nodes={args.expect_nodes}: must be >= 1")
+        if args.timeout is not None and args.timeout <= 0:
+            raise UsageError(f"--timeout={args.timeout}: must be > 0 seconds")
+        out = args.out or Path(spec["paths"]["run_dir"]) / "preflight.json"
+        inputs = [Path(p) for item in args.input for p in item.split(os.pathsep) if p] or None
+        report = run(spec, out, expect_nodes=args.expect_nodes, inputs=inputs, timeout_s=args.timeout)
+    except UsageError as err:
+        print(f"{PROG}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if report["nodes"]:
+        print(report["table"])
+    print(checks_table(report["checks"]))
+    failed = first_failure(report["checks"])
+    if failed:
+        print(failure_line(PROG, failed), file=sys.stderr)
+        return EXIT_FAILED
+    print(f"{PROG}: passed on {len(report['nodes'])} nodes in {report['duration_s']} s; report {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
