@@ -329,7 +329,7 @@ def derive(cfg: dict, preset: str, sources: dict[str, str], now: _dt.datetime | 
     spec = copy.deepcopy(cfg)
     spec["preset"] = preset
     run = spec["run"]
-    run["name"] = run["name"] or preset
+    run["name"] = run["name"] or re.sub(r"[^a-z0-9-]+", "-", preset.lower())  # 0.5b -> 0-5b
     if not run["id"]:
         stamp = (now or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y%m%d-%H%M%S")
         run["id"] = f"{run['name']}-{stamp}"

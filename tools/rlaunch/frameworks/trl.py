@@ -47,9 +47,15 @@ class Trl(Framework):
                               "digits (the TRL adapter's task is made at run time)")
 
     def loader_check(self, spec: dict, files: dict[str, str]) -> str:
-        from ..rehearsal.train import load_config  # validates keys and types exactly as the job will
+        from ..errors import CheckError
+        from ..rehearsal.train import ConfigError as TrainConfigError
+        from ..rehearsal.train import parse_config  # validates exactly as the job will
 
-        load_config(json.loads(files["trl.json"]))
+        raw = {k: v for k, v in json.loads(files["trl.json"]).items() if not k.startswith("_")}
+        try:
+            parse_config(raw)
+        except TrainConfigError as err:
+            raise CheckError("trl.json", str(err)) from None
         return "trl.json accepted by rlaunch.rehearsal.train"
 
 

@@ -1,0 +1,273 @@
+#!/usr/bin/env bats
+# INFRA=kuberay through rlaunch's CLI (what `make launch|status|logs|dashboard|down INFRA=kuberay`
+# runs) with a PATH stub for `kubectl` that records every call and its stdin; and
+# scripts/kuberay-operator (`make kuberay-operator`) with a PATH stub for `helm`.
+# WANDB_API_KEY=sekret-value is in every test's environment: it may reach kubectl only on stdin
+# (base64 in a Secret), never an argument, a rendered file or the output.
+
+load stub_helper
+
+setup() {
+  REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
+  PY="${REPO}/.venv/bin/python"
+  [[ -x "${PY}" ]] || skip "needs the launcher venv (make setup)"
+  stub_command kubectl
+  stub_reply kubectl config current-context "gke_proj_us-central1_train"
+  export STUB_ENV_NAMES="WANDB_API_KEY"
+  export WANDB_API_KEY="sekret-value"
+  ENCODED="$(printf '%s' "${WANDB_API_KEY}" | base64)"
+  unset RLAUNCH_KUBECTL KUBERAY_NAMESPACE KUBERAY_WATCH_NAMESPACE KUBERAY_VERSION HELM
+  OUT="${BATS_TEST_TMPDIR}/out"
+  RUN_ID="bats-kr-$$"
+  APPLY="apply --server-side --field-manager=rlaunch --force-conflicts -n default"
+  # `rlaunch launch` records the last run in build/last-run: keep the developer's pointer.
+  LAST_RUN="${REPO}/build/last-run"
+  if [[ -f "${LAST_RUN}" ]]; then cp "${LAST_RUN}" "${BATS_TEST_TMPDIR}/last-run.saved"; fi
+}
+
+teardown() {
+  if [[ -f "${BATS_TEST_TMPDIR}/last-run.saved" ]]; then
+    cp "${BATS_TEST_TMPDIR}/last-run.saved" "${LAST_RUN}"
+  else
+    rm -f "${LAST_RUN}"
+  fi
+}
+
+# rl VERB ARGS...: python -m rlaunch as the Makefile runs it.
+rl() {
+  PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch "$@"
+}
+
+launch() {
+  rl launch --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" --SET="secrets=[WANDB_API_KEY]" "$@"
+}
+
+rendered() {
+  rl render --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" >/dev/null
+}
+
+# no_secret_anywhere: the value (plain or base64) is in no argv, no env record, no rendered file
+# and no output; base64 may only be on kubectl's stdin.
+# (Bats ignores a failing `! cmd` inside a test or function: every check here returns 1 itself.)
+no_secret_anywhere() {
+  if grep -rlF "sekret-value" "${BATS_TEST_TMPDIR}"/kubectl.* "${OUT}"; then return 1; fi
+  if grep -rlF "${ENCODED}" "${BATS_TEST_TMPDIR}/kubectl.calls" "${OUT}"; then return 1; fi
+  [[ "${output}" != *sekret-value* && "${output}" != *"${ENCODED}"* ]]
+}
+
+# nothing_applied: no recorded call applied for real (a server dry run is not an apply).
+nothing_applied() {
+  if stub_calls kubectl | grep "^apply --server-side"; then return 1; fi
+}
+
+@test "launch: checks the cluster, sends Secret and ConfigMap on stdin, applies the manifests in order" {
+  run launch
+  [ "${status}" -eq 0 ]
+  [ "$(stub_calls kubectl)" = "config current-context
+get --raw /readyz --request-timeout=10s
+apply --dry-run=server --server-side --field-manager=rlaunch -n default -f -
+config current-context
+get --raw /readyz --request-timeout=10s
+get crd rayjobs.ray.io rayclusters.ray.io -o name
+get namespace default -o name
+${APPLY} -f -
+${APPLY} -f -
+${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/rayjob.yaml" ]
+  # The Secret travelled on stdin, base64-encoded, under the name the pods reference.
+  grep -qF "\"WANDB_API_KEY\": \"${ENCODED}\"" "${BATS_TEST_TMPDIR}/kubectl.stdin"
+  grep -qF "secretKeyRef: {name: \"${RUN_ID}-secrets\", key: WANDB_API_KEY}" "${OUT}/kuberay/rayjob.yaml"
+  # The ConfigMap carries the very job.sh that was rendered.
+  grep -qF "\"name\": \"${RUN_ID}-artifacts\"" "${BATS_TEST_TMPDIR}/kubectl.stdin"
+  no_secret_anywhere
+  [[ "${output}" == *"accepted by context gke_proj_us-central1_train"* ]]
+  [[ "${output}" == *"make logs RUN_ID=${RUN_ID}"* ]]
+}
+
+@test "launch without the KubeRay CRDs: exit 3, names make kuberay-operator, applies nothing" {
+  stub_fail kubectl get crd 1 'Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io "rayjobs.ray.io" not found'
+  run launch
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing the KubeRay CRDs"*"make kuberay-operator"* ]]
+  nothing_applied
+  no_secret_anywhere
+}
+
+@test "launch without a kubectl context: exit 3 with how to get credentials; plan skipped the dry run" {
+  stub_fail kubectl config current-context 1 "error: current-context is not set"
+  run launch
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"dry-run=server: skipped (kubectl has no current context)"* ]]
+  [[ "${output}" == *"missing a kubectl context"*"get-credentials"* ]]
+  nothing_applied
+}
+
+@test "launch with the API server unreachable: exit 3, says which context" {
+  stub_fail kubectl get --raw 1 "Unable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout"
+  run launch
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing a reachable Kubernetes cluster"*"gke_proj_us-central1_train"*"i/o timeout"* ]]
+  nothing_applied
+}
+
+@test "launch into a missing namespace: exit 3 with the command that creates it" {
+  stub_fail kubectl get namespace 1 'Error from server (NotFound): namespaces "default" not found'
+  run launch
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing namespace default: kubectl create namespace default"* ]]
+  nothing_applied
+}
+
+@test "launch with the secret's variable unset: exit 3 naming it, nothing applied" {
+  unset WANDB_API_KEY
+  run launch
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing secret env var WANDB_API_KEY"* ]]
+  nothing_applied
+}
+
+@test "launch without kubectl: exit 3 naming kubectl" {
+  RLAUNCH_KUBECTL="rlaunch-no-such-kubectl" run launch
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"dry-run=server: skipped (kubectl is not installed)"* ]]
+  [[ "${output}" == *"missing kubectl: install kubectl"* ]]
+  [ -z "$(stub_calls kubectl)" ]
+}
+
+@test "plan: a server-side rejection fails the plan with exit 2" {
+  stub_fail kubectl apply --dry-run=server 1 'Error from server (Forbidden): rayjobs.ray.io is forbidden'
+  run rl plan --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 2 ]
+  [[ "${output}" == *"check server-dry-run"*"forbidden"* ]]
+}
+
+@test "status: RayJob job and deployment status, then the run's pods" {
+  rendered
+  stub_reply kubectl get rayjob '{"status": {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running", "rayClusterName": "c-x1y2z", "jobId": "j"}}'
+  stub_reply kubectl get pods "NAME READY STATUS
+${RUN_ID}-head-abc 1/1 Running"
+  run rl status --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"RayJob ${RUN_ID}: jobStatus=RUNNING jobDeploymentStatus=Running rayCluster=c-x1y2z"* ]]
+  [[ "${output}" == *"${RUN_ID}-head-abc 1/1 Running"* ]]
+  [ "$(stub_calls kubectl)" = "get rayjob ${RUN_ID} -n default -o json
+get pods -n default -l rlaunch.io/run=${RUN_ID} -o wide" ]
+}
+
+@test "status of a run that is not there: exit 1 and says so" {
+  rendered
+  stub_fail kubectl get rayjob 1 "Error from server (NotFound): rayjobs.ray.io \"${RUN_ID}\" not found"
+  run rl status --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 1 ]
+  [[ "${output}" == *"no RayJob ${RUN_ID} in namespace default"* ]]
+}
+
+@test "logs follow the submitter job; dashboard forwards the head service's 8265" {
+  rendered
+  run rl logs --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  run rl dashboard --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"http://localhost:8265"* ]]
+  [ "$(stub_calls kubectl)" = "get job ${RUN_ID} -n default -o name
+logs -f job/${RUN_ID} -n default --pod-running-timeout=10m
+port-forward -n default service/${RUN_ID}-head-svc 8265:8265" ]
+}
+
+@test "logs give up after cluster.formation_timeout_s when the submitter job never appears" {
+  rl render --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" --SET="cluster.formation_timeout_s=1" >/dev/null
+  stub_fail kubectl get job 1 "Error from server (NotFound): jobs.batch \"${RUN_ID}\" not found"
+  run rl logs --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 1 ]
+  [[ "${output}" == *"no submitter job ${RUN_ID} in namespace default after 1 s"* ]]
+  if stub_calls kubectl | grep "^logs"; then return 1; fi
+}
+
+@test "down deletes what launch created by label, and a second down is fine" {
+  rendered
+  run rl down --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  run rl down --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  # (the calls are recorded shell-quoted: printf %q escapes the commas)
+  local namespaced="delete rayjobs.ray.io\\,configmaps\\,secrets\\,persistentvolumeclaims -n default -l rlaunch.io/run=${RUN_ID} --ignore-not-found --timeout=300s"
+  local cluster="delete persistentvolumes -l rlaunch.io/run=${RUN_ID} --ignore-not-found --timeout=300s"
+  [ "$(stub_calls kubectl)" = "${namespaced}
+${cluster}
+${namespaced}
+${cluster}" ]
+}
+
+@test "down without kubectl: exit 3, never a fake success" {
+  rendered
+  RLAUNCH_KUBECTL="rlaunch-no-such-kubectl" run rl down --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing kubectl"* ]]
+}
+
+# ---------------------------------------------------------------- scripts/kuberay-operator
+
+operator() {
+  "${REPO}/scripts/kuberay-operator" "$@"
+}
+
+@test "kuberay-operator --help prints the header with every variable" {
+  run operator --help
+  [ "${status}" -eq 0 ]
+  for var in KUBERAY_NAMESPACE KUBERAY_WATCH_NAMESPACE KUBERAY_VERSION KUBERAY_HELM_TIMEOUT HELM PYTHON; do
+    [[ "${output}" == *"${var}"* ]]
+  done
+}
+
+@test "kuberay-operator without helm: exit 3 and the exact commands at the pinned version" {
+  HELM="rlaunch-no-such-helm" run operator
+  [ "${status}" -eq 3 ]
+  pinned="$(PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch.pins get kuberay)"
+  [[ "${output}" == *"helm is not installed"* ]]
+  [[ "${output}" == *"rlaunch-no-such-helm repo add kuberay https://ray-project.github.io/kuberay-helm/"* ]]
+  [[ "${output}" == *"upgrade --install kuberay-operator kuberay/kuberay-operator --version ${pinned} "* ]]
+}
+
+@test "kuberay-operator installs at the pin when the release is missing" {
+  stub_command helm
+  stub_reply helm list "[]"
+  KUBERAY_VERSION=9.8.7 run operator
+  [ "${status}" -eq 0 ]
+  [ "$(stub_calls helm)" = "list --namespace kuberay-system --filter \\^kuberay-operator\\\$ --output json
+repo add kuberay https://ray-project.github.io/kuberay-helm/ --force-update
+repo update kuberay
+upgrade --install kuberay-operator kuberay/kuberay-operator --version 9.8.7 --namespace kuberay-system --create-namespace --wait --timeout 5m" ]
+}
+
+@test "kuberay-operator is idempotent: deployed at the pin means nothing to do" {
+  stub_command helm
+  stub_reply helm list '[{"name":"kuberay-operator","namespace":"kuberay-system","status":"deployed","chart":"kuberay-operator-9.8.7","app_version":"v9.8.7"}]'
+  KUBERAY_VERSION=9.8.7 run operator
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"already deployed"* ]]
+  [ "$(stub_calls helm | wc -l)" -eq 1 ]
+  # An older chart is upgraded.
+  KUBERAY_VERSION=9.8.8 run operator
+  [ "${status}" -eq 0 ]
+  stub_calls helm | grep -q "^upgrade --install kuberay-operator kuberay/kuberay-operator --version 9.8.8 "
+}
+
+@test "kuberay-operator limited to one namespace, as seed 004 installs it" {
+  stub_command helm
+  stub_reply helm list "[]"
+  KUBERAY_VERSION=9.8.7 KUBERAY_WATCH_NAMESPACE=ml-team run operator
+  [ "${status}" -eq 0 ]
+  stub_calls helm | grep -qF "upgrade --install kuberay-operator kuberay/kuberay-operator --version 9.8.7 --namespace ml-team --create-namespace --wait --timeout 5m --set singleNamespaceInstall=true --set watchNamespace=\\{ml-team\\}"
+}
+
+@test "kuberay-operator: a failed install exits 1; a bad namespace exits 2 before helm runs" {
+  stub_command helm
+  stub_reply helm list "[]"
+  stub_fail helm upgrade 1 "Error: INSTALLATION FAILED: context deadline exceeded"
+  KUBERAY_VERSION=9.8.7 run operator
+  [ "${status}" -eq 1 ]
+  [[ "${output}" == *"helm upgrade --install kuberay-operator 9.8.7 failed"* ]]
+  rm -f "${BATS_TEST_TMPDIR}/helm.calls"
+  KUBERAY_VERSION=9.8.7 KUBERAY_WATCH_NAMESPACE="Not_A_Namespace" run operator
+  [ "${status}" -eq 2 ]
+  [ -z "$(stub_calls helm)" ]
+}

@@ -1,0 +1,608 @@
+"""INFRA=kuberay: one RayJob (with its Ray cluster embedded) on any Kubernetes with the KubeRay operator.
+
+Why a RayJob with an embedded rayClusterSpec, not a RayCluster plus a RayJob: the cluster then lives
+exactly as long as the run (shutdownAfterJobFinishes, ttlSecondsAfterFinished), activeDeadlineSeconds
+bounds GPU time, backoffLimit retries the whole run on a fresh cluster (the operator refuses
+backoffLimit with a clusterSelector), and `make down` has one object to delete. The operator names
+the cluster <rayjob>-<5 chars>, which is why the RayJob name may have 47 characters, not 53.
+
+What goes where:
+  - rlaunch's tools come from the rlaunch image (framework.image=rlaunch: the framework's official
+    image plus /opt/rlaunch, docker/<framework>); job.sh needs them for preflight and postflight.
+  - the launch's artifacts (spec.json, job.sh, the framework's files) go into a ConfigMap, built at
+    launch from the rendered files and mounted read-only at /opt/rlaunch-run in the head, the
+    workers and the job submitter; the submitter uploads it as the job's runtime_env working_dir.
+  - secrets (names in spec.secrets) become a Secret applied through kubectl's stdin at launch, read
+    from the launching shell's environment; pods reference it with secretKeyRef. Their values are
+    never in a rendered file, a log line or a process argument.
+  - data, model and checkpoints live on one shared volume at storage.mount in every pod: a GCS FUSE
+    bucket (gke), a TOS bucket through its CSI driver (vke), or an existing PVC (storage.pvc).
+
+Render is pure; launch/status/logs/down/dashboard call `kubectl` with argv lists ($RLAUNCH_KUBECTL,
+default kubectl) and never fake success: anything missing is a MissingPrerequisite naming the fix.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .. import artifacts, pins
+from ..errors import CheckError, ConfigError, MissingPrerequisite
+from ..render import render_template
+from .base import Backend
+
+ARTIFACTS_MOUNT = "/opt/rlaunch-run"   # the ConfigMap's mount point in every pod
+RLAUNCH_HOME = "/opt/rlaunch"          # rlaunch's tools inside the rlaunch image
+MANAGED_BY = "rlaunch"
+RUN_LABEL = "rlaunch.io/run"
+ONE_PER_HOST_LABEL = "rlaunch.io/one-per-host"
+# Ray's default ports (not versions): client, metrics export, autoscaler and dashboard metrics.
+CLIENT_PORT, METRICS_PORT, AUTOSCALER_METRICS_PORT, DASHBOARD_METRICS_PORT = 10001, 8080, 44217, 44227
+LOGS_POLL_S = 5  # `make logs` polls for the submitter job this often, until formation_timeout_s
+# A ConfigMap holds at most 1 MiB; leave room for its metadata.
+CONFIGMAP_MAX_BYTES = 900 * 1024
+# cluster.accelerator -> GKE's node label value (cloud.google.com/gke-accelerator).
+GKE_ACCELERATORS = {
+    "T4": "nvidia-tesla-t4", "L4": "nvidia-l4", "A100": "nvidia-tesla-a100",
+    "A100-80GB": "nvidia-a100-80gb", "H100": "nvidia-h100-80gb", "H100-MEGA": "nvidia-h100-mega-80gb",
+    "H200": "nvidia-h200-141gb", "B200": "nvidia-b200", "GB200": "nvidia-gb200",
+}
+GKE_RDMA_DEVICE_CLASS = "mrdma.google.com"   # GKE's managed DRANET RDMA NICs
+TOS_CSI_DRIVER = "tos.csi.volcengine.com"
+GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
+# Order of `kubectl apply`: what the RayJob's pods reference exists before the RayJob.
+APPLY_ORDER = ["serviceaccount.yaml", "storage.yaml", "rdma.yaml", "podmonitors.yaml", "rayjob.yaml"]
+
+
+# ---------------------------------------------------------------- names
+
+
+def job_name(spec: dict) -> str:
+    """The RayJob's name: the run id, made a DNS-1035 label (it must start with a letter)."""
+    run_id = spec["run"]["id"]
+    return run_id if run_id[0].isalpha() else f"r{run_id}"[:47]
+
+
+def configmap_name(spec: dict) -> str:
+    return f"{job_name(spec)}-artifacts"
+
+
+def secret_name(spec: dict) -> str:
+    return f"{job_name(spec)}-secrets"
+
+
+def pvc_name(spec: dict) -> str:
+    return spec["storage"]["pvc"] or f"{job_name(spec)}-data"
+
+
+def head_service(spec: dict) -> str:
+    return f"{job_name(spec)}-head-svc"  # the operator's name for a RayJob's head Service
+
+
+def labels(spec: dict) -> dict[str, str]:
+    return {"app.kubernetes.io/managed-by": MANAGED_BY, RUN_LABEL: spec["run"]["id"]}
+
+
+# ---------------------------------------------------------------- shape: the spec -> what to render
+
+
+def _kr(spec: dict) -> dict:
+    return spec["infra"]["kuberay"]
+
+
+def _quantities(cpus: int, memory_gb: int, gpus: int) -> dict:
+    """Requests == limits (Guaranteed QoS); 0 leaves a resource to the cluster's defaults."""
+    out: dict = {}
+    if cpus:
+        out["cpu"] = str(cpus)
+    if memory_gb:
+        out["memory"] = f"{memory_gb}Gi"
+    if gpus:
+        out["nvidia.com/gpu"] = gpus
+    return out
+
+
+def _storage(spec: dict) -> dict:
+    """Which shared volume: an existing PVC, a GCS FUSE bucket (gke), a TOS bucket (vke), or a new PVC."""
+    flavor, storage, kr = spec["infra"]["k8s_flavor"], spec["storage"], _kr(spec)
+    source = storage["source"]
+    if storage["bucket"]:
+        raise ConfigError("storage.bucket", storage["bucket"], "empty on INFRA=kuberay: create the bucket "
+                          "first, then mount it with storage.source (gs://... on gke, tos://... on vke)")
+    if storage["pvc"]:
+        if source:
+            raise ConfigError("storage.source", source, "empty when storage.pvc is set (one shared volume)")
+        return {"kind": "pvc"}
+    scheme, _, rest = source.partition("://")
+    bucket, _, subdir = rest.partition("/")
+    if flavor == "gke":
+        if scheme != "gs" or not bucket:
+            raise ConfigError("storage.source", source, "gs://BUCKET[/DIR] (mounted with Cloud Storage FUSE) "
+                              "or storage.pvc=<an existing ReadWriteMany PVC> on k8s_flavor=gke")
+        return {"kind": "gcsfuse", "bucket": bucket, "subdir": subdir.strip("/")}
+    if flavor == "vke":
+        if scheme != "tos" or not bucket:
+            raise ConfigError("storage.source", source, "tos://BUCKET[/DIR] (a TOS bucket through its CSI "
+                              "driver) or storage.pvc=<an existing ReadWriteMany PVC> on k8s_flavor=vke")
+        for key in ("object_store_endpoint", "object_store_secret"):
+            if not kr[key]:
+                raise ConfigError(f"infra.kuberay.{key}", "", "needed for a tos:// storage.source: the TOS "
+                                  "endpoint URL, and the Secret holding the bucket's access keys")
+        return {"kind": "tos", "bucket": bucket, "subdir": "/" + subdir.strip("/"),
+                "endpoint": kr["object_store_endpoint"], "secret": kr["object_store_secret"]}
+    if source:
+        raise ConfigError("storage.source", source, "empty on k8s_flavor=generic (bucket mounts are gke/vke); "
+                          "use storage.pvc=<an existing ReadWriteMany PVC>, or neither for a new one")
+    return {"kind": "new-pvc", "size": f"{spec['cluster']['disk_gb']}Gi"}
+
+
+def _node_selector(spec: dict) -> dict[str, str]:
+    out = {}
+    for item in _kr(spec)["node_selector"]:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError("infra.kuberay.node_selector", item, "a list of key=value node labels")
+        out[key] = value
+    accelerator = spec["cluster"]["accelerator"]
+    if spec["infra"]["k8s_flavor"] == "gke" and spec["cluster"]["gpus_per_node"] > 0:
+        if accelerator not in GKE_ACCELERATORS:
+            raise ConfigError("cluster.accelerator", accelerator,
+                              "on GKE one of " + ", ".join(GKE_ACCELERATORS))
+        out.setdefault("cloud.google.com/gke-accelerator", GKE_ACCELERATORS[accelerator])
+    return out
+
+
+def _tolerations(spec: dict) -> list[dict]:
+    if spec["cluster"]["gpus_per_node"] <= 0:
+        return []
+    out = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    if spec["infra"]["k8s_flavor"] == "gke" and spec["cluster"]["accelerator"] == "GB200":
+        out.append({"key": "kubernetes.io/arch", "operator": "Exists", "effect": "NoSchedule"})  # arm64 pool
+    return out
+
+
+def _pod_env(spec: dict) -> list[dict]:
+    """The Ray containers' env: every Ray process inherits it (runtime_env carries the job's own)."""
+    env = [{"name": "RLAUNCH_RUN_ID", "value": spec["run"]["id"]}]
+    if not spec["infra"]["rdma"]:
+        env.append({"name": "NCCL_IB_DISABLE", "value": "1"})
+    elif spec["infra"]["k8s_flavor"] == "gke":
+        env.append({"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64:/usr/local/gib/lib64"})
+    for name in spec["secrets"]:
+        env.append({"name": name, "secret": secret_name(spec)})
+    return env
+
+
+def _runtime_env(spec: dict) -> str:
+    """runtimeEnvYAML: the artifacts as working_dir, the job's non-secret env for every Ray process."""
+    import yaml
+
+    from .. import frameworks
+
+    env_vars = {"RLAUNCH_HOME": RLAUNCH_HOME, "RLAUNCH_PYTHON": "python3", "PYTHONUNBUFFERED": "1"}
+    env_vars.update(frameworks.get(spec["framework"]["name"]).env(spec))
+    if not spec["infra"]["rdma"]:
+        env_vars.setdefault("NCCL_IB_DISABLE", "1")
+    runtime = {
+        # Uploaded by the submitter, which mounts the ConfigMap; `..data` and the timestamped
+        # folder are the ConfigMap volume's own bookkeeping, not artifacts.
+        "working_dir": ARTIFACTS_MOUNT,
+        "excludes": ["..*"],
+        "env_vars": {k: str(v) for k, v in env_vars.items()},
+    }
+    return yaml.safe_dump(runtime, sort_keys=False, default_flow_style=False, width=1000)
+
+
+def _head_cpus_needed(spec: dict) -> int:
+    """Ray CPUs a CPU-only head must advertise: 0, unless preflight's rule wants some on the head."""
+    from ..verify.preflight import CPU_RULES  # the one place that knows (preflight checks it live)
+
+    where, need, why = CPU_RULES.get(spec["framework"]["name"], ("", 0, ""))
+    if where != "head" or not need:
+        return 0
+    have = _kr(spec)["head_cpus"]
+    if have < need:
+        raise ConfigError("infra.kuberay.head_cpus", have, f">= {need} with cluster.cpu_head and "
+                          f"{spec['framework']['name']}: {why}")
+    return have
+
+
+def _groups(spec: dict) -> tuple[dict, dict | None]:
+    """Head and worker group shapes. nodes counts GPU nodes: with a CPU-only head, all are workers."""
+    c, kr = spec["cluster"], _kr(spec)
+    node = _quantities(c["cpus_per_node"], c["memory_gb"], c["gpus_per_node"])
+    shm = f"{c['memory_gb'] // 3}Gi" if c["memory_gb"] >= 3 else ""
+    head_params = {"dashboard-host": "0.0.0.0"}
+    if c["ray_port"] != 6379:
+        head_params["port"] = str(c["ray_port"])
+    if c["dashboard_port"] != 8265:
+        head_params["dashboard-port"] = str(c["dashboard_port"])
+    if c["cpu_head"]:
+        # num-cpus "0": no task or actor lands on the head; it only runs the driver and the GCS.
+        # A framework that needs Ray CPUs on the head (verl's TransferQueue) gets the pod's CPUs.
+        head_params["num-cpus"] = str(_head_cpus_needed(spec))
+        head = {"params": head_params, "resources": _quantities(kr["head_cpus"], kr["head_memory_gb"], 0),
+                "shm": f"{kr['head_memory_gb'] // 3}Gi" if kr["head_memory_gb"] >= 3 else "",
+                "one_per_host": False, "gpu": False}
+        workers = c["nodes"]
+    else:
+        head = {"params": head_params, "resources": node, "shm": shm, "one_per_host": True,
+                "gpu": c["gpus_per_node"] > 0}
+        workers = c["nodes"] - 1
+    worker = None
+    if workers > 0:
+        worker = {"replicas": workers, "resources": node, "shm": shm, "one_per_host": True,
+                  "gpu": c["gpus_per_node"] > 0}
+    return head, worker
+
+
+def context(spec: dict) -> dict:
+    """Everything the templates need, decided here so the templates only lay it out."""
+    flavor = spec["infra"]["k8s_flavor"]
+    if spec["framework"]["image"] != "rlaunch":
+        raise ConfigError("framework.image", spec["framework"]["image"], "rlaunch on INFRA=kuberay: pods "
+                          f"run job.sh with rlaunch's tools from {RLAUNCH_HOME} in the rlaunch image "
+                          "(make image-build / image-push FRAMEWORK=...)")
+    head, worker = _groups(spec)
+    storage = _storage(spec)
+    kr = _kr(spec)
+    rdma = spec["infra"]["rdma"]
+    nics = spec["cluster"]["gpus_per_node"] if rdma and flavor == "gke" else 0
+    service_account = kr["service_account"]
+    render_sa = bool(kr["gcp_service_account"])
+    if render_sa and flavor != "gke":
+        raise ConfigError("infra.kuberay.gcp_service_account", kr["gcp_service_account"],
+                          "empty unless k8s_flavor=gke (Workload Identity)")
+    if render_sa and not service_account:
+        service_account = "rlaunch-gcs"
+    return {
+        "spec": spec,
+        "job": job_name(spec),
+        "namespace": spec["infra"]["namespace"],
+        "labels": labels(spec),
+        "run_label": RUN_LABEL,
+        "one_per_host_label": ONE_PER_HOST_LABEL,
+        "image": spec["pins"]["image"],
+        "ray_version": spec["pins"]["ray"],
+        "head": head,
+        "worker": worker,
+        "storage": storage,
+        "pvc": pvc_name(spec),
+        "mount": spec["storage"]["mount"],
+        "configmap": configmap_name(spec),
+        "configmap_items": configmap_items(spec, artifacts.common(spec)),
+        "artifacts_mount": ARTIFACTS_MOUNT,
+        "entrypoint": f"bash {ARTIFACTS_MOUNT}/job.sh",
+        "runtime_env": _runtime_env(spec),
+        "env": _pod_env(spec),
+        "node_selector": _node_selector(spec),
+        "tolerations": _tolerations(spec),
+        "service_account": service_account,
+        "render_service_account": render_sa,
+        "gcp_service_account": kr["gcp_service_account"],
+        "gcsfuse": storage["kind"] == "gcsfuse",
+        "ipc_lock": rdma,
+        "rdma_nics": nics,
+        "rdma_template": f"{job_name(spec)}-rdma-nic",
+        "rdma_device_class": GKE_RDMA_DEVICE_CLASS,
+        "gib": rdma and flavor == "gke",
+        "podmonitors": spec["monitoring"]["podmonitors"],
+        "vmp_label": flavor == "vke",  # VKE's managed Prometheus picks PodMonitors by this label
+        "ports": {"gcs": spec["cluster"]["ray_port"], "dashboard": spec["cluster"]["dashboard_port"],
+                  "client": CLIENT_PORT, "metrics": METRICS_PORT,
+                  "as_metrics": AUTOSCALER_METRICS_PORT, "dash_metrics": DASHBOARD_METRICS_PORT},
+        "ttl": kr["ttl_seconds_after_finished"],
+        "deadline": kr["active_deadline_seconds"],
+        "backoff": kr["backoff_limit"],
+        "job_id": spec["run"]["id"],
+        "csi": {"gcsfuse": GCSFUSE_CSI_DRIVER, "tos": TOS_CSI_DRIVER},
+    }
+
+
+# ---------------------------------------------------------------- the artifacts ConfigMap
+
+
+def configmap_key(relpath: str) -> str:
+    """ConfigMap keys cannot hold '/': a framework file in a subfolder gets a flat key."""
+    return relpath.replace("/", "__")
+
+
+def configmap_items(spec: dict, files: dict[str, str]) -> list[dict]:
+    return [{"key": configmap_key(rel), "path": rel} for rel in sorted(files) if not rel.startswith("kuberay/")]
+
+
+def configmap_manifest(spec: dict, files: dict[str, str]) -> dict:
+    """The ConfigMap that carries the launch's artifacts (exactly the rendered texts) into the pods."""
+    data = {configmap_key(rel): text for rel, text in sorted(files.items()) if not rel.startswith("kuberay/")}
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": configmap_name(spec), "namespace": spec["infra"]["namespace"],
+                         "labels": labels(spec)},
+            "data": data}
+
+
+def secret_manifest(spec: dict, environ: dict[str, str]) -> dict:
+    """The Secret of spec.secrets, from `environ`; only ever sent to kubectl's stdin."""
+    missing = [name for name in spec["secrets"] if not environ.get(name)]
+    if missing:
+        raise MissingPrerequisite(f"secret env var {', '.join(missing)}",
+                                  f"export {missing[0]}=... in the shell that runs `make launch` "
+                                  "(spec.secrets names it; the value is sent to kubectl on stdin only)")
+    data = {name: base64.b64encode(environ[name].encode()).decode() for name in spec["secrets"]}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": secret_name(spec), "namespace": spec["infra"]["namespace"],
+                         "labels": labels(spec)},
+            "data": data}
+
+
+# ---------------------------------------------------------------- kubectl
+
+
+def kubectl_bin() -> str:
+    return os.environ.get("RLAUNCH_KUBECTL", "kubectl")
+
+
+def _kubectl(args: list[str], stdin: str | None = None, capture: bool = True,
+             timeout: float | None = 120) -> subprocess.CompletedProcess:
+    """Run kubectl with an argv list; a value that must stay secret only ever travels on stdin."""
+    return subprocess.run([_require_kubectl(), *args], input=stdin, text=True, check=False, timeout=timeout,
+                          capture_output=capture)
+
+
+def _require_kubectl() -> str:
+    exe = shutil.which(kubectl_bin())
+    if not exe:
+        raise MissingPrerequisite("kubectl", "install kubectl (https://kubernetes.io/docs/tasks/tools/) and "
+                                  "fetch credentials: GKE `gcloud container clusters get-credentials CLUSTER "
+                                  "--location REGION`; VKE: the cluster's kubeconfig from the console")
+    return exe
+
+
+def _context_reachable() -> tuple[bool, str]:
+    """(reachable, why not): a current context whose API server answers /readyz."""
+    if not shutil.which(kubectl_bin()):
+        return False, "kubectl is not installed"
+    ctx = _kubectl(["config", "current-context"], timeout=30)
+    if ctx.returncode != 0:
+        return False, "kubectl has no current context"
+    ready = _kubectl(["get", "--raw", "/readyz", "--request-timeout=10s"], timeout=30)
+    if ready.returncode != 0:
+        return False, f"context {ctx.stdout.strip()} does not answer ({_first_line(ready.stderr)})"
+    return True, ctx.stdout.strip()
+
+
+def _first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else "no output"
+
+
+def _manifest_files(files: dict[str, str]) -> list[str]:
+    return [f"kuberay/{name}" for name in APPLY_ORDER if f"kuberay/{name}" in files]
+
+
+def _documents(files: dict[str, str]) -> list[tuple[str, dict]]:
+    import yaml
+
+    docs = []
+    for rel in _manifest_files(files):
+        for i, doc in enumerate(yaml.safe_load_all(files[rel])):
+            if doc is not None:
+                docs.append((f"{rel}#{i}" if i else rel, doc))
+    return docs
+
+
+def _apply_stdin(namespace: str, manifest: dict) -> subprocess.CompletedProcess:
+    args = ["apply", "--server-side", "--field-manager=rlaunch", "--force-conflicts", "-n", namespace, "-f", "-"]
+    return _kubectl(args, stdin=json.dumps(manifest))
+
+
+# ---------------------------------------------------------------- the backend
+
+
+class KubeRay(Backend):
+    name = "kuberay"
+
+    def render(self, spec: dict) -> dict[str, str]:
+        ctx = context(spec)
+        files = artifacts.common(spec)
+        files["kuberay/rayjob.yaml"] = render_template("kuberay/rayjob.yaml.j2", **ctx)
+        if ctx["storage"]["kind"] != "pvc":
+            files["kuberay/storage.yaml"] = render_template("kuberay/storage.yaml.j2", **ctx)
+        if ctx["render_service_account"]:
+            files["kuberay/serviceaccount.yaml"] = render_template("kuberay/serviceaccount.yaml.j2", **ctx)
+        if ctx["rdma_nics"]:
+            files["kuberay/rdma.yaml"] = render_template("kuberay/rdma.yaml.j2", **ctx)
+        if ctx["podmonitors"]:
+            files["kuberay/podmonitors.yaml"] = render_template("kuberay/podmonitors.yaml.j2", **ctx)
+        return files
+
+    def check(self, spec: dict, files: dict[str, str]) -> list[str]:
+        from .. import frameworks
+        from ..validate import kuberay as validate
+
+        k8s = pins.get_str("kubernetes")
+        cm = configmap_manifest(spec, files)
+        size = sum(len(text.encode()) for text in cm["data"].values())
+        if size > CONFIGMAP_MAX_BYTES:
+            raise CheckError("configmap-size", f"the artifacts ConfigMap would hold {size} bytes; Kubernetes "
+                             f"allows 1 MiB (rlaunch keeps it under {CONFIGMAP_MAX_BYTES})")
+        lines = validate.check_documents(_documents(files) + [("ConfigMap (built at launch)", cm)], k8s)
+        lines.append(frameworks.get(spec["framework"]["name"]).loader_check(spec, files))
+        lines.append(self._server_dry_run(spec, files, cm))
+        return lines
+
+    def _server_dry_run(self, spec: dict, files: dict[str, str], cm: dict) -> str:
+        """With a reachable cluster, let the API server (and the operator's webhook, if any) judge."""
+        reachable, why = _context_reachable()
+        if not reachable:
+            return f"kubectl apply --dry-run=server: skipped ({why})"
+        import yaml
+
+        ns = spec["infra"]["namespace"]
+        docs = [cm] + [doc for _, doc in _documents(files)]
+        args = ["apply", "--dry-run=server", "--server-side", "--field-manager=rlaunch", "-n", ns, "-f", "-"]
+        result = _kubectl(args, stdin=yaml.safe_dump_all(docs, sort_keys=False))
+        if result.returncode != 0:
+            raise CheckError("server-dry-run", f"kubectl apply --dry-run=server (context {why}): "
+                             f"{result.stderr.strip() or result.stdout.strip()}")
+        return f"kubectl apply --dry-run=server: accepted by context {why}"
+
+    def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
+        ns, name = spec["infra"]["namespace"], job_name(spec)
+        out = spec["run"]["out"]
+        lines = [f"checks: kubectl context reachable, KubeRay CRDs installed, namespace {ns} exists"]
+        if spec["secrets"]:
+            lines.append(f"kubectl apply --server-side -n {ns} -f -   # Secret {secret_name(spec)} from "
+                         f"${', $'.join(spec['secrets'])} in your environment (stdin only)")
+        items = ", ".join(i["path"] for i in configmap_items(spec, files))
+        lines.append(f"kubectl apply --server-side -n {ns} -f -   # ConfigMap {configmap_name(spec)} ({items}) "
+                     f"-> {ARTIFACTS_MOUNT} in every pod")
+        manifests = " ".join(f"-f {out}/{rel}" for rel in _manifest_files(files))
+        lines.append(f"kubectl apply --server-side -n {ns} {manifests}")
+        if "kuberay/serviceaccount.yaml" in files:
+            ctx = context(spec)
+            ksa, bucket = ctx["service_account"], ctx["storage"].get("bucket", "BUCKET")
+            lines.append(f"(once) grant the bucket to the service account: gcloud storage buckets "
+                         f"add-iam-policy-binding gs://{bucket} --role roles/storage.objectUser --member "
+                         f"serviceAccount:{spec['infra']['kuberay']['gcp_service_account']}   # used by {ksa}")
+        lines.append(f"RayJob {name}: submitter runs `ray job submit --submission-id {spec['run']['id']} -- "
+                     f"bash {ARTIFACTS_MOUNT}/job.sh` on the head")
+        lines.append(f"then: make status / make logs / make dashboard / make down RUN_ID={spec['run']['id']}")
+        return lines
+
+    # -------------------------------------------------------- acting
+
+    def _require(self, args: list[str], what: str, how: str) -> None:
+        result = _kubectl(args)
+        if result.returncode != 0:
+            raise MissingPrerequisite(what, f"{how} ({_first_line(result.stderr)})")
+
+    def preflight(self, spec: dict, files: dict[str, str]) -> None:
+        """Everything launch needs from the cluster, each with its own message."""
+        ns = spec["infra"]["namespace"]
+        _require_kubectl()
+        reachable, why = _context_reachable()
+        if not reachable:
+            if why == "kubectl has no current context":
+                raise MissingPrerequisite("a kubectl context", "GKE: `gcloud container clusters get-credentials "
+                                          "CLUSTER --location REGION`; VKE/other: set KUBECONFIG to the "
+                                          "cluster's kubeconfig")
+            raise MissingPrerequisite("a reachable Kubernetes cluster", f"{why}; check `kubectl cluster-info`")
+        self._require(["get", "crd", "rayjobs.ray.io", "rayclusters.ray.io", "-o", "name"],
+                      "the KubeRay CRDs (rayjobs.ray.io, rayclusters.ray.io)",
+                      f"run `make kuberay-operator` (KubeRay {spec['pins']['kuberay']} with Helm)")
+        self._require(["get", "namespace", ns, "-o", "name"], f"namespace {ns}", f"kubectl create namespace {ns}")
+        if spec["monitoring"]["podmonitors"]:
+            self._require(["get", "crd", "podmonitors.monitoring.coreos.com", "-o", "name"],
+                          "the Prometheus Operator's PodMonitor CRD",
+                          "install the Prometheus Operator, or SET monitoring.podmonitors=false")
+        if spec["storage"]["pvc"]:
+            self._require(["get", "pvc", spec["storage"]["pvc"], "-n", ns, "-o", "name"],
+                          f"PVC {spec['storage']['pvc']} in namespace {ns}",
+                          "create it (ReadWriteMany, shared by every pod) or unset storage.pvc")
+        kr = spec["infra"]["kuberay"]
+        if kr["service_account"] and not kr["gcp_service_account"]:
+            self._require(["get", "serviceaccount", kr["service_account"], "-n", ns, "-o", "name"],
+                          f"service account {kr['service_account']} in namespace {ns}",
+                          f"kubectl create serviceaccount {kr['service_account']} -n {ns}")
+        if kr["object_store_secret"] and spec["storage"]["source"].startswith("tos://"):
+            self._require(["get", "secret", kr["object_store_secret"], "-n", ns, "-o", "name"],
+                          f"the TOS access-key Secret {kr['object_store_secret']} in namespace {ns}",
+                          "create it as the VKE object-storage volume docs describe")
+
+    def launch(self, spec: dict, out: Path) -> int:
+        # The same texts plan checked and wrote to `out` (render is pure and deterministic).
+        files = artifacts.finish(spec, self.render(spec))
+        ns = spec["infra"]["namespace"]
+        secret = secret_manifest(spec, dict(os.environ)) if spec["secrets"] else None
+        self.preflight(spec, files)
+        steps: list[tuple[str, subprocess.CompletedProcess]] = []
+        if secret is not None:
+            steps.append((f"Secret {secret_name(spec)}", _apply_stdin(ns, secret)))
+            if steps[-1][1].returncode != 0:
+                return _report_failure(steps[-1])
+        steps.append((f"ConfigMap {configmap_name(spec)}", _apply_stdin(ns, configmap_manifest(spec, files))))
+        if steps[-1][1].returncode != 0:
+            return _report_failure(steps[-1])
+        args = ["apply", "--server-side", "--field-manager=rlaunch", "--force-conflicts", "-n", ns]
+        for rel in _manifest_files(files):
+            args += ["-f", str(out / rel)]
+        result = _kubectl(args)
+        print(result.stdout, end="")
+        if result.returncode != 0:
+            return _report_failure(("manifests", result))
+        print(f"kuberay: RayJob {job_name(spec)} applied in namespace {ns}; follow it with "
+              f"`make logs RUN_ID={spec['run']['id']}`, check it with `make status`, stop it with `make down`")
+        return 0
+
+    def status(self, spec: dict, out: Path) -> int:
+        ns, name = spec["infra"]["namespace"], job_name(spec)
+        job = _kubectl(["get", "rayjob", name, "-n", ns, "-o", "json"])
+        if job.returncode != 0:
+            print(f"kuberay: no RayJob {name} in namespace {ns} ({_first_line(job.stderr)})")
+            return 1
+        st = json.loads(job.stdout or "{}").get("status") or {}
+        print(f"RayJob {name}: jobStatus={st.get('jobStatus') or 'PENDING'} "
+              f"jobDeploymentStatus={st.get('jobDeploymentStatus') or 'New'} "
+              f"rayCluster={st.get('rayClusterName') or '-'} jobId={st.get('jobId') or '-'}")
+        if st.get("message"):
+            print(f"  message: {st['message']}")
+        pods = _kubectl(["get", "pods", "-n", ns, "-l", f"{RUN_LABEL}={spec['run']['id']}", "-o", "wide"])
+        print(pods.stdout, end="")
+        return 0 if pods.returncode == 0 else pods.returncode
+
+    def logs(self, spec: dict, out: Path) -> int:
+        # The submitter Job is named after the RayJob; its pod streams `ray job logs --follow`. The
+        # operator creates it only once the Ray cluster is up, which can take GPU nodes minutes.
+        ns, name = spec["infra"]["namespace"], job_name(spec)
+        deadline_s = spec["cluster"]["formation_timeout_s"]
+        deadline = time.monotonic() + deadline_s
+        while _kubectl(["get", "job", name, "-n", ns, "-o", "name"]).returncode != 0:
+            if time.monotonic() >= deadline:
+                print(f"kuberay: no submitter job {name} in namespace {ns} after {deadline_s} s "
+                      "(cluster.formation_timeout_s); `make status` shows where the RayJob is", file=sys.stderr)
+                return 1
+            print(f"kuberay: waiting for the Ray cluster of RayJob {name} (its submitter job)", file=sys.stderr)
+            time.sleep(min(LOGS_POLL_S, max(0.0, deadline - time.monotonic())))
+        args = ["logs", "-f", f"job/{name}", "-n", ns, "--pod-running-timeout=10m"]
+        return _kubectl(args, capture=False, timeout=None).returncode
+
+    def dashboard(self, spec: dict, out: Path) -> int:
+        port = spec["cluster"]["dashboard_port"]
+        print(f"kuberay: Ray dashboard on http://localhost:{port} (Ctrl-C stops the port-forward)")
+        args = ["port-forward", "-n", spec["infra"]["namespace"], f"service/{head_service(spec)}",
+                f"{port}:{port}"]
+        return _kubectl(args, capture=False, timeout=None).returncode
+
+    def down(self, spec: dict, out: Path) -> int:
+        ns, selector = spec["infra"]["namespace"], f"{RUN_LABEL}={spec['run']['id']}"
+        kinds = ["rayjobs.ray.io", "configmaps", "secrets", "persistentvolumeclaims"]
+        if spec["monitoring"]["podmonitors"]:
+            kinds.append("podmonitors.monitoring.coreos.com")
+        if spec["infra"]["rdma"] and spec["infra"]["k8s_flavor"] == "gke":
+            kinds.append("resourceclaimtemplates.resource.k8s.io")
+        common = ["-l", selector, "--ignore-not-found", "--timeout=300s"]
+        rc = 0
+        for args in (["delete", ",".join(kinds), "-n", ns, *common], ["delete", "persistentvolumes", *common]):
+            result = _kubectl(args, timeout=360)
+            print(result.stdout, end="")
+            if result.returncode != 0:
+                print(f"kuberay: kubectl {' '.join(args[:2])} failed: {result.stderr.strip()}", file=sys.stderr)
+                rc = result.returncode
+        if rc == 0:
+            print(f"kuberay: nothing of run {spec['run']['id']} left in namespace {ns}")
+        return rc
+
+
+def _report_failure(step: tuple[str, subprocess.CompletedProcess]) -> int:
+    what, result = step
+    print(f"kuberay: applying {what} failed: {result.stderr.strip() or result.stdout.strip()}", file=sys.stderr)
+    return result.returncode or 1
+
+
+BACKEND = KubeRay()

@@ -1,0 +1,1 @@
+"""Offline validators of rendered artifacts, one module per owning tool (kuberay: CRDs + Kubernetes)."""
