@@ -18,8 +18,13 @@ def _client(address: str):
     return JobSubmissionClient(address)
 
 
-def submit(address: str, submission_id: str, entrypoint: str, env_json: str = "{}",
-           secrets: str = "") -> int:
+def _names(secrets) -> list[str]:
+    # fire hands "A,B" over as a tuple and "" as a string.
+    items = secrets.split(",") if isinstance(secrets, str) else list(secrets)
+    return [str(name) for name in items if name]
+
+
+def submit(address: str, submission_id: str, entrypoint: str, env_json="{}", secrets="") -> int:
     """Submit once: an id already known to the cluster is left alone (idempotent launch)."""
     client = _client(address)
     try:
@@ -28,13 +33,13 @@ def submit(address: str, submission_id: str, entrypoint: str, env_json: str = "{
         return 0
     except Exception:  # noqa: BLE001 - the SDK raises RuntimeError for an unknown id
         pass
-    env_vars = dict(json.loads(env_json))
-    missing = [name for name in secrets.split(",") if name and name not in os.environ]
+    env_vars = dict(json.loads(env_json) if isinstance(env_json, str) else env_json)
+    missing = [name for name in _names(secrets) if name not in os.environ]
     if missing:
         print(f"job: secret(s) {', '.join(missing)} named in the config but not set in the environment",
               file=sys.stderr)
         return 3
-    env_vars.update({name: os.environ[name] for name in secrets.split(",") if name})
+    env_vars.update({name: os.environ[name] for name in _names(secrets)})
     client.submit_job(entrypoint=entrypoint, submission_id=submission_id,
                       runtime_env={"env_vars": env_vars})
     print(f"job {submission_id} submitted")

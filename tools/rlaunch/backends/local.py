@@ -47,9 +47,16 @@ def _cluster_env(spec: dict, out: Path) -> dict[str, str]:
     return env
 
 
-def _job_env(spec: dict) -> dict[str, str]:
-    return {"RLAUNCH_HOME": str(ROOT), "RLAUNCH_PYTHON": sys.executable,
-            "PYTHONPATH": str(ROOT / "tools"), "PYTHONUNBUFFERED": "1"}
+def _job_env(spec: dict, info: dict) -> dict[str, str]:
+    return {
+        "RLAUNCH_HOME": str(ROOT), "RLAUNCH_PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT / "tools"), "PYTHONUNBUFFERED": "1",
+        # Every actor of the job connects to this cluster, even with other Ray clusters on the host.
+        "RAY_ADDRESS": f"{info['head_ip']}:{info['ray_port']}",
+        # All namespaces share the host's name, which /etc/hosts maps to 127.0.0.1: without this,
+        # Gloo ranks advertise loopback and never reach each other across nodes.
+        "GLOO_SOCKET_IFNAME": "eth0" if info["mode"] == "netns" else "lo",
+    }
 
 
 class Local(Backend):
@@ -77,11 +84,14 @@ class Local(Backend):
         env = {**os.environ, **_cluster_env(spec, out)}
         return subprocess.run([str(LOCAL_CLUSTER), "exec", "0", "--", *argv], env=env, check=False, **kw)
 
-    def _address(self, out: Path) -> str:
+    def _info(self, out: Path) -> dict:
         info_path = state_dir(out) / "cluster.json"
         if not info_path.exists():
             raise MissingPrerequisite("a local cluster", f"none is up for {out} (run `make launch`)")
-        info = json.loads(info_path.read_text())
+        return json.loads(info_path.read_text())
+
+    def _address(self, out: Path) -> str:
+        info = self._info(out)
         return f"http://{info['head_ip']}:{info['dashboard_port']}"
 
     def _job(self, spec: dict, out: Path, *args: str) -> int:
@@ -100,7 +110,7 @@ class Local(Backend):
             return up.returncode
         entry = f"bash {out / 'job.sh'}"
         rc = self._job(spec, out, "submit", f"--entrypoint={entry}",
-                       f"--env_json={json.dumps(_job_env(spec))}", f"--secrets={','.join(spec['secrets'])}")
+                       f"--env_json={json.dumps(_job_env(spec, self._info(out)))}", f"--secrets={','.join(spec['secrets'])}")
         if rc != 0:
             return rc
         rc = self._job(spec, out, "follow")
