@@ -1,0 +1,88 @@
+"""The verl adapter: the spec becomes the exact main_ppo overrides, env and data setup."""
+
+from __future__ import annotations
+
+import subprocess
+
+from rlaunch import config, frameworks
+
+
+def render(preset: str, sets: list[str] = (), **knobs):
+    spec = config.load(preset, knobs, list(sets))
+    fw = frameworks.get("verl")
+    fw.check(spec)
+    argv = fw.command(spec)
+    return spec, fw, argv, dict(a.split("=", 1) for a in argv[3:])
+
+
+def test_grpo_is_a_group_with_no_critic():
+    spec, _, argv, o = render("verl-grpo-math-7b")
+    assert argv[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    assert o["algorithm.adv_estimator"] == "grpo"
+    assert o["actor_rollout_ref.rollout.n"] == "8"  # seed 001 had n=1: not GRPO
+    assert not any(k.startswith("critic.") for k in o)
+    assert o["trainer.critic_warmup"] == "0"
+
+
+def test_ppo_has_gae_and_a_critic_on_the_pinned_model():
+    spec, _, _, o = render("verl-ppo-gsm8k-0.5b")
+    assert o["algorithm.adv_estimator"] == "gae"
+    assert o["critic.model.path"] == o["actor_rollout_ref.model.path"] == spec["paths"]["model_dir"]
+    assert o["critic.optim.lr"] == "1e-05"
+
+
+def test_offload_flags_follow_train_offload():
+    _, _, _, on = render("verl-grpo-math-7b")
+    _, _, _, off = render("verl-grpo-math-7b", ["train.offload=false"])
+    flags = ["actor_rollout_ref.actor.fsdp_config.param_offload", "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+             "actor_rollout_ref.model.enable_gradient_checkpointing", "actor_rollout_ref.rollout.enable_chunked_prefill",
+             "actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.ref.fsdp_config.param_offload"]
+    assert all(on[f] == "True" for f in flags)
+    assert not any(f in off for f in flags)
+
+
+def test_topology_is_literal_and_storage_is_shared():
+    spec, _, _, o = render("verl-ppo-gsm8k-0.5b", NODES="4", GPUS_PER_NODE="2")
+    assert (o["trainer.nnodes"], o["trainer.n_gpus_per_node"]) == ("4", "2")
+    ckpt = o["trainer.default_local_dir"]
+    assert ckpt == spec["paths"]["ckpt_dir"] and ckpt.startswith(spec["storage"]["mount"] + "/")
+    assert o["data.train_files"] == f"{spec['paths']['data_dir']}/train.parquet"
+    assert o["hydra.run.dir"] == f"{spec['paths']['run_dir']}/hydra"
+
+
+def test_file_logger_always_wandb_only_when_asked():
+    spec, fw, _, o = render("verl-ppo-gsm8k-0.5b")
+    assert o["trainer.logger"] == "[console,file]"
+    assert fw.env(spec)["VERL_FILE_LOGGER_PATH"] == f"{spec['paths']['log_dir']}/metrics.jsonl"
+    _, _, _, o = render("verl-ppo-gsm8k-0.5b", ["logging.wandb=true"])
+    assert o["trainer.logger"] == "[console,file,wandb]"
+
+
+def test_spot_resumes_and_rdma_keeps_infiniband():
+    spec, fw, _, o = render("verl-ppo-gsm8k-0.5b")
+    assert "trainer.resume_mode" not in o and fw.env(spec)["NCCL_IB_DISABLE"] == "1"
+    spec, fw, _, o = render("verl-ppo-gsm8k-0.5b", SPOT="1", RDMA="1")
+    assert o["trainer.resume_mode"] == "auto" and "NCCL_IB_DISABLE" not in fw.env(spec)
+
+
+def test_rollout_named_and_user_overrides_last():
+    _, _, argv, o = render("verl-grpo-gsm8k-32b")
+    assert o["actor_rollout_ref.rollout.name"] == "vllm"
+    assert o["actor_rollout_ref.rollout.tensor_model_parallel_size"] == "4"
+    assert argv[-1] == "actor_rollout_ref.actor.strategy=fsdp2"
+
+
+def test_setup_prepares_once(tmp_path):
+    """The setup line skips a data dir whose SHA256SUMS verifies (no python run at all)."""
+    spec, fw, _, _ = render("verl-ppo-gsm8k-0.5b", [f"storage.mount={tmp_path}"])
+    data = tmp_path / "data" / "gsm8k"
+    data.mkdir(parents=True)
+    (data / "train.parquet").write_text("x")
+    subprocess.run(["bash", "-c", "cd \"$1\" && sha256sum train.parquet > SHA256SUMS", "_", str(data)], check=True)
+    line = fw.setup(spec)[0]
+    done = subprocess.run(["bash", "-c", line], env={"RLAUNCH_PYTHON": "false", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0  # `false` as python would fail: it was not called
+    (data / "train.parquet").write_text("changed")
+    redo = subprocess.run(["bash", "-c", line], env={"RLAUNCH_PYTHON": "false", "PATH": "/usr/bin:/bin"})
+    assert redo.returncode != 0  # a changed file is prepared again
+    assert f"{data}/train.parquet" in fw.inputs(spec)

@@ -1,0 +1,228 @@
+"""Prepare a dataset (or a model) on shared storage at the revision pinned in configs/versions.yaml.
+
+gsm8k and math become the parquet files verl reads (train.parquet, test.parquet) with verl's columns:
+data_source, prompt (chat messages), ability, reward_model {style, ground_truth}, extra_info; boba is
+the pinned JSONL file as is. Every output directory gets a SHA256SUMS manifest (sha256sum's format)
+and a dataset.json saying what was loaded, so every node and every rerun can check it has the same
+bytes. Loading goes through `datasets.load_dataset(..., revision=...)`, the same code online or on a
+local copy (--source DIR: a directory of JSON/parquet files per split; the tests use one).
+
+Usage:
+    python -m rlaunch.data --dataset=gsm8k --out=DIR [--source=DIR_OR_HF_ID] [--revision=REV]
+    python -m rlaunch.data --dataset=gsm8k --snapshot --out=DIR    (the HF repository as is)
+    python -m rlaunch.data --model=qwen2.5-0.5b-instruct --out=DIR
+
+Env:
+    HF_TOKEN         read by huggingface_hub for gated models/datasets (never printed)
+    RLAUNCH_VERSIONS versions file (default: configs/versions.yaml)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+from . import pins
+from .errors import ConfigError
+
+CONVERTED = ("gsm8k", "math")
+MANIFEST = "SHA256SUMS"
+GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
+MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+
+
+# --- verl's rows -------------------------------------------------------------------------------
+
+def gsm8k_answer(solution: str) -> str:
+    """GSM8K's ground truth: the number after '####', without thousands separators."""
+    m = re.search(r"####\s*(-?[0-9.,]+)", solution)
+    if not m:
+        raise ValueError(f"no '#### <number>' in GSM8K answer: {solution[-80:]!r}")
+    return m.group(1).replace(",", "").rstrip(".")
+
+
+def last_boxed(text: str) -> str:
+    """The content of the last \\boxed{...} (or \\fbox{...}), braces balanced."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        raise ValueError(f"no \\boxed{{}} in MATH solution: {text[-80:]!r}")
+    i = text.index("{", start) + 1
+    depth, j = 1, i
+    while j < len(text) and depth:
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        j += 1
+    if depth:
+        raise ValueError(f"unbalanced \\boxed{{ in MATH solution: {text[start:start + 80]!r}")
+    return text[i:j - 1]
+
+
+def to_row(dataset: str, hf_id: str, split: str, index: int, example: dict) -> dict:
+    if dataset == "gsm8k":
+        question, ground = example["question"], gsm8k_answer(example["answer"])
+        content = f"{question} {GSM8K_INSTRUCTION}"
+        extra = {"split": split, "index": index, "answer": example["answer"], "question": question}
+    else:
+        question, ground = example["problem"], last_boxed(example["solution"])
+        content = f"{question} {MATH_INSTRUCTION}"
+        extra = {"split": split, "index": index}
+    return {"data_source": hf_id, "prompt": [{"role": "user", "content": content}], "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": ground}, "extra_info": extra}
+
+
+# --- manifests ---------------------------------------------------------------------------------
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_manifest(directory: Path) -> Path:
+    """SHA256SUMS over every file below directory (sorted; `sha256sum -c` reads it)."""
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST and ".cache" not in p.relative_to(directory).parts)
+    lines = [f"{sha256(p)}  {p.relative_to(directory).as_posix()}" for p in files]
+    out = directory / MANIFEST
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+# --- preparation -------------------------------------------------------------------------------
+
+def dataset_pin(dataset: str) -> dict:
+    table = pins.load_versions()["datasets"]
+    if dataset not in table or not table[dataset].get("hf_id"):
+        allowed = ", ".join(k for k, v in table.items() if v.get("hf_id"))
+        raise ConfigError("DATASET", dataset, f"one of {allowed} (pinned in configs/versions.yaml)")
+    return dict(table[dataset])
+
+
+def prepare(dataset: str, out: Path, source: str = "", revision: str = "") -> dict:
+    """Load the pinned dataset (or `source`), convert it for verl, write parquet + SHA256SUMS."""
+    pin = dataset_pin(dataset)
+    revision = revision or str(pin.get("revision", ""))
+    out.mkdir(parents=True, exist_ok=True)
+    if dataset not in CONVERTED:
+        return _fetch_file(dataset, pin, out, revision)
+    import datasets  # heavy; only preparation needs it
+
+    where = source or pin["hf_id"]
+    kwargs = {"revision": revision} if revision else {}
+    if source and Path(source).is_dir():
+        loaded = datasets.load_dataset(source, **kwargs)  # a local copy: its files, per split
+    else:
+        loaded = datasets.load_dataset(where, pin.get("config") or None, **kwargs)
+    counts = {}
+    for split in ("train", "test"):
+        if split not in loaded:
+            raise ConfigError("DATASET", dataset, f"a dataset with a '{split}' split ({where} has "
+                              f"{', '.join(loaded)})")
+        rows = [to_row(dataset, pin["hf_id"], split, i, ex) for i, ex in enumerate(loaded[split])]
+        datasets.Dataset.from_list(rows).to_parquet(str(out / f"{split}.parquet"))
+        counts[split] = len(rows)
+    info = {"dataset": dataset, "hf_id": pin["hf_id"], "config": pin.get("config", ""),
+            "revision": revision, "source": where, "rows": counts, "schema": "verl"}
+    (out / "dataset.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_manifest(out)
+    return info
+
+
+def _fetch_file(dataset: str, pin: dict, out: Path, revision: str) -> dict:
+    from huggingface_hub import hf_hub_download
+
+    name = pin.get("file") or ""
+    if not name:
+        raise ConfigError("DATASET", dataset, "gsm8k or math (others need a `file:` pin to download)")
+    hf_hub_download(pin["hf_id"], name, repo_type="dataset", revision=revision or None, local_dir=str(out))
+    info = {"dataset": dataset, "hf_id": pin["hf_id"], "file": name, "revision": revision}
+    (out / "dataset.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_manifest(out)
+    return info
+
+
+def snapshot(dataset: str, out: Path, revision: str = "") -> dict:
+    """The pinned dataset repository as is (AReaL loads GSM8K itself with load_dataset(dir, "main"))."""
+    from huggingface_hub import snapshot_download
+
+    pin = dataset_pin(dataset)
+    revision = revision or str(pin.get("revision", ""))
+    snapshot_download(pin["hf_id"], repo_type="dataset", revision=revision or None, local_dir=str(out))
+    write_manifest(out)
+    return {"dataset": dataset, "hf_id": pin["hf_id"], "revision": revision, "snapshot": True}
+
+
+def fetch_model(model: str, out: Path) -> dict:
+    """snapshot_download of the pinned model revision into out, plus SHA256SUMS."""
+    table = pins.load_versions()["models"]
+    pin = table.get(model) or {}
+    if not pin.get("hf_id"):
+        raise ConfigError("MODEL", model, "one of " + ", ".join(k for k, v in table.items() if v.get("hf_id")))
+    if pin.get("hub", "huggingface") != "huggingface":
+        raise ConfigError("MODEL", model, f"a Hugging Face model; {pin['hf_id']} is pinned on {pin['hub']}: "
+                          "download it with that hub's client into the model dir")
+    from huggingface_hub import snapshot_download
+
+    snapshot_download(pin["hf_id"], revision=pin["revision"] or None, local_dir=str(out))
+    write_manifest(out)
+    return {"model": model, "hf_id": pin["hf_id"], "revision": pin["revision"]}
+
+
+# --- what a launch's setup runs on the cluster -------------------------------------------------
+
+def setup_lines(spec: dict, dataset: bool = True, model: bool = True) -> list[str]:
+    """Idempotent shell lines: prepare the data (and model) once on the shared mount, then check them.
+
+    A directory whose SHA256SUMS verifies is left alone; anything else is (re)prepared."""
+    py = '"${RLAUNCH_PYTHON:-python3}"'
+    lines = []
+    data_dir = spec["paths"]["data_dir"]
+    if dataset and (spec["data"]["dataset"] in CONVERTED or spec["pins"]["dataset"].get("file")):
+        q = shlex.quote(data_dir)
+        lines.append(f"if ! (cd {q} 2>/dev/null && sha256sum --check --quiet --strict {MANIFEST}); then "
+                     f"{py} -m rlaunch.data --dataset={spec['data']['dataset']} --out={q}; fi")
+    model_dir = spec["paths"]["model_dir"]
+    pin = spec["pins"]["model"]
+    if model and model_dir and pin.get("hf_id") and pin.get("hub", "huggingface") == "huggingface":
+        q = shlex.quote(model_dir)
+        lines.append(f"if ! (cd {q} 2>/dev/null && sha256sum --check --quiet --strict {MANIFEST}); then "
+                     f"{py} -m rlaunch.data --model={spec['model']['name']} --out={q}; fi")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rlaunch.data", description=__doc__.split("\n")[0])
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--dataset", help="gsm8k | math | boba (pinned in configs/versions.yaml)")
+    what.add_argument("--model", help="a model key of configs/versions.yaml models:")
+    parser.add_argument("--out", required=True, help="output directory (created)")
+    parser.add_argument("--source", default="", help="load from here instead of the pinned HF id "
+                        "(a local directory of per-split JSON/parquet files, or another HF id)")
+    parser.add_argument("--snapshot", action="store_true", help="download the dataset repository as is "
+                        "(no conversion), e.g. for AReaL")
+    parser.add_argument("--revision", default="", help="override the pinned revision (not for launches)")
+    args = parser.parse_args(argv)
+    if not args.out:
+        print("data: --out is empty: make data DATASET=gsm8k OUT=<dir>", file=sys.stderr)
+        return 2
+    try:
+        if args.dataset and args.snapshot:
+            info = snapshot(args.dataset, Path(args.out), args.revision)
+        elif args.dataset:
+            info = prepare(args.dataset, Path(args.out), args.source, args.revision)
+        else:
+            info = fetch_model(args.model, Path(args.out))
+    except ConfigError as err:
+        print(f"data: {err}", file=sys.stderr)
+        return 2
+    print(f"data: wrote {args.out} ({json.dumps(info, sort_keys=True)}) and {MANIFEST}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

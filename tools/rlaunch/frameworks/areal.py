@@ -1,0 +1,223 @@
+"""AReaL (1.0.4): examples/math/gsm8k_rl.py with an experiment YAML rlaunch renders.
+
+The experiment YAML follows AReaL's examples/math/gsm8k_grpo.yaml at the pinned version (it is in
+AReaL's git repository and its image at /AReaL, but in no PyPI artifact, so rlaunch writes the whole
+file: the launch and the validator read the very same bytes). Seed 000's per-launch settings stay on
+the command line: one node runs AReaL's local scheduler (scheduler.type=local), several nodes its Ray
+scheduler (scheduler.type=ray on a config that has a `scheduler` section, and Ray name resolution).
+Seed 000's multi-node form, `scheduler.type=ray` on a config without that section, is rejected by
+AReaL's loader (tests/unit/test_loaders.py shows it).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import yaml
+
+from .. import data as datasets
+from ..errors import ConfigError
+from . import loaders, topology
+from .base import ARTIFACTS, Framework
+
+AREAL_HOME = "/AReaL"  # AReaL's source in its runtime image (Dockerfile: COPY . /AReaL)
+ENTRY = "examples/math/gsm8k_rl.py"
+CONFIG = "areal.yaml"
+SCHEDULERS = ("local", "ray")
+ENGINES = {"rollout.backend": ("sglang", "vllm"), "actor.backend": ("fsdp", "megatron", "archon")}
+
+
+class Areal(Framework):
+    name = "areal"
+
+    # --- what the run sees ------------------------------------------------------------------------
+
+    def model_path(self, spec: dict) -> str:
+        pinned = spec["pins"]["model"].get("hf_id", "")
+        if spec["paths"]["model_dir"] and spec["model"]["path"] in ("", pinned):
+            return spec["paths"]["model_dir"]
+        return spec["model"]["path"]
+
+    def dataset_path(self, spec: dict) -> str:
+        """AReaL loads GSM8K itself (load_dataset(path, name="main")): the pinned HF snapshot."""
+        return f"{spec['paths']['data_dir']}-hf"
+
+    def fileroot(self, spec: dict) -> str:
+        eff = topology.parse_overrides(spec["framework"]["overrides"])
+        return eff.get("cluster.fileroot", spec["paths"]["run_dir"])
+
+    def scheduler(self, spec: dict) -> str:
+        return "local" if spec["cluster"]["nodes"] == 1 else "ray"
+
+    def backends(self, spec: dict) -> tuple[str, str]:
+        """Half the GPUs generate, half train (seed 000: sglang:d1 + fsdp:d1 on 2, d8 + d8 on 2 x 8)."""
+        dp = max(topology.total_gpus(spec) // 2, 1)
+        engine = spec["rollout"]["backend"]
+        return f"{engine}:d{dp}", f"fsdp:d{dp}"
+
+    def experiment(self, spec: dict) -> dict:
+        """The experiment YAML as a mapping: gsm8k_grpo.yaml's settings with the spec's values."""
+        run, algo, train, paths = spec["run"], spec["algo"], spec["train"], spec["paths"]
+        multi = spec["cluster"]["nodes"] > 1
+        name_resolve = ({"type": "ray", "ray_actor_name": "ray_kv_store"} if multi else
+                        {"type": "nfs", "nfs_record_root": f"{paths['run_dir']}/name_resolve"})
+        common = {"experiment_name": "${experiment_name}", "trial_name": "${trial_name}",
+                  "fileroot": "${cluster.fileroot}"}
+        freq = {"freq_epochs": None if train["save_freq"] > 0 else 1,
+                "freq_steps": train["save_freq"] if train["save_freq"] > 0 else None, "freq_secs": None}
+        mb = {"max_tokens_per_mb": 10240, "packing_algorithm": "ffd"}
+        rollout_backend, actor_backend = self.backends(spec)
+        dataset = self.dataset_path(spec)
+        return {
+            "experiment_name": run["name"], "trial_name": run["id"], "seed": 1, "enable_offload": train["offload"],
+            "total_train_epochs": train["epochs"], "tokenizer_path": "${actor.path}",
+            "cluster": {"n_nodes": spec["cluster"]["nodes"], "n_gpus_per_node": spec["cluster"]["gpus_per_node"],
+                        "fileroot": self.fileroot(spec), "name_resolve": name_resolve},
+            "scheduler": {"type": None},
+            "rollout": {"backend": rollout_backend, "experiment_name": "${experiment_name}",
+                        "trial_name": "${trial_name}", "max_concurrent_rollouts": 256, "queue_size": None,
+                        "consumer_batch_size": "${train_dataset.batch_size}", "max_head_offpolicyness": 2,
+                        "enable_rollout_tracing": False, "scheduling_spec": "${actor.scheduling_spec}",
+                        "fileroot": "${cluster.fileroot}", "tokenizer_path": "${tokenizer_path}",
+                        "dump_to_file": True},
+            "gconfig": {"n_samples": algo["group_size"], "min_new_tokens": 0,
+                        "max_new_tokens": spec["data"]["max_response_length"], "greedy": False,
+                        "temperature": 1.0},
+            "actor": {
+                "backend": actor_backend, "experiment_name": "${experiment_name}", "trial_name": "${trial_name}",
+                "path": self.model_path(spec), "init_from_scratch": False, "disable_dropout": True,
+                "gradient_checkpointing": True, "dtype": "bfloat16", "mb_spec": mb,
+                "optimizer": {"type": "adam", "lr": algo["lr"], "weight_decay": 0.017, "beta1": 0.9,
+                              "beta2": 0.999, "eps": 1e-8, "lr_scheduler_type": "constant",
+                              "gradient_clipping": 1.0, "warmup_steps_proportion": 0.001},
+                "eps_clip": 0.4, "temperature": "${gconfig.temperature}", "reward_scaling": 10.0,
+                "reward_bias": -0.5, "kl_ctl": algo["kl_coef"] if algo["use_kl_loss"] else 0.0,
+                "ppo_n_minibatches": max(train["batch_size"] // train["mini_batch_size"], 1),
+                "recompute_logprob": True, "use_decoupled_loss": True,
+                "rejection_sampling": {"metric": "ratio", "upper": 5.0},
+                "reward_norm": {"mean_level": "group", "std_level": "group", "group_size": "${gconfig.n_samples}"},
+                "adv_norm": {"mean_level": "batch", "std_level": "batch"},
+                "weight_update_mode": "xccl", "max_new_tokens": "${gconfig.max_new_tokens}",
+                "scheduling_spec": [{"task_type": "worker", "port_count": 2, "gpu": 1, "mem": 32,
+                                     "cmd": "python3 -m areal.infra.rpc.rpc_server", "env_vars": {}}],
+            },
+            "ref": {"backend": "${actor.backend}", "experiment_name": "${experiment_name}",
+                    "trial_name": "${trial_name}", "path": "${actor.path}", "init_from_scratch": False,
+                    "disable_dropout": True, "dtype": "${actor.dtype}", "mb_spec": mb, "optimizer": None,
+                    "scheduling_strategy": {"type": "colocation", "target": "actor"},
+                    "scheduling_spec": "${actor.scheduling_spec}"},
+            "sglang": {"model_path": "${actor.path}", "random_seed": "${seed}", "skip_tokenizer_init": True,
+                       "dtype": "${actor.dtype}", "max_running_requests": None, "context_length": 32768,
+                       "mem_fraction_static": 0.8},
+            "vllm": {"model": "${actor.path}", "seed": "${seed}", "skip_tokenizer_init": False,
+                     "dtype": "${actor.dtype}", "max_model_len": 32768,
+                     "gpu_memory_utilization": spec["rollout"]["gpu_memory_utilization"]},
+            "train_dataset": {"batch_size": train["batch_size"], "shuffle": True, "pin_memory": True,
+                              "num_workers": 4, "path": dataset, "type": "rl",
+                              "max_length": spec["data"]["max_prompt_length"]},
+            "valid_dataset": {"batch_size": train["batch_size"], "pin_memory": True, "num_workers": 4,
+                              "path": dataset, "type": "rl"},
+            "saver": {**common, **freq},
+            "recover": {**common, "mode": "auto" if spec["infra"]["spot"] else "disabled",
+                        "freq_epochs": 1, "freq_steps": None, "freq_secs": 3600},
+            "evaluator": {**common, "freq_epochs": 1, "freq_steps": None, "freq_secs": None},
+            "stats_logger": {**common, "wandb": {"mode": "online" if spec["logging"]["wandb"] else "disabled",
+                                                 "project": spec["logging"]["project"]},
+                             "tensorboard": {"path": f"{paths['run_dir']}/tensorboard"}},
+            "perf_tracer": {**common, "enabled": False, "session_tracer": {"enabled": False}},
+        }
+
+    def cli(self, spec: dict) -> list[str]:
+        """Seed 000's command-line overrides, then framework.overrides."""
+        rollout_backend, actor_backend = self.backends(spec)
+        out = [f"scheduler.type={self.scheduler(spec)}",
+               f"experiment_name={spec['run']['name']}", f"trial_name={spec['run']['id']}",
+               f"cluster.n_nodes={spec['cluster']['nodes']}",
+               f"cluster.n_gpus_per_node={spec['cluster']['gpus_per_node']}",
+               f"rollout.backend={rollout_backend}", f"actor.backend={actor_backend}"]
+        if spec["cluster"]["nodes"] > 1:
+            out.append("cluster.name_resolve.type=ray")
+        return out + list(spec["framework"]["overrides"])
+
+    def command(self, spec: dict) -> list[str]:
+        return ["python3", f"{AREAL_HOME}/{ENTRY}", "--config", f"{ARTIFACTS}/{CONFIG}", *self.cli(spec)]
+
+    def files(self, spec: dict) -> dict[str, str]:
+        return {CONFIG: yaml.safe_dump(self.experiment(spec), sort_keys=False, default_flow_style=False)}
+
+    def env(self, spec: dict) -> dict[str, str]:
+        # AReaL names its log and checkpoint dirs after $USER, which a container may not set.
+        env = {"TOKENIZERS_PARALLELISM": "false", "USER": "rlaunch"}
+        if not spec["infra"]["rdma"]:
+            env["NCCL_IB_DISABLE"] = "1"
+        return env
+
+    def setup(self, spec: dict) -> list[str]:
+        lines = datasets.setup_lines(spec, dataset=False)
+        q = shlex.quote(self.dataset_path(spec))
+        lines.insert(0, f'if ! (cd {q} 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then '
+                        f'"${{RLAUNCH_PYTHON:-python3}}" -m rlaunch.data --dataset={spec["data"]["dataset"]} '
+                        f"--snapshot --out={q}; fi")
+        return lines
+
+    def inputs(self, spec: dict) -> list[str]:
+        out = [f"{self.dataset_path(spec)}/SHA256SUMS"]
+        if self.model_path(spec) == spec["paths"]["model_dir"] and spec["paths"]["model_dir"]:
+            out.append(f"{spec['paths']['model_dir']}/config.json")
+        return out
+
+    # --- checks -----------------------------------------------------------------------------------
+
+    def check(self, spec: dict) -> None:
+        topology.require_gpus(spec, "AReaL")
+        if spec["data"]["dataset"] != "gsm8k":
+            raise ConfigError("data.dataset", spec["data"]["dataset"], "gsm8k (AReaL's gsm8k_rl.py entrypoint)")
+        eff = topology.parse_overrides(spec["framework"]["overrides"])
+        topology.group_size(spec, *(("framework.overrides[gconfig.n_samples]", eff["gconfig.n_samples"])
+                                    if "gconfig.n_samples" in eff else ("algo.group_size", None)))
+        topology.rollout_backend(spec)
+        sched = eff.get("scheduler.type", self.scheduler(spec))
+        if sched not in SCHEDULERS:
+            raise ConfigError("framework.overrides[scheduler.type]", sched, "local (one node) or ray (several)")
+        if sched == "local" and spec["cluster"]["nodes"] > 1:
+            raise ConfigError("framework.overrides[scheduler.type]", sched,
+                              f"ray: the local scheduler runs on one node, cluster.nodes={spec['cluster']['nodes']}")
+        rollout_backend, actor_backend = self.backends(spec)
+        used = 0
+        for key, default in (("rollout.backend", rollout_backend), ("actor.backend", actor_backend)):
+            value = eff.get(key, default)
+            where = f"framework.overrides[{key}]" if key in eff else "cluster.gpus_per_node"
+            engine = str(value).split(":", 1)[0]
+            if engine not in ENGINES[key]:
+                raise ConfigError(where, value, f"engine:sizes with a colon, the engine one of "
+                                  f"{', '.join(ENGINES[key])}, e.g. {ENGINES[key][0]}:d4")
+            used += topology.allocation_gpus(where, value)
+        if used > topology.total_gpus(spec):
+            named = [f"framework.overrides[{k}]" for k in ("rollout.backend", "actor.backend") if k in eff]
+            raise ConfigError(named[0] if named else "cluster.gpus_per_node",
+                              f"{eff.get('rollout.backend', rollout_backend)} + "
+                              f"{eff.get('actor.backend', actor_backend)}",
+                              f"parallel sizes that fit the {topology.total_gpus(spec)} GPUs (rollout and "
+                              f"actor GPUs add up to {used})")
+        key = "framework.overrides[cluster.fileroot]" if "cluster.fileroot" in eff else "storage.mount"
+        topology.under_mount(spec, key, self.fileroot(spec), "AReaL's cluster.fileroot (logs, checkpoints, "
+                             "name records)")
+        batch = topology.as_int("train.batch_size", eff.get("train_dataset.batch_size", spec["train"]["batch_size"]))
+        dp = topology.allocation_gpus("actor.backend", eff.get("actor.backend", actor_backend))
+        n = topology.as_int("algo.group_size", eff.get("gconfig.n_samples", spec["algo"]["group_size"]))
+        if (batch * n) % dp:
+            raise ConfigError("train.batch_size", batch, f"batch x n_samples ({batch} x {n}) divisible by the "
+                              f"actor's {dp} data-parallel GPUs")
+        if spec["train"]["mini_batch_size"] > batch:
+            raise ConfigError("train.mini_batch_size", spec["train"]["mini_batch_size"],
+                              f"<= the train batch (train.batch_size={batch})")
+
+    def loader_request(self, spec: dict) -> dict:
+        return {"config_text": self.files(spec)[CONFIG], "overrides": self.cli(spec)}
+
+    def loader_check(self, spec: dict, files: dict[str, str]) -> str:
+        # The same YAML as files() renders (the shipped copy only adds a comment header).
+        return loaders.result_line("areal", loaders.run("areal", [self.loader_request(spec)])[0])
+
+
+ADAPTER = Areal()

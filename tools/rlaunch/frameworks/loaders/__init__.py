@@ -1,0 +1,104 @@
+"""Run a framework's own config loader, at the pinned version, in its validator environment.
+
+Each loader is a small script (loaders/<framework>_loader.py) run with the python of
+<repo>/.venv-<framework> (built by `make setup-validators`). It reads {"requests": [...]} as JSON on
+stdin and prints {"results": [...]}: one process per framework answers every request, so the heavy
+imports (torch, AReaL, RLinf) are paid once for all presets (`prefetch`). Results are cached by
+request, so a later loader_check for the same spec costs nothing.
+
+Env:
+    RLAUNCH_VALIDATORS  directory holding the .venv-<framework> environments (default: the repo root)
+    RLAUNCH_LOADER_TIMEOUT_S  deadline for one loader process (default: 300)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from ... import ROOT
+
+HERE = Path(__file__).resolve().parent
+SKIPPED = "skipped: run `make setup-validators`"
+_CACHE: dict[str, dict] = {}
+
+
+def venv_python(framework: str) -> Path:
+    base = Path(os.environ.get("RLAUNCH_VALIDATORS") or ROOT)
+    # Resolve a symlinked venv dir (not the python link inside it): AReaL turns the config path into
+    # one relative to its own package, which breaks across a symlink.
+    return (base / f".venv-{framework}").resolve() / "bin" / "python"
+
+
+def available(framework: str) -> bool:
+    return venv_python(framework).exists()
+
+
+def _key(framework: str, request: dict) -> str:
+    return framework + ":" + json.dumps(request, sort_keys=True)
+
+
+def run(framework: str, requests: list[dict]) -> list[dict]:
+    """Answer every request in one loader process; {"skipped": msg} for each when no venv exists."""
+    if not available(framework):
+        return [{"ok": None, "skipped": f"{SKIPPED} ({venv_python(framework)} is missing)"}
+                for _ in requests]
+    todo = [r for r in requests if _key(framework, r) not in _CACHE]
+    if todo:
+        for req, res in zip(todo, _spawn(framework, todo)):
+            _CACHE[_key(framework, req)] = res
+    return [_CACHE[_key(framework, r)] for r in requests]
+
+
+def prefetch(framework: str, requests: list[dict]) -> None:
+    """Warm the cache for many specs at once (make plan for every preset, the bench)."""
+    run(framework, requests)
+
+
+def prefetch_all(by_framework: dict[str, list[dict]]) -> None:
+    """One loader process per framework, all at once: the plan's wall time is the slowest loader."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(len(by_framework), 1)) as pool:
+        list(pool.map(lambda item: run(*item), by_framework.items()))
+
+
+def _spawn(framework: str, requests: list[dict]) -> list[dict]:
+    script = HERE / f"{framework}_loader.py"
+    timeout = float(os.environ.get("RLAUNCH_LOADER_TIMEOUT_S", "300"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
+    env.update({"PYTHONNOUSERSITE": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled",
+                "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"})
+    try:
+        # -P: never import from the current directory (a Ray temp dir named `ray` in /tmp shadows ray).
+        proc = subprocess.run([str(venv_python(framework)), "-P", str(script)],
+                              input=json.dumps({"requests": requests}), capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=str(HERE))
+    except subprocess.TimeoutExpired:
+        msg = f"{framework} loader did not answer within {timeout:.0f} s (RLAUNCH_LOADER_TIMEOUT_S)"
+        return [{"ok": False, "error": msg, "key": ""} for _ in requests]
+    try:
+        results = json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    except (IndexError, KeyError, ValueError):
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        msg = f"{framework} loader crashed (exit {proc.returncode}): " + " | ".join(tail)
+        return [{"ok": False, "error": msg, "key": ""} for _ in requests]
+    if len(results) != len(requests):
+        return [{"ok": False, "error": f"{framework} loader answered {len(results)} of {len(requests)}",
+                 "key": ""} for _ in requests]
+    return results
+
+
+def result_line(framework: str, result: dict) -> str:
+    """One plan line for a loader result; a rejection is a CheckError naming the framework's key."""
+    from ...errors import CheckError
+
+    if result.get("skipped"):
+        return f"{framework} loader {result['skipped']}"
+    if not result.get("ok"):
+        key = f" key {result['key']}:" if result.get("key") else ""
+        raise CheckError(f"{framework}-loader", f"{result.get('loader', framework)} rejected the config:"
+                         f"{key} {result.get('error', '')}")
+    return f"{result['loader']} accepted: {result['summary']}"

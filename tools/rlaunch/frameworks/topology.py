@@ -1,0 +1,227 @@
+"""rlaunch's own topology rules: what verl, AReaL and RLinf only find out an hour into a GPU run.
+
+Each rule reads the merged spec (plus the framework overrides the adapter will pass) and raises one
+ConfigError naming the key to change, the value and what would be allowed. Pure: no framework import.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from ..errors import ConfigError
+
+# Advantage estimators that compare responses within a group: a group of 1 has no baseline.
+GROUP_ESTIMATORS = {"grpo", "rloo", "grpo_passk", "rloo_vectorized", "grpo_vectorized", "opo", "gpg",
+                    "reinforce_plus_plus_baseline"}
+# verl's TransferQueue: 1 controller + 8 storage actors at 1 CPU each, plus the driver (FIELD-NOTES).
+VERL_MIN_HEAD_CPUS = 10
+ROLLOUT_ENGINES = ("vllm", "sglang")
+
+
+# --- framework overrides ("key=value" words) ---------------------------------------------------
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """framework.overrides -> {dotted key: raw value}; Hydra's +/++ prefixes are dropped."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        key = key.lstrip("+~")
+        if not sep or not re.fullmatch(r"[A-Za-z_][\w.\-]*", key):
+            raise ConfigError("framework.overrides", item, "each override is key=value, e.g. "
+                              "actor_rollout_ref.rollout.n=8")
+        out[key] = value
+    return out
+
+
+def effective(spec: dict, key: str, default: Any) -> Any:
+    """The value a framework will see for `key`: an override in framework.overrides wins."""
+    return parse_overrides(spec["framework"]["overrides"]).get(key, default)
+
+
+def as_int(key: str, value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        raise ConfigError(key, value, "an integer") from None
+
+
+def hydra_list(value: str) -> list[str]:
+    """'[console,file]' / 'console' -> ['console', 'file']."""
+    text = str(value).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    return [w.strip().strip("'\"") for w in text.split(",") if w.strip()]
+
+
+# --- the rules ---------------------------------------------------------------------------------
+
+def total_gpus(spec: dict) -> int:
+    return spec["cluster"]["nodes"] * spec["cluster"]["gpus_per_node"]
+
+
+def require_gpus(spec: dict, framework: str) -> None:
+    if spec["cluster"]["gpus_per_node"] < 1:
+        raise ConfigError("cluster.gpus_per_node", spec["cluster"]["gpus_per_node"],
+                          f">= 1: {framework} trains on GPUs only (the CPU rehearsal is framework.name=trl)")
+
+
+def group_size(spec: dict, key: str = "algo.group_size", value: Any = None) -> None:
+    """GRPO and the other group estimators need >= 2 responses per prompt."""
+    n = as_int(key, spec["algo"]["group_size"] if value is None else value)
+    estimator = spec["algo"]["adv_estimator"]
+    if (spec["algo"]["name"] == "grpo" or estimator in GROUP_ESTIMATORS) and n < 2:
+        raise ConfigError(key, n, f">= 2 for {spec['algo']['name']} with adv_estimator={estimator}: "
+                          "advantages compare responses within a group (n=1 is not GRPO)")
+
+
+def batch_sizes(spec: dict, n: int, dp: int, keys: dict[str, str] | None = None) -> None:
+    """train batch x n divisible by the data-parallel GPUs; mini <= batch; per-GPU mini % micro == 0.
+
+    verl's rules (checked at run time only): it multiplies the prompt batch and the mini-batch by
+    rollout.n, then splits both over every GPU."""
+    keys = keys or {}
+    k_batch = keys.get("batch", "train.batch_size")
+    k_mini = keys.get("mini", "train.mini_batch_size")
+    k_micro = keys.get("micro", "train.micro_batch_size_per_gpu")
+    batch = as_int(k_batch, effective(spec, keys.get("batch_override", ""), spec["train"]["batch_size"]))
+    mini = as_int(k_mini, effective(spec, keys.get("mini_override", ""), spec["train"]["mini_batch_size"]))
+    micro = as_int(k_micro, effective(spec, keys.get("micro_override", ""),
+                                      spec["train"]["micro_batch_size_per_gpu"]))
+    if dp < 1:
+        return
+    if (batch * n) % dp:
+        raise ConfigError(k_batch, batch, f"batch x group size ({batch} x {n} = {batch * n}) must divide "
+                          f"evenly over the {dp} data-parallel GPUs (nodes x gpus_per_node)")
+    if mini > batch:
+        raise ConfigError(k_mini, mini, f"<= the train batch ({k_batch}={batch})")
+    if (mini * n) % dp:
+        raise ConfigError(k_mini, mini, f"mini-batch x group size ({mini} x {n}) must divide evenly over "
+                          f"the {dp} data-parallel GPUs")
+    per_gpu = mini * n // dp
+    if per_gpu % micro:
+        raise ConfigError(k_micro, micro, f"a divisor of the per-GPU mini-batch {per_gpu} "
+                          f"(({k_mini}={mini} x n={n}) / {dp} GPUs)")
+
+
+def rollout_tp(spec: dict, key: str = "rollout.tp", value: Any = None) -> None:
+    tp = as_int(key, spec["rollout"]["tp"] if value is None else value)
+    gpn = spec["cluster"]["gpus_per_node"]
+    if tp < 1 or (gpn and gpn % tp):
+        raise ConfigError(key, tp, f"a divisor of cluster.gpus_per_node={gpn} (a rollout engine's "
+                          "tensor-parallel group stays inside one node)")
+
+
+def rollout_backend(spec: dict, key: str = "rollout.backend", value: Any = None) -> str:
+    name = str(spec["rollout"]["backend"] if value is None else value)
+    if name not in ROLLOUT_ENGINES:
+        raise ConfigError(key, name, f"a rollout engine the framework runs: {', '.join(ROLLOUT_ENGINES)}")
+    return name
+
+
+def head_cpus(spec: dict) -> None:
+    """verl's TransferQueue hangs silently with fewer than 10 Ray CPUs where it schedules."""
+    cpus = spec["cluster"]["cpus_per_node"]
+    if cpus and cpus < VERL_MIN_HEAD_CPUS:
+        where = "each worker (the head is CPU-only with 0 Ray CPUs)" if spec["cluster"]["cpu_head"] else \
+            "the head"
+        raise ConfigError("cluster.cpus_per_node", cpus, f">= {VERL_MIN_HEAD_CPUS} Ray CPUs on {where}: "
+                          "verl's TransferQueue (1 controller + 8 storage actors) hangs silently otherwise")
+
+
+def under_mount(spec: dict, key: str, path: str, what: str) -> None:
+    """Absolute and on the shared mount: node-local paths lose other nodes' shards (verl 625, 1535)."""
+    mount = spec["storage"]["mount"].rstrip("/")
+    if not str(path).startswith("/"):
+        raise ConfigError(key, path, f"an absolute path under storage.mount={mount} ({what}; a relative "
+                          "path lands in Ray's per-job working dir)")
+    if not os.path.normpath(str(path)).startswith(mount + "/"):
+        raise ConfigError(key, path, f"a path under storage.mount={mount} ({what} must be on the storage "
+                          "every node shares)")
+
+
+def metrics_logger(key: str, loggers: list[str], required: str) -> None:
+    if required not in loggers:
+        raise ConfigError(key, "[" + ",".join(loggers) + "]", f"a list including '{required}': rlaunch's "
+                          "postflight reads its machine-readable metrics")
+
+
+# --- RLinf placement ---------------------------------------------------------------------------
+
+def parse_ranks(key: str, value: Any) -> list[int]:
+    """RLinf resource ranks: 3, '2-3', '0-1,4', 'all' -> a sorted list."""
+    text = str(value).strip()
+    ranks: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise ConfigError(key, value, "resource ranks like 0, 2-3 or 0-1,4")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise ConfigError(key, value, f"a range low-high with low <= high (got {lo}-{hi})")
+        ranks.extend(range(lo, hi + 1))
+    return sorted(set(ranks))
+
+
+# A component that shares GPUs by design: the reward worker is light and sits with the others.
+SHARES = {"reward"}
+
+
+def placement(spec: dict, placement_map: dict[str, Any], prefix: str = "cluster.component_placement") -> None:
+    """Every rank within nodes x GPUs; no two components on one GPU unless they are meant to share."""
+    total = total_gpus(spec)
+    owner: dict[int, str] = {}
+    for comp, value in placement_map.items():
+        key = f"{prefix}.{comp}"
+        ranks = parse_ranks(key, value)
+        bad = [r for r in ranks if r >= total]
+        if bad:
+            raise ConfigError(key, value, f"resource ranks 0-{total - 1} (cluster.nodes x "
+                              f"cluster.gpus_per_node = {spec['cluster']['nodes']} x "
+                              f"{spec['cluster']['gpus_per_node']} GPUs)")
+        # "actor,rollout" as one key is RLinf's way of saying "collocated on purpose".
+        members = {c.strip() for c in comp.split(",")}
+        for r in ranks:
+            other = owner.get(r)
+            if other is None:
+                owner[r] = comp
+                continue
+            if members <= SHARES or {c.strip() for c in other.split(",")} <= SHARES:
+                continue
+            raise ConfigError(key, value, f"ranks not used by '{other}' (both on resource rank {r}); "
+                              "to collocate on purpose, name them together, e.g. 'actor,rollout: 0-3'")
+
+
+def default_placement(spec: dict) -> dict[str, str]:
+    """Seed 003's pipeline shape scaled to the cluster: rollout+reward, inference, then actor on half."""
+    total = total_gpus(spec)
+    if total < 4 or total % 4:
+        raise ConfigError("cluster.gpus_per_node", spec["cluster"]["gpus_per_node"],
+                          "nodes x gpus_per_node a multiple of 4 for the default RLinf pipeline placement "
+                          "(rollout+reward | inference | actor x 2), or set cluster.component_placement.* "
+                          "in framework.overrides")
+    q = total // 4
+
+    def span(lo: int, n: int) -> str:
+        return str(lo) if n == 1 else f"{lo}-{lo + n - 1}"
+
+    return {"rollout": span(0, q), "inference": span(q, q), "actor": span(2 * q, 2 * q), "reward": span(0, q)}
+
+
+# --- AReaL allocation --------------------------------------------------------------------------
+
+def allocation_gpus(key: str, value: str) -> int:
+    """'sglang:d8' / 'fsdp:d4p1t2' -> GPUs it needs (the product of its parallel sizes)."""
+    text = str(value).strip().strip("'\"")
+    engine, sep, dims = text.partition(":")
+    if not sep or not engine or not re.fullmatch(r"([dptce]\d+)+", dims):
+        raise ConfigError(key, value, "engine:dims, e.g. sglang:d8 or fsdp:d4p1t1 (colons separate engine "
+                          "and sizes)")
+    gpus = 1
+    for _letter, size in re.findall(r"([dptce])(\d+)", dims):
+        if int(size) < 1:
+            raise ConfigError(key, value, "parallel sizes >= 1")
+        gpus *= int(size) if _letter in "dptc" else 1
+    return gpus

@@ -1,0 +1,167 @@
+"""verl (0.9): `python3 -m verl.trainer.main_ppo` with Hydra overrides from the spec.
+
+PPO is GAE with a critic; GRPO (and verl's other group estimators) set algorithm.adv_estimator and
+rollout.n = algo.group_size >= 2 (seed 001's "GRPO" with n=1 has no group to compare). Sizes are
+literal numbers so the plan shows exactly what runs; checkpoints, data and metrics live on the shared
+mount (a relative default_local_dir lands in Ray's per-job working dir, seed 002).
+"""
+
+from __future__ import annotations
+
+from .. import data as datasets
+from ..errors import ConfigError
+from . import loaders, topology
+from .base import Framework
+
+ENTRY = ["python3", "-m", "verl.trainer.main_ppo"]
+METRICS = "metrics.jsonl"  # under paths.log_dir; postflight reads it (verify/layouts.py)
+
+
+def _b(value: bool) -> str:
+    return "True" if value else "False"
+
+
+class Verl(Framework):
+    name = "verl"
+
+    def model_path(self, spec: dict) -> str:
+        """The pinned snapshot on the shared mount; an explicit model.path (not the HF id) wins."""
+        pinned = spec["pins"]["model"].get("hf_id", "")
+        path = spec["model"]["path"]
+        if spec["paths"]["model_dir"] and (not path or path == pinned):
+            return spec["paths"]["model_dir"]
+        return path
+
+    def overrides(self, spec: dict) -> list[str]:
+        algo, train, rollout, paths = spec["algo"], spec["train"], spec["rollout"], spec["paths"]
+        cluster = spec["cluster"]
+        model = self.model_path(spec)
+        ppo = algo["adv_estimator"] == "gae"
+        loggers = ["console", "file"] + (["wandb"] if spec["logging"]["wandb"] else [])
+        micro = train["micro_batch_size_per_gpu"]
+        out = [
+            f"algorithm.adv_estimator={algo['adv_estimator']}",
+            f"data.train_files={paths['data_dir']}/train.parquet",
+            f"data.val_files={paths['data_dir']}/test.parquet",
+            f"data.train_batch_size={train['batch_size']}",
+            f"data.max_prompt_length={spec['data']['max_prompt_length']}",
+            f"data.max_response_length={spec['data']['max_response_length']}",
+            "data.filter_overlong_prompts=True",
+            "data.truncation=error",
+            f"actor_rollout_ref.model.path={model}",
+            f"actor_rollout_ref.actor.optim.lr={algo['lr']}",
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={train['mini_batch_size']}",
+            f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",
+            f"actor_rollout_ref.actor.use_kl_loss={_b(algo['use_kl_loss'])}",
+            f"actor_rollout_ref.actor.kl_loss_coef={algo['kl_coef']}",
+            f"actor_rollout_ref.rollout.name={rollout['backend']}",
+            f"actor_rollout_ref.rollout.n={algo['group_size']}",
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout['tp']}",
+            f"actor_rollout_ref.rollout.gpu_memory_utilization={rollout['gpu_memory_utilization']}",
+            f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
+            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
+            f"algorithm.kl_ctrl.kl_coef={algo['kl_coef']}",
+            # KL either in the loss or in the reward, never both.
+            f"algorithm.use_kl_in_reward={_b(ppo and not algo['use_kl_loss'])}",
+        ]
+        if ppo:
+            out += [f"critic.optim.lr={algo['critic_lr']}", f"critic.model.path={model}",
+                    f"critic.ppo_micro_batch_size_per_gpu={micro}"]
+        else:
+            out.append("trainer.critic_warmup=0")
+        if train["offload"]:  # seed 001's memory-saving set for 7B on small GPUs
+            tokens = max(2048, spec["data"]["max_prompt_length"] + spec["data"]["max_response_length"])
+            out += [
+                "actor_rollout_ref.model.use_remove_padding=True",
+                "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+                "actor_rollout_ref.actor.fsdp_config.param_offload=True",
+                "actor_rollout_ref.actor.fsdp_config.optimizer_offload=True",
+                "actor_rollout_ref.ref.fsdp_config.param_offload=True",
+                "actor_rollout_ref.rollout.enable_chunked_prefill=True",
+                f"actor_rollout_ref.rollout.max_num_batched_tokens={tokens}",
+            ]
+        out += [
+            f"trainer.logger=[{','.join(loggers)}]",
+            f"trainer.project_name={spec['logging']['project']}",
+            f"trainer.experiment_name={spec['run']['name']}",
+            f"trainer.nnodes={cluster['nodes']}",
+            f"trainer.n_gpus_per_node={cluster['gpus_per_node']}",
+            f"trainer.default_local_dir={paths['ckpt_dir']}",
+            f"trainer.save_freq={train['save_freq']}",
+            f"trainer.test_freq={train['test_freq']}",
+            f"trainer.total_epochs={train['epochs']}",
+            "trainer.val_before_train=False",
+            f"hydra.run.dir={paths['run_dir']}/hydra",
+        ]
+        if train["steps"] > 0:
+            out.append(f"trainer.total_training_steps={train['steps']}")
+        if spec["infra"]["spot"]:
+            out.append("trainer.resume_mode=auto")  # a recovered managed job continues from the bucket
+        return out + list(spec["framework"]["overrides"])
+
+    def command(self, spec: dict) -> list[str]:
+        return ENTRY + self.overrides(spec)
+
+    def env(self, spec: dict) -> dict[str, str]:
+        env = {"VERL_FILE_LOGGER_PATH": f"{spec['paths']['log_dir']}/{METRICS}",
+               "TOKENIZERS_PARALLELISM": "false"}
+        if not spec["infra"]["rdma"]:
+            env["NCCL_IB_DISABLE"] = "1"
+        return env
+
+    def setup(self, spec: dict) -> list[str]:
+        return datasets.setup_lines(spec)
+
+    def inputs(self, spec: dict) -> list[str]:
+        data_dir = spec["paths"]["data_dir"]
+        out = [f"{data_dir}/train.parquet", f"{data_dir}/test.parquet", f"{data_dir}/SHA256SUMS"]
+        if self.model_path(spec) == spec["paths"]["model_dir"] and spec["paths"]["model_dir"]:
+            out.append(f"{spec['paths']['model_dir']}/config.json")
+        return out
+
+    def check(self, spec: dict) -> None:
+        topology.require_gpus(spec, "verl")
+        eff = topology.parse_overrides(spec["framework"]["overrides"])
+        n = topology.as_int("actor_rollout_ref.rollout.n", eff.get("actor_rollout_ref.rollout.n",
+                                                                   spec["algo"]["group_size"]))
+        n_key = "framework.overrides[actor_rollout_ref.rollout.n]" if "actor_rollout_ref.rollout.n" in eff \
+            else "algo.group_size"
+        topology.group_size(spec, n_key, n)
+        nnodes = topology.as_int("trainer.nnodes", eff.get("trainer.nnodes", spec["cluster"]["nodes"]))
+        gpn = topology.as_int("trainer.n_gpus_per_node",
+                              eff.get("trainer.n_gpus_per_node", spec["cluster"]["gpus_per_node"]))
+        if nnodes * gpn != topology.total_gpus(spec):
+            raise ConfigError("framework.overrides[trainer.nnodes]", f"{nnodes}x{gpn}",
+                                       f"the cluster's {spec['cluster']['nodes']} nodes x "
+                                       f"{spec['cluster']['gpus_per_node']} GPUs (set cluster.* instead)")
+        topology.batch_sizes(spec, n, nnodes * gpn, {
+            "batch_override": "data.train_batch_size",
+            "mini_override": "actor_rollout_ref.actor.ppo_mini_batch_size",
+            "micro_override": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"})
+        topology.rollout_tp(spec, "rollout.tp", eff.get("actor_rollout_ref.rollout.tensor_model_parallel_size"))
+        topology.rollout_backend(spec, "rollout.backend", eff.get("actor_rollout_ref.rollout.name"))
+        topology.head_cpus(spec)
+        ckpt = eff.get("trainer.default_local_dir", spec["paths"]["ckpt_dir"])
+        ckpt_key = "framework.overrides[trainer.default_local_dir]" if "trainer.default_local_dir" in eff \
+            else "storage.mount"
+        topology.under_mount(spec, ckpt_key, ckpt, "checkpoints")
+        for key in ("data.train_files", "data.val_files"):
+            if key in eff:
+                topology.under_mount(spec, f"framework.overrides[{key}]", eff[key].strip("[]'\""), "data")
+        if "trainer.logger" in eff:
+            topology.metrics_logger("framework.overrides[trainer.logger]",
+                                    topology.hydra_list(eff["trainer.logger"]), "file")
+
+    def loader_request(self, spec: dict) -> dict:
+        required = ["actor_rollout_ref.rollout.name", "actor_rollout_ref.model.path"]
+        if spec["algo"]["adv_estimator"] == "gae":
+            required.append("critic.model.path")
+        # hydra.* keys belong to the app's run dir, not to the composed config.
+        return {"overrides": [o for o in self.overrides(spec) if not o.startswith("hydra.")],
+                "required": required}
+
+    def loader_check(self, spec: dict, files: dict[str, str]) -> str:
+        return loaders.result_line("verl", loaders.run("verl", [self.loader_request(spec)])[0])
+
+
+ADAPTER = Verl()
