@@ -1,0 +1,167 @@
+#!/usr/bin/env bats
+# The SkyPilot backend's lifecycle through rlaunch's CLI (what `make launch|status|logs|dashboard|
+# down INFRA=gcp ...` runs), with a PATH stub for `sky` that records every call. Launch still plans
+# for real first (SkyPilot's parser in an isolated HOME), so each launch test costs a few seconds.
+# WANDB_API_KEY=sekret-value is in the environment of every test: it must reach `sky` by name only.
+
+load stub_helper
+
+setup() {
+  REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
+  PY="${REPO}/.venv/bin/python"
+  [[ -x "${PY}" ]] || skip "needs the launcher venv (make setup)"
+  stub_command sky
+  export STUB_ENV_NAMES="WANDB_API_KEY HF_TOKEN"
+  export WANDB_API_KEY="sekret-value"
+  unset HF_TOKEN RLAUNCH_SKY
+  OUT="${BATS_TEST_TMPDIR}/out"
+  RUN_ID="bats-sky-$$"
+  stub_reply sky check '{"default": {"GCP": ["compute", "storage"], "Kubernetes": ["compute"]}}'
+  # `rlaunch launch` records the last run in build/last-run: keep the developer's pointer.
+  LAST_RUN="${REPO}/build/last-run"
+  if [[ -f "${LAST_RUN}" ]]; then cp "${LAST_RUN}" "${BATS_TEST_TMPDIR}/last-run.saved"; fi
+}
+
+teardown() {
+  if [[ -f "${BATS_TEST_TMPDIR}/last-run.saved" ]]; then
+    cp "${BATS_TEST_TMPDIR}/last-run.saved" "${LAST_RUN}"
+  else
+    rm -f "${LAST_RUN}"
+  fi
+}
+
+# rl VERB ARGS...: python -m rlaunch as the Makefile runs it.
+rl() {
+  PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch "$@"
+}
+
+launch() {
+  rl launch --INFRA="${INFRA:-gcp}" --RUN_ID="${RUN_ID}" --OUT="${OUT}" --SET="secrets=[WANDB_API_KEY]" "$@"
+}
+
+# no_secret_anywhere: the value is in no recorded argv, no stub record, no output, no rendered file.
+no_secret_anywhere() {
+  if grep -rlF "sekret-value" "${BATS_TEST_TMPDIR}"/sky.* "${OUT}"; then return 1; fi
+  [[ "${output}" != *sekret-value* ]]
+}
+
+@test "launch: sky check for the cloud, then sky launch by cluster name with the secret by name" {
+  run launch
+  [ "${status}" -eq 0 ]
+  [ "$(stub_calls sky)" = "check -o json gcp
+launch -c ${RUN_ID} ${OUT}/task.yaml --secret WANDB_API_KEY -y" ]
+  # sky saw the variable (it reads the value itself), and the value went nowhere else.
+  grep -qx "WANDB_API_KEY=set" "${BATS_TEST_TMPDIR}/sky.env"
+  no_secret_anywhere
+  [[ "${output}" == *"RUN_ID=${RUN_ID}"* ]]
+}
+
+@test "launch SPOT=1: a managed job with sky jobs launch" {
+  run launch --SPOT=1
+  [ "${status}" -eq 0 ]
+  [ "$(stub_calls sky)" = "check -o json gcp
+jobs launch -n ${RUN_ID} ${OUT}/task.yaml --secret WANDB_API_KEY -y" ]
+  no_secret_anywhere
+}
+
+@test "launch INFRA=k8s checks SkyPilot's kubernetes access" {
+  INFRA=k8s run launch
+  [ "${status}" -eq 0 ]
+  [ "$(stub_calls sky | head -n1)" = "check -o json kubernetes" ]
+}
+
+@test "launch with the cloud not enabled: names the sky check step, exits 3, launches nothing" {
+  stub_reply sky check '{"default": {"AWS": ["compute"]}}'
+  run launch
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing SkyPilot access to gcp"*"sky check gcp"* ]]
+  [ "$(stub_calls sky)" = "check -o json gcp" ]
+}
+
+@test "launch when sky check itself fails: exits 3 with its last line" {
+  stub_fail sky check 1 "No cloud access: credentials not found"
+  run launch
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"credentials not found"*"sky check gcp"* ]]
+  [ "$(stub_calls sky)" = "check -o json gcp" ]
+}
+
+@test "launch with a named secret unset: exits 3 naming it, before calling sky" {
+  unset WANDB_API_KEY
+  run launch
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing WANDB_API_KEY in your environment"* ]]
+  [ -z "$(stub_calls sky)" ]
+}
+
+@test "launch without the sky CLI: exits 3 and says how to get it" {
+  export RLAUNCH_SKY="${BATS_TEST_TMPDIR}/no-such-sky"
+  run launch
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing the sky CLI"*"make setup"* ]]
+}
+
+@test "sky launch failing: launch exits with its code" {
+  stub_fail sky launch 7 "sky: provisioning failed"
+  run launch
+  [ "${status}" -eq 7 ]
+}
+
+@test "status, logs, dashboard, down of a cluster run the exact sky commands" {
+  rl render --INFRA=gcp --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  for verb in status logs dashboard down; do
+    run rl "${verb}" --OUT="${OUT}"
+    [ "${status}" -eq 0 ]
+  done
+  [ "$(stub_calls sky)" = "status ${RUN_ID}
+logs ${RUN_ID}
+status --endpoint 8265 ${RUN_ID}
+down -y ${RUN_ID}" ]
+}
+
+@test "status, logs, dashboard, down of a managed job run the exact sky jobs commands" {
+  rl render --INFRA=aws --SPOT=1 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  for verb in status logs dashboard down; do
+    run rl "${verb}" --OUT="${OUT}"
+    [ "${status}" -eq 0 ]
+  done
+  [ "$(stub_calls sky)" = "jobs queue
+jobs logs -n ${RUN_ID}
+jobs cancel -y -n ${RUN_ID}" ]
+}
+
+@test "down is idempotent: a cluster that is gone, twice" {
+  rl render --INFRA=gcp --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  stub_reply sky down "Cluster(s) not found (tip: see \`sky status\`)."
+  run rl down --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  run rl down --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  [ "$(stub_calls sky | sort -u)" = "down -y ${RUN_ID}" ]
+}
+
+@test "down is idempotent: no managed job to cancel (controller down, or job finished)" {
+  rl render --INFRA=gcp --SPOT=1 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  stub_fail sky jobs cancel 1 "sky.exceptions.ClusterNotUpError: All managed jobs should have finished."
+  run rl down --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"nothing to cancel"* ]]
+  rm -f "${BATS_TEST_TMPDIR}"/sky.rc.* "${BATS_TEST_TMPDIR}"/sky.stderr.*
+  stub_reply sky jobs cancel "No running job found with name '${RUN_ID}'."
+  run rl down --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+}
+
+@test "down fails when sky down fails for another reason" {
+  rl render --INFRA=gcp --SPOT=1 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  stub_fail sky jobs cancel 1 "RuntimeError: Please specify the job ID instead of the job name."
+  run rl down --OUT="${OUT}"
+  [ "${status}" -eq 1 ]
+}
+
+@test "down with nothing launched: nothing to do, no sky call" {
+  run rl down --OUT="${BATS_TEST_TMPDIR}/never-rendered"
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"nothing to do"* ]]
+  [ -z "$(stub_calls sky)" ]
+}

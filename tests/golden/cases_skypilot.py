@@ -1,0 +1,15 @@
+"""Golden cases of the SkyPilot backend: each SkyPilot preset on gcp, aws and k8s, plus the
+variants that change the task's shape: AReaL on 2 nodes (Ray scheduler), a managed spot job, RDMA
+on Kubernetes, INFRA=sky with a region, and the CPU rehearsal on a cloud."""
+
+PRESETS = ["verl-ppo-gsm8k-0.5b", "verl-grpo-math-7b", "areal-grpo-gsm8k"]
+
+CASES = [(f"sky-{preset}-{infra}", preset, {"INFRA": infra}) for preset in PRESETS
+         for infra in ("gcp", "aws", "k8s")]
+CASES += [
+    ("sky-areal-grpo-gsm8k-gcp-2nodes", "areal-grpo-gsm8k", {"INFRA": "gcp", "NODES": "2", "GPUS_PER_NODE": "8"}),
+    ("sky-verl-ppo-gsm8k-0.5b-gcp-spot", "verl-ppo-gsm8k-0.5b", {"INFRA": "gcp", "SPOT": "1"}),
+    ("sky-verl-grpo-math-7b-k8s-rdma", "verl-grpo-math-7b", {"INFRA": "k8s", "RDMA": "1"}),
+    ("sky-verl-ppo-gsm8k-0.5b-sky-region", "verl-ppo-gsm8k-0.5b", {"INFRA": "sky", "INFRA_SPEC": "aws/us-east-1"}),
+    ("sky-rehearsal-gcp", "rehearsal", {"INFRA": "gcp"}),
+]

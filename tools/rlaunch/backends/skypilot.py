@@ -1,0 +1,303 @@
+"""INFRA=gcp | aws | azure | k8s | sky: one SkyPilot task per run, launched with the `sky` CLI.
+
+render() writes task.yaml next to the common artifacts: resources (infra, accelerators, image
+`docker:<pin>`, the dashboard port, autostop), num_nodes, envs, secrets as null references,
+file_mounts for the shared storage and for the rendered artifacts, the rlaunch repository as
+workdir, setup (rank 0 runs setup.sh: data onto the shared mount) and run (scripts/ray-up on
+every node, job.sh once on rank 0). SPOT=1 makes it a managed job (`sky jobs launch`) with
+job_recovery.
+
+The artifacts directory (build/<run_id>) is .gitignore'd, so SkyPilot's workdir upload skips it;
+it reaches the nodes as a file mount at /rlaunch/run instead, and the workdir upload stays the
+small repository (no .venv, no build/). With framework.image=rlaunch the image carries rlaunch at
+/opt/rlaunch and there is no workdir at all.
+
+Env (launch, status, logs, down, dashboard):
+    RLAUNCH_SKY  the sky executable (default: `sky` on PATH, else the one beside this Python)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .. import ROOT, artifacts, frameworks
+from ..errors import CheckError, ConfigError, MissingPrerequisite
+from ..render import render_template, shjoin
+from .base import Backend
+
+ARTIFACTS_MOUNT = "/rlaunch/run"
+IMAGE_HOME = "/opt/rlaunch"  # where rlaunch images (docker/<framework>) carry the repository
+# The store of the bucket SkyPilot creates when the config names none; k8s follows the seed (gcs).
+DEFAULT_STORE = {"gcp": "gcs", "aws": "s3", "azure": "azure", "kubernetes": "gcs"}
+# The cloud part of an infra string, as `sky check` names it.
+CLOUD_ALIASES = {"k8s": "kubernetes"}
+# `sky jobs cancel` when there is nothing to cancel: no controller, or no such job.
+NOTHING_TO_CANCEL = ("All managed jobs should have finished", "No running job found", "not up")
+
+
+def infra_string(spec: dict) -> str:
+    if spec["infra"]["name"] == "sky":
+        value = spec["infra"]["sky_infra"]
+        if not value:
+            raise ConfigError("infra.sky_infra", "", "a SkyPilot infra string for INFRA=sky, e.g. "
+                              "gcp/us-central1 or k8s/my-context (INFRA_SPEC=...)")
+        return value
+    return spec["infra"]["name"]
+
+
+def cloud(spec: dict) -> str:
+    """'gcp', 'aws', 'azure', 'kubernetes', another SkyPilot cloud, or '' for the wildcard '*'."""
+    first = infra_string(spec).split("/", 1)[0].lower()
+    return "" if first == "*" else CLOUD_ALIASES.get(first, first)
+
+
+def on_k8s(spec: dict) -> bool:
+    return cloud(spec) == "kubernetes"
+
+
+def cluster_name(spec: dict) -> str:
+    """The SkyPilot cluster (and managed job) name: the run id, which must start with a letter."""
+    run_id = spec["run"]["id"]
+    return run_id if run_id[0].isalpha() else f"r-{run_id}"
+
+
+def storage_entry(spec: dict) -> dict[str, str]:
+    """file_mounts[storage.mount]: an existing bucket (source, mode) or a new one (name, store, mode)."""
+    storage = spec["storage"]
+    if storage["source"]:
+        return {"source": storage["source"], "mode": storage["mode"]}
+    store = storage["store"] or DEFAULT_STORE.get(cloud(spec), "")
+    if not store:
+        raise ConfigError("storage.store", "", f"a bucket store for infra {infra_string(spec)!r} (gcs, s3, "
+                          "azure, r2, ibm, oci), or storage.source=<bucket URL> to mount an existing one")
+    return {"name": storage["bucket"] or f"rlaunch-{spec['run']['id']}", "store": store,
+            "mode": storage["mode"]}
+
+
+def task_envs(spec: dict) -> dict[str, str]:
+    """Non-secret env of every node: ray-up's settings, job.sh's, and the framework's own (which
+    every raylet needs, not only the driver: env set on a driver does not reach raylets)."""
+    cluster = spec["cluster"]
+    envs = {
+        "RUN_ID": spec["run"]["id"],
+        "RLAUNCH_ARTIFACTS": ARTIFACTS_MOUNT,
+        "RLAUNCH_PYTHON": "python3",
+        "RLAUNCH_RAY_PORT": str(cluster["ray_port"]),
+        "RLAUNCH_DASHBOARD_PORT": str(cluster["dashboard_port"]),
+        "RLAUNCH_DEADLINE_S": str(cluster["formation_timeout_s"]),
+    }
+    if spec["framework"]["image"] == "rlaunch":
+        envs["RLAUNCH_HOME"] = IMAGE_HOME
+    if not spec["infra"]["rdma"]:
+        envs["NCCL_IB_DISABLE"] = "1"
+    for key, value in frameworks.get(spec["framework"]["name"]).env(spec).items():
+        if key in spec["secrets"]:
+            raise ConfigError("secrets", key, "a secret is passed by `--secret`, never as a framework env")
+        envs[key] = str(value)
+    return envs
+
+
+def secret_args(spec: dict) -> list[str]:
+    return [arg for name in spec["secrets"] for arg in ("--secret", name)]
+
+
+def launch_argv(spec: dict, out: Path | str) -> list[str]:
+    task = str(Path(out) / "task.yaml")
+    if spec["infra"]["spot"]:
+        return ["jobs", "launch", "-n", cluster_name(spec), task, *secret_args(spec), "-y"]
+    return ["launch", "-c", cluster_name(spec), task, *secret_args(spec), "-y"]
+
+
+def _resources(spec: dict) -> dict:
+    c = spec["cluster"]
+    spot = spec["infra"]["spot"]
+    return {
+        "accelerators": f"{c['accelerator']}:{c['gpus_per_node']}" if c["gpus_per_node"] else "",
+        # "N+" is a lower bound, as in the seeds: SkyPilot picks the cheapest instance that has it.
+        "cpus": f"{c['cpus_per_node']}+" if c["cpus_per_node"] else "",
+        "memory": f"{c['memory_gb']}+" if c["memory_gb"] else "",
+        "image_id": f"docker:{spec['pins']['image']}",
+        "network_tier": "best" if spec["infra"]["rdma"] and not on_k8s(spec) else "",
+        "use_spot": spot and not on_k8s(spec),  # a managed job on Kubernetes recovers failed pods
+        "autostop": spec["infra"]["autostop_idle_minutes"] > 0,
+    }
+
+
+def _json_tail(text: str) -> dict:
+    """The JSON object `sky ... -o json` printed, skipping any log lines before it."""
+    for i, char in enumerate(text):
+        if char == "{" and (i == 0 or text[i - 1] == "\n"):
+            try:
+                data = json.loads(text[i:])
+            except json.JSONDecodeError:
+                continue
+            return data if isinstance(data, dict) else {}
+    return {}
+
+
+class SkyPilot(Backend):
+    name = "skypilot"
+
+    # --- render (pure) ------------------------------------------------------------------------
+
+    def render(self, spec: dict) -> dict[str, str]:
+        files = artifacts.common(spec)
+        fw = frameworks.get(spec["framework"]["name"])
+        setup_lines = fw.setup(spec)
+        image_mode = spec["framework"]["image"] == "rlaunch"
+        if setup_lines:
+            files["setup.sh"] = render_template("skypilot/setup.sh.j2", spec=spec, lines=setup_lines)
+        files["task.yaml"] = render_template(
+            "skypilot/task.yaml.j2", spec=spec, task_name=cluster_name(spec), infra=infra_string(spec),
+            envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
+            workdir="" if image_mode else str(ROOT), spot=spec["infra"]["spot"],
+            rdma_k8s=spec["infra"]["rdma"] and on_k8s(spec),
+            launch_command="sky " + shjoin(launch_argv(spec, spec["run"]["out"])),
+            setup=bool(setup_lines),
+            run=render_template("skypilot/run.sh.j2", spec=spec, spot=spec["infra"]["spot"]),
+            **_resources(spec))
+        return files
+
+    # --- check (offline) -----------------------------------------------------------------------
+
+    def check(self, spec: dict, files: dict[str, str]) -> list[str]:
+        from ..render import parse_back
+        from ..validate import skypilot as v
+
+        task = v.parse_task(files["task.yaml"])
+        fw = frameworks.get(spec["framework"]["name"])
+        framework_files = {}
+        for rel, text in files.items():
+            if rel not in ("task.yaml", "spec.json") and rel.endswith((".yaml", ".yml", ".json")):
+                parsed = parse_back(rel, text)
+                framework_files[rel] = parsed[0] if isinstance(parsed, list) and len(parsed) == 1 else parsed
+        # rlaunch's own rules first: they are cheap, SkyPilot's parser costs a few seconds.
+        ours = [
+            v.check_image(task),
+            v.check_storage(spec, task, fw.command(spec), framework_files, ARTIFACTS_MOUNT),
+            v.check_secrets(spec, task, files),
+            v.check_kubernetes(task, on_k8s(spec)),
+        ]
+        facts = v.skypilot_facts({"task.yaml": files["task.yaml"]})
+        result = facts["tasks"]["task.yaml"]
+        if not result["ok"]:
+            raise CheckError("skypilot", f"sky.Task.from_yaml rejected task.yaml: {result['error']}")
+        lines = [
+            f"task.yaml accepted by sky.Task.from_yaml (skypilot {facts['skypilot']}, isolated HOME): "
+            f"{result['num_nodes']} x {', '.join(result['resources'])}",
+            v.check_accelerator(task, facts),
+            v.check_recovery(task, facts),
+            *ours,
+            fw.loader_check(spec, files),
+        ]
+        return [line for line in lines if line]
+
+    def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
+        out, name = spec["run"]["out"], cluster_name(spec)
+        storage = storage_entry(spec)
+        where = (f"{storage['source']} ({storage['mode']})" if "source" in storage else
+                 f"{storage['store']} bucket {storage['name']} ({storage['mode']}; SkyPilot creates it if "
+                 f"missing); it stays after `make down`: `sky storage delete {storage['name']}` removes it")
+        target = cloud(spec) or "any enabled infra"
+        setup = "setup (rank 0 prepares data), " if "\nsetup:" in files["task.yaml"] else ""
+        c = spec["cluster"]
+        lines = [
+            f"sky check -o json {cloud(spec)}".rstrip() + f"   (SkyPilot must have {target} enabled)",
+            "sky " + shjoin(launch_argv(spec, out)) + "   (follows the logs)",
+            f"  shared storage {spec['storage']['mount']} <- {where}",
+            f"  every node: {setup}scripts/ray-up ({c['nodes']} nodes, Ray {c['ray_port']}/"
+            f"{c['dashboard_port']}); rank 0: bash {ARTIFACTS_MOUNT}/job.sh",
+        ]
+        if spec["infra"]["spot"]:
+            lines.append(f"  managed job: job_recovery {spec['infra']['recovery_strategy']}; recoveries "
+                         f"resume from {spec['paths']['ckpt_dir']}; W&B run id from SKYPILOT_TASK_ID")
+        lines.append(f"then: make status / make logs / make dashboard / make down RUN_ID={spec['run']['id']}"
+                     f"   (sky {'jobs ' if spec['infra']['spot'] else ''}name {name})")
+        return lines
+
+    # --- act --------------------------------------------------------------------------------
+
+    def _sky(self) -> str:
+        wanted = os.environ.get("RLAUNCH_SKY", "")
+        found = shutil.which(wanted or "sky")
+        if not found and not wanted:
+            beside = Path(sys.executable).parent / "sky"
+            found = str(beside) if beside.exists() else None
+        if not found:
+            raise MissingPrerequisite(f"the sky CLI ({wanted or 'sky'})",
+                                      "run `make setup` (it installs skypilot into .venv), or set RLAUNCH_SKY")
+        return found
+
+    def _run(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
+        # argv only, never a shell string; the environment (with any secret) passes through unchanged.
+        argv = [self._sky(), *args]
+        if capture:
+            return subprocess.run(argv, check=False, capture_output=True, text=True)
+        return subprocess.run(argv, check=False)
+
+    def _require_secrets(self, spec: dict) -> None:
+        for name in spec["secrets"]:
+            if not os.environ.get(name):
+                raise MissingPrerequisite(f"{name} in your environment",
+                                          f"export {name}=... (spec secrets name it; sky reads it by name)")
+
+    def _require_cloud(self, spec: dict) -> None:
+        """SkyPilot must have the target infra enabled, or launch fails late and less clearly."""
+        target = cloud(spec)
+        proc = self._run("check", "-o", "json", *([target] if target else []), capture=True)
+        result = _json_tail(proc.stdout) if proc.returncode == 0 else {}
+        enabled = {c.lower() for clouds in result.values() if isinstance(clouds, dict)
+                   for c, caps in clouds.items() if "compute" in caps}
+        if (target and target not in enabled) or not enabled:
+            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] if proc.returncode else []
+            raise MissingPrerequisite(
+                f"SkyPilot access to {target or 'any infra'}" + (f" ({last[0]})" if last else ""),
+                f"run `{' '.join(['sky', 'check', *([target] if target else [])])}` and follow its hints "
+                "(credentials, kubeconfig), then `make launch` again")
+
+    def launch(self, spec: dict, out: Path) -> int:
+        self._sky()
+        self._require_secrets(spec)
+        self._require_cloud(spec)
+        rc = self._run(*launch_argv(spec, out)).returncode
+        print(f"skypilot: {'managed job' if spec['infra']['spot'] else 'cluster'} {cluster_name(spec)}; run dir "
+              f"{spec['paths']['run_dir']} on the shared storage; make status / logs / down "
+              f"RUN_ID={spec['run']['id']}")
+        return rc
+
+    def status(self, spec: dict, out: Path) -> int:
+        if spec["infra"]["spot"]:
+            return self._run("jobs", "queue").returncode
+        return self._run("status", cluster_name(spec)).returncode
+
+    def logs(self, spec: dict, out: Path) -> int:
+        if spec["infra"]["spot"]:
+            return self._run("jobs", "logs", "-n", cluster_name(spec)).returncode
+        return self._run("logs", cluster_name(spec)).returncode
+
+    def dashboard(self, spec: dict, out: Path) -> int:
+        if spec["infra"]["spot"]:
+            print(f"skypilot: a managed job's cluster belongs to the jobs controller and has no endpoint "
+                  f"command; follow the job with `make logs RUN_ID={spec['run']['id']}`")
+            return 0
+        return self._run("status", "--endpoint", str(spec["cluster"]["dashboard_port"]),
+                         cluster_name(spec)).returncode
+
+    def down(self, spec: dict, out: Path) -> int:
+        if not spec["infra"]["spot"]:
+            return self._run("down", "-y", cluster_name(spec)).returncode  # "not found" exits 0
+        proc = self._run("jobs", "cancel", "-y", "-n", cluster_name(spec), capture=True)
+        sys.stdout.write(proc.stdout)
+        sys.stderr.write(proc.stderr)
+        if proc.returncode and any(s in proc.stdout + proc.stderr for s in NOTHING_TO_CANCEL):
+            print(f"skypilot: no managed job {cluster_name(spec)} is running: nothing to cancel")
+            return 0
+        return proc.returncode
+
+
+BACKEND = SkyPilot()
