@@ -1,0 +1,420 @@
+"""The AIStudio run script of preset rlinf-grpo-pipeline-1.5b, run for real.
+
+Input checks run without a cluster: a missing or altered input stops the run before anything
+starts, naming the file. The cluster test stands in for the platform: a real 2-node
+network-namespace Ray cluster (scripts/local-cluster), the startup command submitted as a Ray job
+with the pasted RuntimeEnv and the form's env vars, exactly what AIStudio does with a task. The
+cluster has no GPUs: the installed spec.json says so (see cpu_standin), so preflight records its GPU
+checks as skipped instead of failing them; everything else runs exactly as rendered for 2 x 2 A100.
+
+What the run reads from the shared storage is made here: a pinned RLinf checkout whose entrypoint
+(the checkout's own examples/reasoning/main_grpo.py, so the adapter's real command line and the
+rendered RLinf config are what runs) writes RLinf 0.3's documented outputs; a model and a dataset
+with SHA256SUMS manifests; a versions file pinning the stand-in checkout's commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlaunch import artifacts, config
+from rlaunch.backends import aistudio
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL_CLUSTER = ROOT / "scripts" / "local-cluster"
+SHELLCHECK = ROOT / ".venv" / "bin" / "shellcheck"
+PRESET = "rlinf-grpo-pipeline-1.5b"
+PY_BIN = str(Path(sys.executable).parent)
+
+# ---------------------------------------------------------------- stand-ins on the shared storage
+
+MAIN_GRPO = r'''
+"""Stand-in for RLinf's examples/reasoning/main_grpo.py (rlaunch tests): writes RLinf 0.3's outputs."""
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def load(argv):
+    """RLinf's Hydra entry: --config-path DIR --config-name NAME, then key=value overrides."""
+    opts, overrides, it = {}, [], iter(argv)
+    for arg in it:
+        if arg in ("--config-path", "--config-name"):
+            opts[arg] = next(it)
+        elif arg.split("=", 1)[0] in ("--config-path", "--config-name"):
+            key, value = arg.split("=", 1)
+            opts[key] = value
+        else:
+            overrides.append(arg)
+    name = opts["--config-name"]
+    cfg = yaml.safe_load(Path(opts["--config-path"], name if name.endswith(".yaml") else name + ".yaml").read_text())
+    for item in overrides:
+        key, _, value = item.lstrip("+").partition("=")
+        node = cfg
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value) if value else value
+    return cfg
+
+
+def actor_ranks(placement):
+    for key, value in placement.items():
+        if "actor" in str(key).split(","):
+            value = value["placement"] if isinstance(value, dict) else value
+            ranks = set()
+            for part in str(value).split(","):
+                low, _, high = part.partition("-")
+                ranks.update(range(int(low), int(high or low) + 1))
+            return sorted(ranks)
+    raise SystemExit("stand-in: no actor in cluster.component_placement")
+
+
+def write_shards(dcp, ranks, per_node):
+    """One .distcp per actor rank, each written by a Ray task on the node its resource rank is on."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    ray.init(address=os.environ.get("RAY_ADDRESS") or "auto", logging_level="WARNING")
+    nodes = sorted((n for n in ray.nodes() if n["Alive"]),
+                   key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeManagerAddress"]))
+
+    @ray.remote(num_cpus=0)
+    def shard(path, rank):
+        Path(path).write_bytes(b"distcp rank %d " % rank + os.urandom(64))
+        return ray.util.get_node_ip_address()
+
+    refs = [shard.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+                nodes[min(rank // per_node, len(nodes) - 1)]["NodeID"], soft=False)
+            ).remote(str(dcp / f"__{i}_0.distcp"), i) for i, rank in enumerate(ranks)]
+    print("stand-in: actor shards written on", " ".join(ray.get(refs, timeout=120)), flush=True)
+
+
+def main():
+    cfg = load(sys.argv[1:])
+    runner = cfg["runner"]
+    steps = int(runner["max_steps"])
+    out = Path(runner["output_dir"]) / str(runner["experiment_name"])
+    hydra_dir = Path(((cfg.get("hydra") or {}).get("run") or {}).get("dir") or out / "hydra") / ".hydra"
+    hydra_dir.mkdir(parents=True, exist_ok=True)
+    (hydra_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(Path(runner["logger"]["log_path"]) / "tensorboard"))
+    for step in range(1, steps + 1):
+        writer.add_scalar("rollout/reward_scores", 0.25 * step, step)
+        writer.add_scalar("actor/training/actor/final_loss", 1.0 / step, step)
+        writer.add_scalar("actor/training/actor/grad_norm", 0.5, step)
+        writer.add_scalar("actor/training/actor/lr", 1e-6, step)
+    writer.close()
+
+    step_dir = out / "checkpoints" / f"global_step_{steps}"
+    dcp = step_dir / "actor" / "dcp_checkpoint"
+    dcp.mkdir(parents=True, exist_ok=True)
+    (dcp / ".metadata").write_bytes(b"dcp metadata " + os.urandom(32))
+    write_shards(dcp, actor_ranks(cfg["cluster"]["component_placement"]),
+                 int(os.environ.get("STANDIN_GPUS_PER_NODE", "2")))
+    (step_dir / "data").mkdir(parents=True, exist_ok=True)
+    (step_dir / "data" / "data.pt").write_bytes(b"dataloader state " + os.urandom(16))
+    line = f"Step limit given by max_steps={steps} reached. Stopping run"
+    (out / "log").mkdir(parents=True, exist_ok=True)
+    (out / "log" / "main.log").write_text(f"stand-in RLinf\n{line}\n")
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _git(cwd: Path, *args: str) -> str:
+    who = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **who}, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def make_checkout(checkouts: Path) -> tuple[Path, str]:
+    """A git checkout holding the stand-in RLinf (an importable `rlinf` 0.3.0), at code/checkouts/<commit>."""
+    work = checkouts / "new"
+    files = {"examples/reasoning/main_grpo.py": MAIN_GRPO, "rlinf/__init__.py": '__version__ = "0.3.0"\n',
+             "docs/index.md": "never uploaded: the RuntimeEnv excludes /docs/\n"}
+    for rel, text in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    _git(work, "init", "-q")
+    _git(work, "add", "-A")
+    _git(work, "commit", "-q", "-m", "stand-in RLinf")
+    commit = _git(work, "rev-parse", "HEAD")
+    return work.rename(checkouts / commit), commit
+
+
+def write_manifest(directory: Path, files: dict[str, bytes]) -> None:
+    """Files plus their SHA256SUMS, as `sha256sum` writes it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for name, data in sorted(files.items()):
+        (directory / name).write_bytes(data)
+        lines.append(f"{hashlib.sha256(data).hexdigest()}  {name}")
+    (directory / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture()
+def storage(tmp_path, monkeypatch):
+    """WORK_ROOT with the pinned inputs in place; configs/versions.yaml pins the stand-in's commit."""
+    work_root = tmp_path / "w"
+    (work_root / "code/checkouts").mkdir(parents=True)
+    code, commit = make_checkout(work_root / "code/checkouts")
+    versions = yaml.safe_load((ROOT / "configs/versions.yaml").read_text())
+    versions["frameworks"]["rlinf"]["commit"] = commit
+    (tmp_path / "versions.yaml").write_text(yaml.safe_dump(versions, sort_keys=False))
+    monkeypatch.setenv("RLAUNCH_VERSIONS", str(tmp_path / "versions.yaml"))
+    spec = load(work_root, "t-inputs")
+    for item in aistudio.manifests(spec):
+        files = {name: f"{item['what']} {name}\n".encode() for name in item["required"] if "*" not in name}
+        if item["what"] == "model":
+            files["model.safetensors"] = b"weights" * 100
+        write_manifest(Path(item["dir"]), files)
+    return {"root": work_root, "code": code, "commit": commit}
+
+
+def load(work_root: Path, run_id: str, sets: str = "") -> dict:
+    return config.load(PRESET, {"INFRA": "aistudio", "RUN_ID": run_id}, f"storage.mount={work_root} {sets}")
+
+
+def install(spec: dict) -> Path:
+    aistudio.BACKEND.launch(spec, Path(spec["run"]["out"]))
+    return Path(aistudio.launch_dir(spec))
+
+
+def form_env(spec: dict) -> dict[str, str]:
+    env = json.loads(artifacts.finish(spec, aistudio.BACKEND.render(spec))["form.json"])["env"]
+    # The form's PATH puts the image's venv first; here the launcher's venv is "the image".
+    env["PATH"] = f"{PY_BIN}:{aistudio.SYSTEM_PATH}"
+    return env
+
+
+def run_script(spec: dict, launch: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(launch / "run.sh")], env=form_env(spec), capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+# ---------------------------------------------------------------- inputs, before anything starts
+
+
+def test_preset_renders_the_seed_topology(storage):
+    spec = load(storage["root"], "t-topology")
+    files = artifacts.finish(spec, aistudio.BACKEND.render(spec))
+    form = json.loads(files["form.json"])
+    env = json.loads(files["runtime_env.json"])
+    assert env["working_dir"] == str(storage["code"])
+    assert env["excludes"] == ["/.git/", "/docs/"]
+    assert env["env_vars"]["NCCL_IB_DISABLE"] == "1"
+    assert env["env_vars"]["PYTHONPATH"].split(":")[0] == str(storage["code"])
+    assert form["env"]["TARGET_STEPS"] == "2"
+    assert form["env"]["PATH"].startswith("/opt/venv/reason/bin:")
+    assert f"RLAUNCH_FRAMEWORK_COMMIT={storage['commit']}" in files["run.sh"]
+    assert (form["workers"], form["gpus_per_worker"], form["gpu"]) == (2, 2, "A100-SXM4-80GB")
+    assert form["spot"] and not form["rdma"]
+    placement = yaml.safe_load(files["rlinf/rlaunch-grpo.yaml"])["cluster"]["component_placement"]
+    assert placement == {"rollout": "0", "inference": "1", "actor": "2-3", "reward": "0"}
+
+
+def _refused(spec: dict, launch: Path, message: str) -> None:
+    proc = run_script(spec, launch)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert message in proc.stderr, proc.stderr
+    assert not Path(spec["paths"]["run_dir"]).exists()  # nothing started, RUN_ID still unused
+    assert "preflight" not in proc.stdout
+
+
+def test_a_missing_model_file_is_named(storage):
+    spec = load(storage["root"], "t-missing")
+    launch = install(spec)
+    model = Path(spec["paths"]["model_dir"])
+    (model / "model.safetensors").unlink()
+    _refused(spec, launch, f"model: input {model}/model.safetensors missing or altered")
+
+
+def test_an_altered_data_file_is_named(storage):
+    spec = load(storage["root"], "t-altered")
+    launch = install(spec)
+    item = next(i for i in aistudio.manifests(spec) if i["what"] == "dataset")
+    data_file = Path(item["dir"]) / item["required"][0]
+    data_file.write_bytes(data_file.read_bytes() + b"x")
+    _refused(spec, launch, f"dataset: input {data_file} missing or altered (does not match")
+
+
+def test_a_manifest_that_omits_a_required_file_is_refused(storage):
+    spec = load(storage["root"], "t-omitted")
+    launch = install(spec)
+    manifest = Path(spec["paths"]["model_dir"]) / "SHA256SUMS"
+    manifest.write_text("".join(ln for ln in manifest.read_text().splitlines(True) if "config.json" not in ln))
+    _refused(spec, launch, f"model: {manifest} does not list config.json")
+
+
+def test_a_model_without_weights_is_refused(storage):
+    spec = load(storage["root"], "t-noweights")
+    launch = install(spec)
+    model = Path(spec["paths"]["model_dir"])
+    (model / "SHA256SUMS").write_text("".join(
+        ln for ln in (model / "SHA256SUMS").read_text().splitlines(True) if ".safetensors" not in ln))
+    _refused(spec, launch, f"model: {model}/SHA256SUMS does not list *.safetensors")
+
+
+@pytest.mark.skipif(not SHELLCHECK.exists(), reason="shellcheck not installed (make setup)")
+def test_the_preset_scripts_are_shellcheck_clean(storage, tmp_path):
+    spec = load(storage["root"], "t-lint")
+    files = artifacts.finish(spec, aistudio.BACKEND.render(spec))
+    for name in ("run.sh", "startup.sh"):
+        (tmp_path / name).write_text(files[name])
+    proc = subprocess.run([str(SHELLCHECK), "-s", "bash", "run.sh", "startup.sh"], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_a_checkout_off_its_pin_or_dirty_is_refused(storage):
+    spec = load(storage["root"], "t-dirty")
+    launch = install(spec)
+    entry = storage["code"] / "examples/reasoning/main_grpo.py"
+    entry.write_text(entry.read_text() + "# local edit\n")
+    _refused(spec, launch, f"rlinf checkout {storage['code']} has local changes")
+    _git(storage["code"], "commit", "-qam", "edit")
+    _refused(spec, launch, f"is at {_git(storage['code'], 'rev-parse', 'HEAD')}, pinned {storage['commit']}")
+
+
+def test_make_launch_installs_and_says_submission_is_manual(storage, tmp_path, monkeypatch, capsys):
+    from rlaunch import cli
+
+    monkeypatch.setattr(cli, "LAST_RUN", tmp_path / "last-run")  # not the repo's build/last-run
+    root, out = storage["root"], tmp_path / "out"
+    sets = f"storage.mount={root}"
+    knobs = [f"--PRESET={PRESET}", "--INFRA=aistudio", f"--WORK_ROOT={root}", "--RUN_ID=t-cli", f"--OUT={out}"]
+    assert cli.main(["launch", *knobs, f"--SET={sets}"]) == 0
+    printed = capsys.readouterr().out
+    assert "runtime_env.json accepted by ray.runtime_env.RuntimeEnv" in printed  # plan's checks ran
+    assert "submission is manual" in printed
+    assert (root / "rlaunch/launches/t-cli/SHA256SUMS").is_file()
+    assert (out / "form.md").is_file() and (out / "startup.sh").is_file()
+    assert cli.main(["status", f"--OUT={out}"]) == 0
+    assert cli.main(["down", f"--OUT={out}"]) == 0
+    assert "stop the task in the AIStudio console" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- on a real cluster
+
+SUBMIT = r'''
+"""The platform's part: submit the startup command as a Ray job with the pasted RuntimeEnv."""
+import json, shlex, sys, time
+from ray.job_submission import JobSubmissionClient
+
+address, runtime_env, startup, form_env, deadline = sys.argv[1:6]
+env = json.load(open(runtime_env))
+env.pop("_generated_by", None)
+entry = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in json.loads(form_env).items())
+entry += " bash -c " + shlex.quote(open(startup).read())
+client = JobSubmissionClient(address)
+job = client.submit_job(entrypoint=entry, runtime_env=env)
+end = time.monotonic() + float(deadline)
+status = "PENDING"
+while time.monotonic() < end and status not in ("SUCCEEDED", "FAILED", "STOPPED"):
+    time.sleep(0.5)
+    status = str(client.get_job_status(job))
+print(client.get_job_logs(job))
+print(f"JOB_STATUS={status}")
+'''
+
+
+@pytest.fixture()
+def cluster(tmp_path):
+    """A real 2-node network-namespace Ray cluster, removed afterwards."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("needs root and iproute2 for network namespaces")
+    name = f"ais{os.getpid() % 100000}"
+    env = {**os.environ, "RLAUNCH_CLUSTER_NAME": name, "RLAUNCH_NODES": "2",
+           "RLAUNCH_STATE_DIR": str(tmp_path / "cluster"), "RLAUNCH_RAY": f"{PY_BIN}/ray",
+           "RLAUNCH_LOCAL_MODE": "netns", "RLAUNCH_DEADLINE_S": "240"}
+    up = subprocess.run([str(LOCAL_CLUSTER), "up"], env=env, capture_output=True, text=True, timeout=300,
+                        check=False)
+    try:
+        assert up.returncode == 0, up.stderr
+        info = json.loads((tmp_path / "cluster" / "cluster.json").read_text())
+        yield {"env": env, "address": f"http://{info['head_ip']}:{info['dashboard_port']}"}
+    finally:
+        subprocess.run([str(LOCAL_CLUSTER), "down"], env=env, capture_output=True, timeout=120, check=False)
+
+
+def submit(cluster: dict, spec: dict, launch: Path, tmp_path: Path) -> str:
+    """Run one task the way the platform does; returns the job's log (ends with JOB_STATUS=...)."""
+    (tmp_path / "submit.py").write_text(SUBMIT)
+    env = {**form_env(spec), "STANDIN_GPUS_PER_NODE": "2"}  # the preset's 2 GPUs per worker
+    argv = [str(LOCAL_CLUSTER), "exec", "0", "--", sys.executable, str(tmp_path / "submit.py"),
+            cluster["address"], str(launch / "runtime_env.json"), str(launch / "startup.sh"),
+            json.dumps(env), "240"]
+    proc = subprocess.run(argv, env={**cluster["env"], "RAY_AUTH_MODE": "disabled"}, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert "JOB_STATUS=" in proc.stdout, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def cpu_standin(launch: Path) -> None:
+    """Tell preflight the truth about the stand-in platform: its nodes have no GPUs.
+
+    The RLinf adapter rightly refuses to render a GPU-less RLinf run, and preflight rightly fails a
+    2-GPU spec on nodes without GPUs, so the installed spec.json (and its SHA256SUMS line) is the one
+    thing changed: cluster.gpus_per_node=0, and preflight records its GPU checks as skipped. run.sh,
+    job.sh, the startup command, the RuntimeEnv and the RLinf config run exactly as rendered.
+    """
+    path = launch / "spec.json"
+    spec = json.loads(path.read_text())
+    spec["cluster"].update(gpus_per_node=0, accelerator="")
+    path.write_text(json.dumps(spec, indent=2) + "\n")
+    (launch / aistudio.MANIFEST).write_text(aistudio.manifest_text(launch))
+
+
+@pytest.mark.cluster
+@pytest.mark.slow  # about 2 minutes: cluster formation, two task submissions, teardown
+def test_run_script_on_a_cluster_standing_in_for_the_platform(storage, cluster, tmp_path):
+    spec = load(storage["root"], "t-cluster")
+    launch = install(spec)
+    cpu_standin(launch)
+    run_dir = Path(spec["paths"]["run_dir"])
+    started = time.monotonic()
+    log = submit(cluster, spec, launch, tmp_path)
+    print(log)
+    assert "JOB_STATUS=SUCCEEDED" in log, log
+    print(f"first run: {time.monotonic() - started:.1f} s")
+    assert "RLAUNCH_RUN_STATUS=passed" in log
+    assert "preflight: passed on 2 nodes" in log
+    assert "postflight: passed (rlinf" in log
+    preflight = json.loads((run_dir / "preflight.json").read_text())
+    verification = json.loads((run_dir / "verification.json").read_text())
+    assert preflight["passed"] and verification["passed"]
+    assert (run_dir / "logs/exit_code").read_text().strip() == "0"
+    worker_ip = sorted(n["ip"] for n in preflight["nodes"])[-1]
+    assert f"actor shards written on {worker_ip} {worker_ip}" in log  # actor ranks 2-3: worker 1
+    driver_log = (run_dir / "driver.log").read_text()
+    assert driver_log.rstrip().splitlines()[-1].startswith("RLAUNCH_RUN_STATUS=passed run_id=t-cluster exit_code=0")
+    for name in ("RLAUNCH_FRAMEWORK_COMMIT=" + storage["commit"], "NCCL_IB_DISABLE=1", "RUN_ID=t-cluster"):
+        assert name in driver_log
+    assert "ray start" not in driver_log
+
+    before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
+    again = submit(cluster, spec, launch, tmp_path)
+    assert "JOB_STATUS=FAILED" in again
+    assert f"refusing to reuse RUN_ID=t-cluster: {run_dir} already exists" in again
+    assert "preflight" not in again.split("=== 3.")[-1]
+    assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")} == before
