@@ -59,8 +59,19 @@ KNOBS = {
     "SPOT": "infra.spot", "RDMA": "infra.rdma", "INFRA_SPEC": "infra.sky_infra",
     "K8S_FLAVOR": "infra.k8s_flavor", "WORK_ROOT": "infra.work_root", "ACCELERATOR": "cluster.accelerator",
 }
-# With no PRESET, the algorithm picks one: GRPO is the CPU rehearsal everyone can run.
-DEFAULT_PRESET = {"grpo": "rehearsal", "ppo": "verl-ppo-gsm8k-0.5b"}
+# With no PRESET, the algorithm and the infrastructure pick one: on the local machine GRPO is the
+# CPU rehearsal everyone can run; elsewhere, the seeds' experiment for that infrastructure.
+DEFAULT_PRESET = {
+    ("grpo", "local"): "rehearsal",
+    ("grpo", "kuberay"): "verl-grpo-gsm8k-32b",
+    ("grpo", "aistudio"): "rlinf-grpo-pipeline-1.5b",
+    ("grpo", ""): "verl-grpo-math-7b",  # gcp, aws, azure, k8s, sky
+    ("ppo", ""): "verl-ppo-gsm8k-0.5b",
+}
+
+
+def default_preset(algo: str, infra: str) -> str:
+    return DEFAULT_PRESET.get((algo, infra)) or DEFAULT_PRESET.get((algo, ""), "rehearsal")
 RUN_ID_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
@@ -283,7 +294,8 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
     sets = dict(parse_assignment(item, "SET") for item in items)
     if not preset:
         algo = sets.get("algo.name") or knobs.get("ALGO") or "grpo"
-        preset = DEFAULT_PRESET.get(str(algo), "rehearsal")
+        infra = sets.get("infra.name") or knobs.get("INFRA") or "local"
+        preset = default_preset(str(algo), str(infra))
     preset_layer = _layer("presets", preset, "PRESET", required=True)
     names = _resolve_names(preset_layer, knobs, sets)
     for key, kind in (("infra.name", "infra"), ("algo.name", "algo"), ("framework.name", "framework")):

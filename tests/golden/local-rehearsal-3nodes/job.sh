@@ -26,7 +26,7 @@ mkdir -p "$RUN_DIR/logs"
 cp "$SPEC" "$RUN_DIR/spec.json"
 if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
   say "preflight on every node"
-  "$RLAUNCH_PYTHON" -m rlaunch verify preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
+  "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
 fi
 
 say 'starting trl: ${RLAUNCH_PYTHON} -m rlaunch.rehearsal.train --config ${RLAUNCH_ARTIFACTS}/trl.json'
@@ -37,4 +37,4 @@ set -e
 echo "$rc" >"$RUN_DIR/logs/exit_code"
 say "trl exited $rc"
 
-"$RLAUNCH_PYTHON" -m rlaunch verify postflight --spec "$SPEC" --run-dir "$RUN_DIR" --exit-code "$rc"
+"$RLAUNCH_PYTHON" -m rlaunch.verify.postflight --spec "$SPEC" --run-dir "$RUN_DIR" --exit-code "$rc"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -102,6 +103,11 @@ class Local(Backend):
     def launch(self, spec: dict, out: Path) -> int:
         if not LOCAL_CLUSTER.exists():
             raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
+        if spec["cluster"]["gpus_per_node"] > 0 and shutil.which("nvidia-smi") is None:
+            raise MissingPrerequisite(
+                "GPUs", f"{spec['framework']['name']} with cluster.gpus_per_node="
+                f"{spec['cluster']['gpus_per_node']} needs NVIDIA GPUs and this machine has none "
+                "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
         env = {**os.environ, **_cluster_env(spec, out)}
         up = subprocess.run([str(LOCAL_CLUSTER), "up"], env=env, check=False)
         if up.returncode != 0:
