@@ -4,4 +4,6 @@ next to the common artifacts. Flavors and buckets come from the presets' @kubera
 CASES = [
     ("kuberay-rehearsal", "rehearsal", {"INFRA": "kuberay"}),
     ("kuberay-rehearsal-3nodes-rdma", "rehearsal", {"INFRA": "kuberay", "NODES": "3", "RDMA": "1"}),
+    ("kuberay-verl-ppo-gsm8k-0.5b-vke", "verl-ppo-gsm8k-0.5b", {"INFRA": "kuberay"}),
+    ("kuberay-verl-grpo-gsm8k-32b-gke", "verl-grpo-gsm8k-32b", {"INFRA": "kuberay"}),
 ]
