@@ -38,11 +38,14 @@ def _cluster_env(spec: dict, out: Path) -> dict[str, str]:
         "RLAUNCH_NODES": str(cluster["nodes"]),
         "RLAUNCH_STATE_DIR": str(state_dir(out)),
         "RLAUNCH_RAY": str(Path(sys.executable).parent / "ray"),
-        "RLAUNCH_RAY_PORT": str(cluster["ray_port"]),
-        "RLAUNCH_DASHBOARD_PORT": str(cluster["dashboard_port"]),
         "RLAUNCH_DEADLINE_S": str(cluster["formation_timeout_s"]),
         "RLAUNCH_GPUS_PER_NODE": str(cluster["gpus_per_node"]),
     }
+    # Ports only when changed: in loopback mode local-cluster derives free ones from the name.
+    if cluster["ray_port"] != 6379:
+        env["RLAUNCH_RAY_PORT"] = str(cluster["ray_port"])
+    if cluster["dashboard_port"] != 8265:
+        env["RLAUNCH_DASHBOARD_PORT"] = str(cluster["dashboard_port"])
     if cluster["cpus_per_node"]:
         env["RLAUNCH_NUM_CPUS"] = str(cluster["cpus_per_node"])
     return env

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Cluster formation benchmark: 3 network-namespace nodes started together, median of N runs.
+
+Styles, each on fresh namespaces from scripts/local-cluster (RLAUNCH_START_RAY=0), torn down after:
+  rlaunch     scripts/ray-up on every node at once; done when the head's ray-up reports 3/3 nodes
+  seed_verl   tests/bench/seed_style/verl.sh (workers `sleep 15`, head polls `ray status` every 10 s)
+  seed_areal  tests/bench/seed_style/areal.sh (workers `sleep 10`, head polls `ray status` every 5 s)
+  head_alone  `ray start --head` in the head's namespace with no other node starting
+The limit is the head's own `ray start --head` inside the rlaunch runs (ray-up records it): no
+cluster can form before its head is up, and it is measured under the same load as the formation.
+head_alone is reported too, for comparison. Targets: rlaunch within 1.15x of the limit, and at
+least 1.3x faster than each seed style.
+
+Usage: tests/bench/formation.py        (as root, with iproute2; after `make setup`)
+Env:
+  RLAUNCH_BENCH_RUNS        runs per style, >= 1 (default 3; the issue asks for >= 3)
+  RLAUNCH_BENCH_STYLES      space-separated subset of the styles (default: all four)
+  RLAUNCH_BENCH_DEADLINE_S  give up on one formation after this long (default 240)
+  RLAUNCH_BENCH_OUT         result file (default build/bench/formation.json)
+  RLAUNCH_BENCH_STRICT      1: exit 1 when a target is missed (default 0: report only)
+  RLAUNCH_RAY               ray executable (default: <repo>/.venv/bin/ray, else `ray`)
+Exit: 0 done (targets are reported, not enforced unless strict), 1 a target missed (strict),
+  2 bad input or no root / ip, 3 the rlaunch style failed to form.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts"
+SEEDS = Path(__file__).resolve().parent / "seed_style"
+STYLES = ("rlaunch", "seed_verl", "seed_areal", "head_alone")
+NODES = 3
+# Every style gets the same small nodes: the host has 2 cores shared by 3 nodes.
+NODE_CPUS, NODE_OBJECT_STORE = 1, 80_000_000
+
+
+def die(msg: str, code: int = 2) -> None:
+    print(f"formation: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def log(msg: str) -> None:
+    print(f"formation: {msg}", file=sys.stderr, flush=True)
+
+
+def read_env() -> dict:
+    runs = os.environ.get("RLAUNCH_BENCH_RUNS", "3")
+    if not runs.isdigit() or int(runs) < 1:
+        die(f"RLAUNCH_BENCH_RUNS='{runs}' is not allowed: need an integer >= 1")
+    deadline = os.environ.get("RLAUNCH_BENCH_DEADLINE_S", "240")
+    if not deadline.isdigit() or int(deadline) < 10:
+        die(f"RLAUNCH_BENCH_DEADLINE_S='{deadline}' is not allowed: need an integer >= 10")
+    styles = os.environ.get("RLAUNCH_BENCH_STYLES", " ".join(STYLES)).split()
+    bad = [s for s in styles if s not in STYLES]
+    if bad or not styles:
+        die(f"RLAUNCH_BENCH_STYLES='{' '.join(styles)}' is not allowed: need some of {', '.join(STYLES)}")
+    strict = os.environ.get("RLAUNCH_BENCH_STRICT", "0")
+    if strict not in ("0", "1"):
+        die(f"RLAUNCH_BENCH_STRICT='{strict}' is not allowed: need 0 or 1")
+    ray = os.environ.get("RLAUNCH_RAY") or str(REPO / ".venv" / "bin" / "ray")
+    ray = shutil.which(ray) or shutil.which("ray")
+    if not ray:
+        die("RLAUNCH_RAY: no ray executable found (run make setup)")
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        die("needs root and iproute2's ip: the benchmark runs 3 network-namespace nodes")
+    out = Path(os.environ.get("RLAUNCH_BENCH_OUT") or REPO / "build" / "bench" / "formation.json")
+    return {"runs": int(runs), "deadline": int(deadline), "styles": styles, "ray": ray, "out": out,
+            "strict": strict == "1"}
+
+
+class Cluster:
+    """Three fresh namespaces from scripts/local-cluster, no Ray; `down` removes everything."""
+
+    def __init__(self, name: str, cfg: dict):
+        self.env = {**os.environ, "RLAUNCH_CLUSTER_NAME": name, "RLAUNCH_NODES": str(NODES),
+                    "RLAUNCH_START_RAY": "0", "RLAUNCH_LOCAL_MODE": "netns", "RLAUNCH_STOP_GRACE_S": "5",
+                    "RLAUNCH_STATE_DIR": str(REPO / "build" / "bench" / "clusters" / name),
+                    "RLAUNCH_RAY": cfg["ray"]}
+        subprocess.run([str(SCRIPTS / "local-cluster"), "up"], env=self.env, check=True,
+                       stdout=subprocess.DEVNULL)
+        info = json.loads((Path(self.env["RLAUNCH_STATE_DIR"]) / "cluster.json").read_text())
+        self.nodes = info["nodes"]
+        self.ips = [n["ip"] for n in self.nodes]
+
+    def spawn(self, rank: int, argv: list[str], env: dict, log_path: Path) -> subprocess.Popen:
+        node = self.nodes[rank]
+        # Same node environment for every style: auth and usage stats off, small nodes.
+        full = {**self.env, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", **env}
+        with open(log_path, "wb") as f:
+            return subprocess.Popen(["ip", "netns", "exec", node["ns"], *argv], env=full,
+                                    stdout=f, stderr=subprocess.STDOUT)
+
+    def node_args(self, rank: int) -> str:
+        node = self.nodes[rank]
+        return (f"--node-ip-address={node['ip']} --temp-dir={node['temp_dir']} "
+                f"--num-cpus={NODE_CPUS} --object-store-memory={NODE_OBJECT_STORE}")
+
+    def down(self) -> None:
+        done = subprocess.run([str(SCRIPTS / "local-cluster"), "down"], env=self.env, check=False,
+                              stdout=subprocess.DEVNULL)
+        if done.returncode == 0:  # keep the record for a manual `down` if it failed
+            shutil.rmtree(self.env["RLAUNCH_STATE_DIR"], ignore_errors=True)
+
+
+def wait_head(procs: list[subprocess.Popen], t0: float, deadline: float) -> float | None:
+    """Seconds from t0 until the head (procs[0]) exits 0; None if it failed or ran out of time."""
+    try:
+        rc = procs[0].wait(timeout=max(1.0, deadline - (time.monotonic() - t0)))
+    except subprocess.TimeoutExpired:
+        return None
+    took = time.monotonic() - t0
+    return took if rc == 0 else None
+
+
+def reap(procs: list[subprocess.Popen]) -> None:
+    # The cluster's `down` killed whatever still ran in the namespaces; collect the exit codes.
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def run_rlaunch(c: Cluster, cfg: dict, logs: Path) -> dict:
+    procs, t0 = [], time.monotonic()
+    for rank, node in enumerate(c.nodes):
+        env = {"RLAUNCH_NODE_RANK": str(rank), "RLAUNCH_NODE_IPS": ",".join(c.ips),
+               "RLAUNCH_NODE_IP": node["ip"], "RLAUNCH_TEMP_DIR": node["temp_dir"],
+               "RLAUNCH_NUM_CPUS": str(NODE_CPUS), "RLAUNCH_OBJECT_STORE_BYTES": str(NODE_OBJECT_STORE),
+               "RLAUNCH_DEADLINE_S": str(cfg["deadline"])}
+        procs.append(c.spawn(rank, [str(SCRIPTS / "ray-up")], env, logs / f"rlaunch-{rank}.log"))
+    took = wait_head(procs, t0, cfg["deadline"])
+    limit = None
+    state = Path(c.nodes[0]["temp_dir"]) / "rlaunch-ray.state"
+    if state.exists():
+        for line in state.read_text().splitlines():
+            if line.startswith("ray_start_s="):
+                limit = float(line.split("=", 1)[1])
+    return {"rlaunch": took, "limit": limit, "procs": procs}
+
+
+def run_seed(c: Cluster, cfg: dict, logs: Path, style: str) -> dict:
+    script = SEEDS / ("verl.sh" if style == "seed_verl" else "areal.sh")
+    procs, t0 = [], time.monotonic()
+    for rank in range(NODES):
+        env = {"SKYPILOT_NODE_RANK": str(rank), "SKYPILOT_NODE_IPS": "\n".join(c.ips),
+               "SKYPILOT_NUM_NODES": str(NODES), "SEED_RAY": cfg["ray"], "SEED_RAY_ARGS": c.node_args(rank)}
+        procs.append(c.spawn(rank, [str(script)], env, logs / f"{style}-{rank}.log"))
+    return {style: wait_head(procs, t0, cfg["deadline"]), "procs": procs}
+
+
+def run_head_alone(c: Cluster, cfg: dict, logs: Path) -> dict:
+    argv = [cfg["ray"], "start", "--head", "--port=6379", "--include-dashboard=true",
+            "--dashboard-host=0.0.0.0", "--disable-usage-stats", *c.node_args(0).split()]
+    t0 = time.monotonic()
+    procs = [c.spawn(0, argv, {}, logs / "head_alone-0.log")]
+    return {"head_alone": wait_head(procs, t0, cfg["deadline"]), "procs": procs}
+
+
+def one(style: str, run: int, cfg: dict, logs: Path) -> dict:
+    name = f"bf{os.getpid() % 100000}-{run}{STYLES.index(style)}"
+    c = Cluster(name, cfg)
+    result: dict = {"procs": []}
+    try:
+        if style == "rlaunch":
+            result = run_rlaunch(c, cfg, logs)
+        elif style == "head_alone":
+            result = run_head_alone(c, cfg, logs)
+        else:
+            result = run_seed(c, cfg, logs, style)
+    finally:
+        c.down()
+        reap(result.get("procs", []))
+    result.pop("procs", None)
+    return result
+
+
+def median(values: list) -> float | None:
+    got = [v for v in values if v is not None]
+    return round(statistics.median(got), 2) if got else None
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
+def main() -> int:
+    # TERM (e.g. from CI) should tear the current cluster down like Ctrl-C does.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    cfg = read_env()
+    logs = cfg["out"].parent / "formation-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    samples: dict[str, list] = {k: [] for k in (*cfg["styles"], "limit")}
+    load_start = loadavg()
+    for run in range(cfg["runs"]):
+        for style in cfg["styles"]:
+            log(f"run {run + 1}/{cfg['runs']}: {style} (load {loadavg()[0]})")
+            got = one(style, run, cfg, logs)
+            for key, value in got.items():
+                samples.setdefault(key, []).append(None if value is None else round(value, 2))
+            log(f"  {', '.join(f'{k} {v:.1f} s' if v else f'{k} did not form' for k, v in got.items())}")
+    m = {k: median(v) for k, v in samples.items()}
+    result = {
+        "nodes": NODES, "runs": cfg["runs"],
+        "limit_s": m.get("limit"), "rlaunch_s": m.get("rlaunch"),
+        "seed_verl_s": m.get("seed_verl"), "seed_areal_s": m.get("seed_areal"),
+        "head_alone_s": m.get("head_alone"),
+        "rlaunch_over_limit": ratio(m.get("rlaunch"), m.get("limit")),
+        "rlaunch_over_head_alone": ratio(m.get("rlaunch"), m.get("head_alone")),
+        "seed_verl_over_rlaunch": ratio(m.get("seed_verl"), m.get("rlaunch")),
+        "seed_areal_over_rlaunch": ratio(m.get("seed_areal"), m.get("rlaunch")),
+        "not_formed": {k: sum(v is None for v in vals) for k, vals in samples.items()},
+        "samples": samples,
+        "loadavg_start": load_start, "loadavg_end": loadavg(), "cpus": os.cpu_count(),
+    }
+    checks = {
+        "rlaunch within 1.15x of the limit": (result["rlaunch_over_limit"] or 99) <= 1.15,
+        "1.3x faster than seed verl": (result["seed_verl_over_rlaunch"] or 0) >= 1.3,
+        "1.3x faster than seed AReaL": (result["seed_areal_over_rlaunch"] or 0) >= 1.3,
+    }
+    if "seed_verl" not in cfg["styles"]:
+        checks.pop("1.3x faster than seed verl")
+    if "seed_areal" not in cfg["styles"]:
+        checks.pop("1.3x faster than seed AReaL")
+    result["targets_met"] = checks
+    cfg["out"].parent.mkdir(parents=True, exist_ok=True)
+    cfg["out"].write_text(json.dumps(result, indent=2) + "\n")
+
+    def fmt(v):
+        return "n/a" if v is None else f"{v:.1f} s"
+
+    print(f"formation of {NODES} nodes, median of {cfg['runs']} runs (load {load_start[0]} -> "
+          f"{result['loadavg_end'][0]} on {os.cpu_count()} CPUs):")
+    print(f"  limit (head's ray start) {fmt(result['limit_s'])}   head alone {fmt(result['head_alone_s'])}")
+    print(f"  rlaunch ray-up           {fmt(result['rlaunch_s'])}   x{result['rlaunch_over_limit']} of the limit, "
+          f"x{result['rlaunch_over_head_alone']} of the head alone")
+    print(f"  seed verl style          {fmt(result['seed_verl_s'])}   x{result['seed_verl_over_rlaunch']} of rlaunch")
+    print(f"  seed AReaL style         {fmt(result['seed_areal_s'])}   x{result['seed_areal_over_rlaunch']} of rlaunch")
+    for name, ok in checks.items():
+        print(f"  {'met ' if ok else 'MISS'} {name}")
+    print(f"  -> {cfg['out']}")
+    if "rlaunch" in cfg["styles"] and m.get("rlaunch") is None:
+        return 3
+    return 1 if cfg["strict"] and not all(checks.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
