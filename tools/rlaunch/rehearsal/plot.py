@@ -1,0 +1,70 @@
+"""Reward per optimizer step as a PNG, from a rehearsal's metrics.jsonl.
+
+Usage: python -m rlaunch.rehearsal.plot METRICS_JSONL OUT_PNG
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def _rows(metrics_path: Path) -> list[dict]:
+    rows = []
+    for line in Path(metrics_path).read_text().splitlines():
+        if line.strip():
+            rows.append(json.loads(line))
+    return rows
+
+
+def _moving_average(values: list[float], window: int) -> list[float]:
+    out, total = [], 0.0
+    for i, val in enumerate(values):
+        total += val
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def plot_reward(metrics_path, out_path) -> Path:
+    """Raw per-step mean reward plus a moving average (single steps are noisy at 16 samples)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on cluster nodes
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in _rows(Path(metrics_path)) if r.get("reward") is not None]
+    steps = [r["step"] for r in rows]
+    rewards = [r["reward"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.plot(steps, rewards, color="tab:blue", alpha=0.35, linewidth=1, label="reward (step mean)")
+    if rows:
+        window = max(1, len(rows) // 20)
+        ax.plot(steps, _moving_average(rewards, window), color="tab:blue", linewidth=2,
+                label=f"moving average ({window} steps)")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("mean reward")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title("rehearsal: GRPO reward per step")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    out = Path(out_path)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m rlaunch.rehearsal.plot METRICS_JSONL OUT_PNG", file=sys.stderr)
+        return 2
+    plot_reward(args[0], args[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,507 @@
+"""Ray job driver for the CPU rehearsal: TRL's GRPOTrainer inside Ray Train's TorchTrainer.
+
+Usage: python -m rlaunch.rehearsal.train --config CONFIG.json   (keys and defaults: below)
+
+Runs as a Ray job driver. One Ray Train worker per Ray node (STRICT_SPREAD), gloo on CPU and NCCL
+on GPU. Settings reach the workers only through the train loop config: env vars on the driver do
+not reach raylets started earlier. In a submitted job, the job's runtime_env must make `rlaunch`
+importable on every node (`env_vars.PYTHONPATH` or `working_dir`) and carry the env below.
+
+Writes into run_dir (shared storage, read by postflight): metrics.jsonl, tensorboard/,
+checkpoint/final/, eval.json, reward.png, train_summary.json (and ray-train/, Ray Train's own).
+Prints a progress line every `progress_every` steps. Keys starting with "_" are ignored.
+
+Env:
+  RAY_ADDRESS          cluster to join (set by `ray job submit`); unset: ray.init() starts a local Ray
+  GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_IB_DISABLE
+                       outside a submitted job, forwarded to the workers with RAY_ADDRESS and
+                       PYTHONPATH (default: unset)
+  RAY_TRAIN_ENABLE_PRINT_PATCH  default here 0 (Ray's default 1 leaks bytecode dumps into logs)
+
+Exit: 0 done; 1 training failed; 2 bad config, or fewer usable Ray nodes than num_workers by
+node_wait_s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import shutil
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+PROG = "rlaunch.rehearsal.train"
+
+# Names postflight reads; keep them in sync with the verification code.
+METRICS = "metrics.jsonl"
+TENSORBOARD = "tensorboard"
+FINAL_CHECKPOINT = "checkpoint/final"
+INIT_CHECKPOINT = "checkpoint/init"  # only with beta > 0: the KL reference
+EVAL = "eval.json"
+PLOT = "reward.png"
+SUMMARY = "train_summary.json"
+RAY_TRAIN = "ray-train"  # Ray Train's storage for this run; also where rank 0 leaves WORKERS
+WORKERS = f"{RAY_TRAIN}/workers.json"  # rank 0 -> driver: Ray Train V2 drops metrics without a checkpoint
+OUTPUTS = (METRICS, TENSORBOARD, FINAL_CHECKPOINT, INIT_CHECKPOINT, EVAL, PLOT, SUMMARY, WORKERS)
+
+
+@dataclasses.dataclass(frozen=True)
+class RehearsalConfig:
+    """Every setting of a rehearsal run. Defaults are the measured CPU recipe."""
+
+    run_dir: str  # absolute path on storage every node sees
+    num_workers: int = 2  # Ray Train workers, one per Ray node
+    use_gpu: bool = False
+    steps: int = 300  # optimizer steps
+    group_size: int = 8  # GRPO completions per prompt
+    # Measured (2 workers): a global batch of 64 completions (8 prompts x 8) at 3e-3 learns in ~150
+    # steps on every seed tried; 32 per step left some prompts stuck on a wrong digit for good.
+    learning_rate: float = 3e-3
+    lr_scheduler: str = "constant"
+    seed: int = 0
+    max_completion_length: int = 6
+    per_device_batch: int = 32  # completions per worker per step
+    temperature: float = 1.0
+    beta: float = 0.0  # KL weight; 0 skips the reference model
+    eval_prompts: int = 10  # held-out prompts scored greedily after training
+    dataset_size: int = 4096  # sampled prompts; the trainer cycles through them
+    cpus_per_worker: int = 1
+    torch_threads: int = 1  # per worker; more threads only contend on small CPU hosts
+    node_wait_s: float = 120.0  # deadline for enough Ray nodes to be alive
+    progress_every: int = 10  # steps between progress lines
+
+
+LR_SCHEDULERS = ("constant", "linear", "cosine")
+
+
+class ConfigError(ValueError):
+    """A bad config value; the message names key, value and what is allowed."""
+
+
+def _check_type(name: str, value, kind) -> object:
+    # bool is an int in Python; a JSON `true` for an int key (or 1 for a bool) is a mistake.
+    if kind is bool:
+        ok = isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    else:
+        ok = isinstance(value, kind)
+    if not ok:
+        raise ConfigError(f"{name}={value!r}: expected {kind.__name__}")
+    return value
+
+
+def _check_ranges(cfg: RehearsalConfig) -> None:
+    positive = ("num_workers", "steps", "max_completion_length", "per_device_batch", "eval_prompts",
+                "dataset_size", "cpus_per_worker", "torch_threads", "progress_every")
+    for name in positive:
+        if getattr(cfg, name) < 1:
+            raise ConfigError(f"{name}={getattr(cfg, name)!r}: must be >= 1")
+    if not Path(cfg.run_dir).is_absolute():
+        raise ConfigError(f"run_dir={cfg.run_dir!r}: must be an absolute path on shared storage")
+    if cfg.group_size < 2:
+        raise ConfigError(f"group_size={cfg.group_size!r}: must be >= 2 (GRPO compares within a group)")
+    if not (cfg.learning_rate > 0 and math.isfinite(cfg.learning_rate)):
+        raise ConfigError(f"learning_rate={cfg.learning_rate!r}: must be a finite number > 0")
+    if not cfg.temperature > 0:
+        raise ConfigError(f"temperature={cfg.temperature!r}: must be > 0")
+    if cfg.beta < 0:
+        raise ConfigError(f"beta={cfg.beta!r}: must be >= 0")
+    if cfg.node_wait_s <= 0:
+        raise ConfigError(f"node_wait_s={cfg.node_wait_s!r}: must be > 0")
+    if cfg.lr_scheduler not in LR_SCHEDULERS:
+        raise ConfigError(f"lr_scheduler={cfg.lr_scheduler!r}: allowed {', '.join(LR_SCHEDULERS)}")
+    global_batch = cfg.per_device_batch * cfg.num_workers
+    if global_batch % cfg.group_size:
+        raise ConfigError(
+            f"group_size={cfg.group_size}: must divide per_device_batch x num_workers = {global_batch}"
+        )
+
+
+def parse_config(raw: dict) -> RehearsalConfig:
+    """Validate a config mapping: unknown keys, missing run_dir, wrong types, bad ranges."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config: expected a JSON object, got {type(raw).__name__}")
+    # Keys starting with "_" are annotations (rlaunch's "_generated_by" header), not settings.
+    raw = {k: v for k, v in raw.items() if not str(k).startswith("_")}
+    fields = {f.name: f for f in dataclasses.fields(RehearsalConfig)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown key; allowed: {', '.join(fields)}")
+    if "run_dir" not in raw:
+        raise ConfigError("run_dir: required (absolute path on shared storage)")
+    # Annotations are strings under `from __future__ import annotations`.
+    kinds = {"str": str, "int": int, "float": float, "bool": bool}
+    values = {k: _check_type(k, v, kinds[fields[k].type]) for k, v in raw.items()}
+    cfg = RehearsalConfig(**values)
+    _check_ranges(cfg)
+    return cfg
+
+
+def load_config(path: str) -> RehearsalConfig:
+    """Read CONFIG.json; keys starting with "_" are annotations (e.g. `_generated_by`), not settings."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ConfigError(f"--config {path}: cannot read JSON: {err}") from err
+    if isinstance(raw, dict):
+        raw = {k: v for k, v in raw.items() if not k.startswith("_")}
+    return parse_config(raw)
+
+
+# ---------------------------------------------------------------- worker side
+
+
+def _metrics_callback(run_dir: Path, t0: float):
+    """A TrainerCallback that appends one JSON line per optimizer step (rank 0 only)."""
+    from transformers import TrainerCallback
+
+    class MetricsWriter(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            # The end-of-training log has train_runtime and no loss; only per-step logs count.
+            if not state.is_world_process_zero or not logs or "loss" not in logs:
+                return
+            row = {
+                "step": int(state.global_step),
+                "reward": logs.get("reward"),
+                "loss": logs.get("loss"),
+                "grad_norm": logs.get("grad_norm"),
+                "lr": logs.get("learning_rate"),
+                "time_s": round(time.monotonic() - t0, 3),
+                "reward_std": logs.get("reward_std"),
+                "completion_length": logs.get("completions/mean_length"),
+            }
+            with (run_dir / METRICS).open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+
+    return MetricsWriter()
+
+
+def _gather_workers() -> dict:
+    """Node IP and Ray node id of every rank, in rank order, and the process group's backend."""
+    import ray
+    import torch.distributed as dist
+
+    # The address the raylet registered (--node-ip-address), not a guess from the host's routes:
+    # several Ray nodes may share a host, and a namespace node's host has other addresses.
+    node_id = ray.get_runtime_context().get_node_id()
+    ip = next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node_id)
+    mine = (ip, node_id)
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, mine)
+    return {
+        "worker_nodes": [ip for ip, _ in every],
+        "worker_node_ids": [node_id for _, node_id in every],
+        "backend": str(dist.get_backend()),
+    }
+
+
+def _grpo_args(cfg: RehearsalConfig, run_dir: Path):
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(run_dir / "checkpoint"),
+        max_steps=cfg.steps,
+        per_device_train_batch_size=cfg.per_device_batch,
+        gradient_accumulation_steps=1,
+        num_generations=cfg.group_size,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        beta=cfg.beta,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler,
+        warmup_steps=0,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        use_cpu=not cfg.use_gpu,
+        bf16=False,
+        logging_steps=1,
+        report_to=["tensorboard"],
+        save_strategy="no",
+        disable_tqdm=True,
+        log_level="warning",
+        dataloader_num_workers=0,
+    )
+
+
+def train_loop(config: dict) -> None:
+    """Ray Train worker body: build the tiny world, run GRPO, save and score the final model."""
+    import ray.train
+    import torch
+    from transformers import PrinterCallback
+    from transformers.utils import logging as hf_logging
+    from trl import GRPOTrainer
+
+    from rlaunch.rehearsal import evaluate, tiny
+
+    cfg = RehearsalConfig(**config)
+    t0 = time.monotonic()
+    hf_logging.disable_progress_bar()  # weight load/save bars are noise in the job log
+    torch.set_num_threads(cfg.torch_threads)
+    run_dir = Path(cfg.run_dir)
+    rank = ray.train.get_context().get_world_rank()
+    # Read by transformers' TensorBoard callback; set here because driver env vars stop at the driver.
+    os.environ["TENSORBOARD_LOGGING_DIR"] = str(run_dir / TENSORBOARD)
+    workers = _gather_workers()
+
+    tokenizer = tiny.build_tokenizer()
+    model = tiny.build_model(cfg.seed)
+    if cfg.beta > 0:
+        # TRL loads the KL reference from the policy's name_or_path: the initial weights, shared.
+        init_dir = run_dir / INIT_CHECKPOINT
+        if rank == 0:
+            model.save_pretrained(init_dir)
+        torch.distributed.barrier()
+        model.config.name_or_path = str(init_dir)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=tiny.copy_reward,
+        args=_grpo_args(cfg, run_dir),
+        train_dataset=tiny.build_dataset(tokenizer, cfg.dataset_size, cfg.seed),
+        processing_class=tokenizer,
+        callbacks=[_metrics_callback(run_dir, t0)],
+    )
+    # disable_tqdm swaps the progress bar for a dict print per step; the driver prints progress.
+    trainer.remove_callback(PrinterCallback)
+    trainer.train()
+    final = run_dir / FINAL_CHECKPOINT
+    trainer.save_model(str(final))  # rank 0 writes model + tokenizer
+    trainer.accelerator.wait_for_everyone()
+    if rank == 0:
+        # Scored from the saved files, so the checkpoint round trip is part of the check.
+        result = evaluate.score_checkpoint(str(final), cfg.eval_prompts, cfg.max_completion_length)
+        (run_dir / EVAL).write_text(json.dumps(result, indent=2) + "\n")
+        workers["steps"] = int(trainer.state.global_step)
+        (run_dir / WORKERS).write_text(json.dumps(workers, indent=2) + "\n")
+
+
+# ---------------------------------------------------------------- driver side
+
+
+def die(msg: str, code: int = 1):
+    print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+# Needed by worker processes before any train loop code runs: the collective backends read the
+# socket settings when the process group forms, and Ray Train's helper actors read RAY_ADDRESS
+# (with several Ray clusters on one host they cannot guess which one is theirs).
+FORWARDED_ENV = ("RAY_ADDRESS", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE")
+
+
+def _connect() -> None:
+    """Join RAY_ADDRESS if set, else start a local Ray. A submitted job's runtime_env already
+    carries PYTHONPATH and the socket settings to the workers; a plain driver passes its own."""
+    import ray
+
+    if "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ:  # set by the Ray job supervisor
+        ray.init()
+        return
+    tools_dir = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (tools_dir, os.environ.get("PYTHONPATH", "")) if p)
+    env = {"PYTHONPATH": path, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
+    ray.init(runtime_env={"env_vars": env})
+
+
+def _eligible_nodes(cfg: RehearsalConfig) -> list[str]:
+    import ray
+
+    need = {"CPU": cfg.cpus_per_worker, **({"GPU": 1} if cfg.use_gpu else {})}
+    return [
+        n["NodeManagerAddress"]
+        for n in ray.nodes()
+        if n["Alive"] and all(n["Resources"].get(k, 0) >= v for k, v in need.items())
+    ]
+
+
+def wait_for_nodes(cfg: RehearsalConfig) -> list[str]:
+    """Poll until num_workers nodes can each host a worker; STRICT_SPREAD would otherwise hang."""
+    deadline = time.monotonic() + cfg.node_wait_s
+    while True:
+        nodes = _eligible_nodes(cfg)
+        if len(nodes) >= cfg.num_workers:
+            return nodes
+        if time.monotonic() > deadline:
+            die(
+                f"num_workers={cfg.num_workers} needs that many Ray nodes with "
+                f"{cfg.cpus_per_worker} CPU{' and 1 GPU' if cfg.use_gpu else ''} each; "
+                f"{len(nodes)} after {cfg.node_wait_s:.0f} s ({', '.join(nodes) or 'none'})",
+                code=2,
+            )
+        time.sleep(0.5)
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    path = run_dir / METRICS
+    if not path.exists():
+        return []
+    # A line may be half-written while rank 0 appends; skip it, the next poll sees it whole.
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def progress_line(row: dict, target: int) -> str:
+    def num(key):
+        val = row.get(key)
+        return "nan" if val is None else f"{val:.3g}"
+
+    return (f"step {row['step']}/{target} reward {num('reward')} loss {num('loss')} "
+            f"grad_norm {num('grad_norm')} t {row.get('time_s', 0):.0f}s")
+
+
+def follow_progress(cfg: RehearsalConfig, stop: threading.Event) -> None:
+    """Print a line every progress_every steps from metrics.jsonl, which rank 0 writes on shared
+    storage; worker stdout on other nodes is prefixed and interleaved, so the driver speaks."""
+    run_dir = Path(cfg.run_dir)
+    printed = 0
+    while True:
+        finished = stop.wait(1.0)
+        for row in read_metrics(run_dir):
+            step = row.get("step", 0)
+            if step > printed and (step % cfg.progress_every == 0 or step == cfg.steps):
+                print(progress_line(row, cfg.steps), flush=True)
+                printed = step
+        if finished:
+            return
+
+
+def _mean(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def summarize(cfg: RehearsalConfig, duration_s: float) -> dict:
+    run_dir = Path(cfg.run_dir)
+    rows = read_metrics(run_dir)
+    if not (run_dir / WORKERS).is_file():
+        # Rank 0 wrote it wherever Ray placed it; the driver only sees it through shared storage.
+        raise RuntimeError(f"{run_dir / WORKERS} missing after training: run_dir must be storage "
+                           "that every node shares")
+    workers = json.loads((run_dir / WORKERS).read_text())
+    rewards = [r.get("reward") for r in rows]
+    tenth = max(1, len(rows) // 10)
+    return {
+        "steps": rows[-1]["step"] if rows else 0,
+        "target_steps": cfg.steps,
+        "num_workers": cfg.num_workers,
+        "worker_nodes": workers["worker_nodes"],
+        "worker_node_ids": workers["worker_node_ids"],
+        "backend": workers["backend"],
+        "reward_first": _mean(rewards[:tenth]),
+        "reward_last": _mean(rewards[-tenth:]),
+        "duration_s": round(duration_s, 1),
+    }
+
+
+def clear_outputs(run_dir: Path) -> None:
+    """Remove this trainer's outputs from an earlier attempt so nothing stale is verified."""
+    for name in OUTPUTS:
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def run(cfg: RehearsalConfig) -> dict:
+    import ray
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    start = time.monotonic()
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    clear_outputs(run_dir)
+    (run_dir / RAY_TRAIN).mkdir(exist_ok=True)
+    # Ray Train's print patch reroutes worker stdout past `dill`'s capture, so datasets' function
+    # hashing dumps bytecode into the job log. Ray Train forwards this variable to its workers.
+    os.environ.setdefault("RAY_TRAIN_ENABLE_PRINT_PATCH", "0")
+    _connect()
+    nodes = wait_for_nodes(cfg)
+    print(f"{len(nodes)} Ray nodes ready ({', '.join(nodes)}); training {cfg.steps} steps "
+          f"on {cfg.num_workers} workers", flush=True)
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config=dataclasses.asdict(cfg),
+        torch_config=TorchConfig(backend="nccl" if cfg.use_gpu else "gloo"),
+        scaling_config=ScalingConfig(
+            num_workers=cfg.num_workers,
+            use_gpu=cfg.use_gpu,
+            resources_per_worker={"CPU": cfg.cpus_per_worker},
+            # One worker per node, guaranteed: the rehearsal must cross node boundaries.
+            placement_strategy="STRICT_SPREAD",
+        ),
+        run_config=RunConfig(
+            name=RAY_TRAIN,
+            storage_path=str(run_dir),
+            failure_config=FailureConfig(max_failures=0),
+        ),
+    )
+    stop = threading.Event()
+    follower = threading.Thread(target=follow_progress, args=(cfg, stop), daemon=True)
+    follower.start()
+    try:
+        trainer.fit()
+    finally:
+        stop.set()
+        follower.join(timeout=10)
+    summary = summarize(cfg, time.monotonic() - start)
+    from rlaunch.rehearsal import plot
+
+    plot.plot_reward(run_dir / METRICS, run_dir / PLOT)
+    (run_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    ray.shutdown()
+    return summary
+
+
+def closing_line(summary: dict, run_dir: Path) -> str:
+    score = ""
+    eval_path = run_dir / EVAL
+    if eval_path.exists():
+        ev = json.loads(eval_path.read_text())
+        score = f", greedy {ev['greedy_correct']}/{ev['greedy_total']}"
+
+    def fmt(val):
+        return "n/a" if val is None else f"{val:.2f}"
+
+    return (f"done: {summary['steps']}/{summary['target_steps']} steps on "
+            f"{', '.join(summary['worker_nodes'])}, reward {fmt(summary['reward_first'])} -> "
+            f"{fmt(summary['reward_last'])}{score}, {summary['duration_s']:.0f} s; outputs in {run_dir}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    keys = "\n".join(f"  {f.name:<22} {'(required)' if f.default is dataclasses.MISSING else f.default}"
+                     for f in dataclasses.fields(RehearsalConfig))
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__, epilog=f"config keys:\n{keys}",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="JSON file with the config keys below")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as err:
+        die(str(err), code=2)
+    try:
+        summary = run(cfg)
+    except Exception as err:  # Ray wraps worker errors; keep the traceback, end with one line.
+        traceback.print_exc()
+        die(f"training failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+    print(closing_line(summary, Path(cfg.run_dir)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
