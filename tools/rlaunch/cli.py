@@ -7,13 +7,15 @@ space-separated list of dotted.key=value overrides. Every verb that acts renders
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 from . import ROOT
 from .errors import ConfigError, MissingPrerequisite, RlaunchError
 
-LAST_RUN = ROOT / "build" / "last-run"
+# Where status/logs/down find the last launch; tests point it elsewhere.
+LAST_RUN = Path(os.environ.get("RLAUNCH_LAST_RUN") or ROOT / "build" / "last-run")
 
 
 def _knobs(kw: dict) -> dict[str, str]:
