@@ -39,11 +39,11 @@ rl() {
 }
 
 launch() {
-  rl launch --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" --SET="secrets=[WANDB_API_KEY]" "$@"
+  rl launch --PRESET=rehearsal --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" --SET="secrets=[WANDB_API_KEY]" "$@"
 }
 
 rendered() {
-  rl render --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" >/dev/null
+  rl render --PRESET=rehearsal --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" >/dev/null
 }
 
 # no_secret_anywhere: the value (plain or base64) is in no argv, no env record, no rendered file
@@ -135,7 +135,7 @@ ${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/rayjob.yaml" ]
 
 @test "plan: a server-side rejection fails the plan with exit 2" {
   stub_fail kubectl apply --dry-run=server 1 'Error from server (Forbidden): rayjobs.ray.io is forbidden'
-  run rl plan --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  run rl plan --PRESET=rehearsal --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   [ "${status}" -eq 2 ]
   [[ "${output}" == *"check server-dry-run"*"forbidden"* ]]
 }
@@ -174,7 +174,7 @@ port-forward -n default service/${RUN_ID}-head-svc 8265:8265" ]
 }
 
 @test "logs give up after cluster.formation_timeout_s when the submitter job never appears" {
-  rl render --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" --SET="cluster.formation_timeout_s=1" >/dev/null
+  rl render --PRESET=rehearsal --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" --SET="cluster.formation_timeout_s=1" >/dev/null
   stub_fail kubectl get job 1 "Error from server (NotFound): jobs.batch \"${RUN_ID}\" not found"
   run rl logs --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   [ "${status}" -eq 1 ]
