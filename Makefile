@@ -90,7 +90,7 @@ verify: $(VENV)/.rlaunch-setup ## Postflight on an existing run directory: make 
 ##@ Data and images
 .PHONY: data image-build image-push kuberay-operator
 data: $(VENV)/.rlaunch-setup ## Prepare a dataset as verl parquet + SHA256SUMS: make data DATASET=gsm8k OUT=dir
-	@$(PY) -m rlaunch.data --dataset="$(DATASET)" --out="$(OUT)"
+	@$(PY) -m rlaunch.data --dataset="$(or $(DATASET),gsm8k)" --out="$(or $(OUT),build/data/$(or $(DATASET),gsm8k))"
 
 image-build: ## Build docker/<FRAMEWORK> on the pinned official image: make image-build FRAMEWORK=verl
 	@REGISTRY="$(REGISTRY)" TAG="$(TAG)" scripts/image build "$(FRAMEWORK)"

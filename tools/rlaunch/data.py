@@ -220,6 +220,16 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"data: {err}", file=sys.stderr)
         return 2
+    except (OSError, RuntimeError) as err:
+        # No route to the Hub (offline machine, firewall) surfaces as OSError or as the HTTP
+        # client's RuntimeError after its retries: say what could not be fetched and the way around.
+        what = args.dataset or args.model
+        print(f"data: could not fetch {what} at its pinned revision ({err.__class__.__name__}: "
+              f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); without access to the "
+              "Hugging Face Hub, prepare it from a local copy: python -m rlaunch.data "
+              f"--{'dataset' if args.dataset else 'model'} {what} --source <dir> --out {args.out}",
+              file=sys.stderr)
+        return 3
     print(f"data: wrote {args.out} ({json.dumps(info, sort_keys=True)}) and {MANIFEST}")
     return 0
 
