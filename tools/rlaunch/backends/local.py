@@ -106,6 +106,12 @@ class Local(Backend):
     def launch(self, spec: dict, out: Path) -> int:
         if not LOCAL_CLUSTER.exists():
             raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
+        nodes = spec["cluster"]["nodes"]
+        if nodes > 1 and (os.geteuid() != 0 or shutil.which("ip") is None):
+            raise MissingPrerequisite(
+                f"root and `ip` for a {nodes}-node local cluster",
+                "network namespaces need CAP_NET_ADMIN and iproute2: run as root (sudo make launch), "
+                "or NODES=1 for a one-node run on 127.0.0.1")
         if spec["cluster"]["gpus_per_node"] > 0 and shutil.which("nvidia-smi") is None:
             raise MissingPrerequisite(
                 "GPUs", f"{spec['framework']['name']} with cluster.gpus_per_node="

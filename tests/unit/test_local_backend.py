@@ -1,0 +1,46 @@
+"""The local backend's decisions that need no cluster: refusals, names, the job's environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlaunch import config
+from rlaunch.backends import local
+from rlaunch.errors import MissingPrerequisite
+
+
+def spec(**knobs):
+    return config.load("rehearsal", {"RUN_ID": "t-local", **knobs})
+
+
+def test_multi_node_without_root_is_refused_with_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setattr(local.os, "geteuid", lambda: 1000)
+    with pytest.raises(MissingPrerequisite, match="NODES=1"):
+        local.BACKEND.launch(spec(), tmp_path)
+
+
+def test_gpu_preset_without_gpus_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setattr(local.shutil, "which", lambda name: None if name == "nvidia-smi" else "/usr/bin/" + name)
+    monkeypatch.setattr(local.os, "geteuid", lambda: 0)
+    with pytest.raises(MissingPrerequisite, match="needs NVIDIA GPUs"):
+        local.BACKEND.launch(config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-gpu", "INFRA": "local"}), tmp_path)
+
+
+def test_cluster_names_are_short_stable_and_distinct():
+    a, b = local.cluster_name({"run": {"id": "a"}}), local.cluster_name({"run": {"id": "b"}})
+    assert a == local.cluster_name({"run": {"id": "a"}}) and a != b
+    assert len(a) <= 8  # namespace + veth names must fit IFNAMSIZ
+
+
+@pytest.mark.parametrize(("mode", "ifname"), [("netns", "eth0"), ("loopback", "lo")])
+def test_job_env_pins_gloo_interface_and_ray_address(mode, ifname):
+    env = local._job_env(spec(), {"head_ip": "10.1.2.1", "ray_port": 6379, "mode": mode})
+    assert env["GLOO_SOCKET_IFNAME"] == ifname
+    assert env["RAY_ADDRESS"] == "10.1.2.1:6379"
+
+
+def test_default_ports_are_left_to_local_cluster(tmp_path):
+    env = local._cluster_env(spec(), tmp_path)
+    assert "RLAUNCH_RAY_PORT" not in env and "RLAUNCH_DASHBOARD_PORT" not in env
+    env = local._cluster_env(config.load("rehearsal", {"RUN_ID": "t"}, "cluster.ray_port=7000"), tmp_path)
+    assert env["RLAUNCH_RAY_PORT"] == "7000"
