@@ -86,3 +86,15 @@ def test_setup_prepares_once(tmp_path):
     redo = subprocess.run(["bash", "-c", line], env={"RLAUNCH_PYTHON": "false", "PATH": "/usr/bin:/bin"})
     assert redo.returncode != 0  # a changed file is prepared again
     assert f"{data}/train.parquet" in fw.inputs(spec)
+
+
+def test_install_on_the_official_base_image_only_and_at_the_pin():
+    from rlaunch import config, frameworks, pins
+
+    verl = frameworks.get("verl")
+    official = config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-inst", "INFRA": "gcp"})
+    lines = verl.install(official)
+    version = pins.get_str("frameworks.verl.version")
+    assert f"verl[verl-core]=={version}" in " ".join(lines)
+    assert verl.install(config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-inst", "INFRA": "gcp"},
+                                    "framework.image=rlaunch")) == []

@@ -159,7 +159,8 @@ class SkyPilot(Backend):
             rdma_k8s=spec["infra"]["rdma"] and on_k8s(spec),
             launch_command="sky " + shjoin(launch_argv(spec, spec["run"]["out"])),
             setup=bool(setup_lines),
-            run=render_template("skypilot/run.sh.j2", spec=spec, spot=spec["infra"]["spot"]),
+            run=render_template("skypilot/run.sh.j2", spec=spec, spot=spec["infra"]["spot"],
+                                install=frameworks.get(spec["framework"]["name"]).install(spec)),
             **_resources(spec))
         return files
 

@@ -24,6 +24,11 @@ class Framework:
         """Non-secret environment for the job (NCCL settings, logger paths, ...)."""
         return {}
 
+    def install(self, spec: dict) -> list[str]:
+        """Idempotent shell lines run on EVERY node before Ray starts, when the image lacks the
+        framework at its pinned version (SkyPilot nodes on an upstream image)."""
+        return []
+
     def setup(self, spec: dict) -> list[str]:
         """Idempotent shell lines that prepare data on the shared mount."""
         return []
