@@ -130,6 +130,23 @@ def test_fatal_marker_in_logs_fails_naming_file_and_line(trl, marker):
     assert_fails(verify(spec, run_dir), "fatal log markers", "worker-1.log:3")
 
 
+def test_handled_traceback_forwarded_from_a_ray_actor_is_not_fatal(trl):
+    run_dir, spec = trl
+    runtrees.trl_run(run_dir)
+    # Ray Train logs a timed-out autoscaler request with its traceback and carries on.
+    (run_dir / "logs" / "train.log").write_text(
+        "\x1b[36m(TrainController pid=11433)\x1b[0m Failed to send resource request ...\n"
+        "\x1b[36m(TrainController pid=11433)\x1b[0m Traceback (most recent call last):\n"
+        "step 300/300 reward 1.0\n")
+    report = verify(spec, run_dir)
+    assert report["passed"], failed(report)
+    markers = next(c for c in report["checks"] if c["name"] == "fatal log markers")
+    assert "1 handled traceback" in markers["detail"]
+    # The same traceback from the driver itself is fatal.
+    (run_dir / "logs" / "train.log").write_text("Traceback (most recent call last):\n")
+    assert_fails(verify(spec, run_dir), "fatal log markers", "train.log:1")
+
+
 # ---------------------------------------------------------------- verl
 
 
