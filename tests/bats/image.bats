@@ -78,8 +78,10 @@ has_pair() {
   has_pair build --tag ghcr.io/fixture/rlaunch-verl:t-verl
   has_pair build --label org.opencontainers.image.base.name=example.org/base/verl:fixture-verl
   call_args build | grep -q '/docker/verl/Dockerfile$'
-  # verl's Dockerfile declares only BASE_IMAGE: no unused build args.
-  [ "$(call_args build | grep -c -- '--build-arg')" -eq 1 ]
+  # verl's Dockerfile also installs the pinned verl: FRAMEWORK_VERSION from frameworks.verl.version.
+  has_pair build --build-arg FRAMEWORK_VERSION=8.8.8
+  # Exactly the ARGs the Dockerfile declares: no unused build args.
+  [ "$(call_args build | grep -c -- '--build-arg')" -eq 2 ]
   [ "$(head -n1 "${STUB_DIR}/001")" = info ]
 }
 
