@@ -85,6 +85,11 @@ def _read_layer(path: Path) -> dict:
     return data
 
 
+def read_defaults() -> dict:
+    """configs/defaults.yaml as written: every key and its default."""
+    return _read_layer(CONFIGS / "defaults.yaml")
+
+
 def available(kind: str) -> list[str]:
     """Names of the layer files of one kind (infra, algo, framework, presets)."""
     return sorted(p.stem for p in (CONFIGS / kind).glob("*.yaml") if "@" not in p.stem)
@@ -172,7 +177,7 @@ def _schema_for(value: Any, key: str) -> dict:
 
 def schema(defaults: dict | None = None) -> dict:
     """The JSON Schema of a merged config, built from defaults.yaml plus ENUMS/MINIMUMS."""
-    tree = _schema_for(defaults if defaults is not None else _read_layer(CONFIGS / "defaults.yaml"), "")
+    tree = _schema_for(defaults if defaults is not None else read_defaults(), "")
     tree["properties"]["secrets"] = {"type": "array", "items": {"type": "string", "pattern": SECRET_NAME}}
     return tree
 
@@ -303,7 +308,7 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
             source = "SET" if key in sets else next(k for k, v in KNOBS.items() if v == key)
             raise ConfigError(key, names[key], "one of " + ", ".join(ENUMS[key]), source)
 
-    defaults = _read_layer(CONFIGS / "defaults.yaml")
+    defaults = read_defaults()
     cfg, sources = copy.deepcopy(defaults), {}
     layers = [
         ("infra", names["infra.name"]), ("algo", names["algo.name"]),

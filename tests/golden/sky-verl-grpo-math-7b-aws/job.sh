@@ -7,7 +7,7 @@
 #   RLAUNCH_HOME       directory holding rlaunch's tools/ (default: two levels above this file's dir,
 #                      i.e. the repository; /opt/rlaunch in rlaunch images)
 #   RLAUNCH_PYTHON     python with rlaunch's runtime deps (default: python3)
-#   RLAUNCH_SKIP_PREFLIGHT=1  skip preflight (debugging only; the report says so)
+#   RLAUNCH_SKIP_PREFLIGHT=1  skip preflight (debugging only: no preflight.json is written)
 # Exit: 0 when postflight verified the run; otherwise non-zero, and postflight names the failed check
 # (a failed framework exit code is one of them).
 set -Eeuo pipefail

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .. import ROOT, SCRIPTS, artifacts
+from .. import ROOT, SCRIPTS, artifacts, config
 from ..errors import MissingPrerequisite
 from .base import Backend
 
@@ -41,10 +41,12 @@ def _cluster_env(spec: dict, out: Path) -> dict[str, str]:
         "RLAUNCH_DEADLINE_S": str(cluster["formation_timeout_s"]),
         "RLAUNCH_GPUS_PER_NODE": str(cluster["gpus_per_node"]),
     }
-    # Ports only when changed: in loopback mode local-cluster derives free ones from the name.
-    if cluster["ray_port"] != 6379:
+    # Ports only when changed from the defaults: in loopback mode local-cluster derives free ones
+    # from the name.
+    defaults = config.read_defaults()["cluster"]
+    if cluster["ray_port"] != defaults["ray_port"]:
         env["RLAUNCH_RAY_PORT"] = str(cluster["ray_port"])
-    if cluster["dashboard_port"] != 8265:
+    if cluster["dashboard_port"] != defaults["dashboard_port"]:
         env["RLAUNCH_DASHBOARD_PORT"] = str(cluster["dashboard_port"])
     if cluster["cpus_per_node"]:
         env["RLAUNCH_NUM_CPUS"] = str(cluster["cpus_per_node"])

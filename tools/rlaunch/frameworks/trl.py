@@ -51,9 +51,8 @@ class Trl(Framework):
         from ..rehearsal.train import ConfigError as TrainConfigError
         from ..rehearsal.train import parse_config  # validates exactly as the job will
 
-        raw = {k: v for k, v in json.loads(files["trl.json"]).items() if not k.startswith("_")}
         try:
-            parse_config(raw)
+            parse_config(json.loads(files["trl.json"]))  # it skips the "_generated_by" header key
         except TrainConfigError as err:
             raise CheckError("trl.json", str(err)) from None
         return "trl.json accepted by rlaunch.rehearsal.train"
