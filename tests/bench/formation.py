@@ -8,7 +8,10 @@ Styles, each on fresh namespaces from scripts/local-cluster (RLAUNCH_START_RAY=0
   head_alone  `ray start --head` in the head's namespace with no other node starting
 The limit is the head's own `ray start --head` inside the rlaunch runs (ray-up records it): no
 cluster can form before its head is up, and it is measured under the same load as the formation.
-head_alone is reported too, for comparison. Targets: rlaunch within 1.15x of the limit, and at
+head_alone is reported too, for comparison. For the rlaunch runs it also reads, from the GCS log,
+when the head's raylet and the last worker registered: Ray starts a worker's raylet only once the
+head's is registered, so the gap between the two is the part of formation no script can overlap
+with the head's start. Targets: rlaunch within 1.15x of the limit, and at
 least 1.3x faster than each seed style.
 
 Usage: tests/bench/formation.py        (as root, with iproute2; after `make setup`)
@@ -25,8 +28,10 @@ Exit: 0 done (targets are reported, not enforced unless strict), 1 a target miss
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -112,6 +117,27 @@ class Cluster:
             shutil.rmtree(self.env["RLAUNCH_STATE_DIR"], ignore_errors=True)
 
 
+# The GCS logs every registration, e.g. "[2026-11-29 13:40:40,908 I 1 2] (gcs_server)
+# gcs_node_manager.cc:111: Registering new node. node_id=... node_name=10.1.2.1 ..." (local time).
+REGISTERED = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .*Registering new node\..*\bnode_name=(\S+)")
+
+
+def registrations(gcs_log: Path, t0_wall: float) -> dict[str, float]:
+    """Seconds after t0_wall at which the GCS registered each node, by node name (IP); {} if unreadable."""
+    try:
+        text = gcs_log.read_text(errors="replace")
+    except OSError:
+        return {}
+    seen: dict[str, float] = {}
+    for line in text.splitlines():
+        m = REGISTERED.match(line)
+        if m:
+            t = datetime.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").timestamp() + int(m[2]) / 1000
+            seen.setdefault(m[3], round(t - t0_wall, 2))
+    return seen
+
+
 def wait_head(procs: list[subprocess.Popen], t0: float, deadline: float) -> float | None:
     """Seconds from t0 until the head (procs[0]) exits 0; None if it failed or ran out of time."""
     try:
@@ -133,7 +159,7 @@ def reap(procs: list[subprocess.Popen]) -> None:
 
 
 def run_rlaunch(c: Cluster, cfg: dict, logs: Path) -> dict:
-    procs, t0 = [], time.monotonic()
+    procs, t0, t0_wall = [], time.monotonic(), time.time()
     for rank, node in enumerate(c.nodes):
         env = {"RLAUNCH_NODE_RANK": str(rank), "RLAUNCH_NODE_IPS": ",".join(c.ips),
                "RLAUNCH_NODE_IP": node["ip"], "RLAUNCH_TEMP_DIR": node["temp_dir"],
@@ -147,7 +173,10 @@ def run_rlaunch(c: Cluster, cfg: dict, logs: Path) -> dict:
         for line in state.read_text().splitlines():
             if line.startswith("ray_start_s="):
                 limit = float(line.split("=", 1)[1])
-    return {"rlaunch": took, "limit": limit, "procs": procs}
+    regs = registrations(Path(c.nodes[0]["temp_dir"]) / "session_latest" / "logs" / "gcs_server.out", t0_wall)
+    workers = [regs.get(ip) for ip in c.ips[1:]]
+    return {"rlaunch": took, "limit": limit, "head_registered": regs.get(c.ips[0]),
+            "workers_registered": None if None in workers else max(workers), "procs": procs}
 
 
 def run_seed(c: Cluster, cfg: dict, logs: Path, style: str) -> dict:
@@ -213,13 +242,15 @@ def main() -> int:
             got = one(style, run, cfg, logs)
             for key, value in got.items():
                 samples.setdefault(key, []).append(None if value is None else round(value, 2))
-            log(f"  {', '.join(f'{k} {v:.1f} s' if v else f'{k} did not form' for k, v in got.items())}")
+            log("  " + ", ".join(f"{k} {v:.1f} s" if v else f"{k} {'did not form' if k in STYLES else 'n/a'}"
+                                 for k, v in got.items()))
     m = {k: median(v) for k, v in samples.items()}
     result = {
         "nodes": NODES, "runs": cfg["runs"],
         "limit_s": m.get("limit"), "rlaunch_s": m.get("rlaunch"),
         "seed_verl_s": m.get("seed_verl"), "seed_areal_s": m.get("seed_areal"),
         "head_alone_s": m.get("head_alone"),
+        "head_registered_s": m.get("head_registered"), "workers_registered_s": m.get("workers_registered"),
         "rlaunch_over_limit": ratio(m.get("rlaunch"), m.get("limit")),
         "rlaunch_over_head_alone": ratio(m.get("rlaunch"), m.get("head_alone")),
         "seed_verl_over_rlaunch": ratio(m.get("seed_verl"), m.get("rlaunch")),
@@ -249,6 +280,9 @@ def main() -> int:
     print(f"  limit (head's ray start) {fmt(result['limit_s'])}   head alone {fmt(result['head_alone_s'])}")
     print(f"  rlaunch ray-up           {fmt(result['rlaunch_s'])}   x{result['rlaunch_over_limit']} of the limit, "
           f"x{result['rlaunch_over_head_alone']} of the head alone")
+    if result["head_registered_s"] and result["workers_registered_s"]:
+        print(f"  registered: the head's raylet at {fmt(result['head_registered_s'])}, the last worker at "
+              f"{fmt(result['workers_registered_s'])} (Ray starts no worker raylet before the head's registers)")
     print(f"  seed verl style          {fmt(result['seed_verl_s'])}   x{result['seed_verl_over_rlaunch']} of rlaunch")
     print(f"  seed AReaL style         {fmt(result['seed_areal_s'])}   x{result['seed_areal_over_rlaunch']} of rlaunch")
     for name, ok in checks.items():
