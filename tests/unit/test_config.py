@@ -66,6 +66,28 @@ def test_pins_come_from_versions_yaml():
         "images.trl.rlaunch")
 
 
+def test_model_and_data_live_under_their_pinned_revision(tmp_path, monkeypatch):
+    import yaml
+
+    spec = load(PRESET="verl-ppo-gsm8k-0.5b", INFRA="gcp", RUN_ID="r1")
+    mount = spec["storage"]["mount"]
+    assert spec["paths"]["model_dir"] == f"{mount}/models/qwen2.5-0.5b-instruct/7ae557604adf"
+    assert spec["paths"]["data_dir"] == f"{mount}/data/gsm8k/cc7b047b6e5b"
+    # A new pin means a new directory: the old copy would pass its own SHA256SUMS.
+    versions = yaml.safe_load((ROOT / "configs" / "versions.yaml").read_text())
+    versions["models"]["qwen2.5-0.5b-instruct"]["revision"] = "0123456789abcdef"
+    (tmp_path / "versions.yaml").write_text(yaml.safe_dump(versions))
+    monkeypatch.setenv("RLAUNCH_VERSIONS", str(tmp_path / "versions.yaml"))
+    moved = load(PRESET="verl-ppo-gsm8k-0.5b", INFRA="gcp", RUN_ID="r1")
+    assert moved["paths"]["model_dir"] == f"{mount}/models/qwen2.5-0.5b-instruct/0123456789ab"
+    from rlaunch import frameworks
+
+    argv = frameworks.get("verl").command(moved)
+    assert f"actor_rollout_ref.model.path={mount}/models/qwen2.5-0.5b-instruct/0123456789ab" in argv
+    # Unpinned (the rehearsal's synthetic data): no revision level.
+    assert load(RUN_ID="r1")["paths"]["data_dir"] == f"{load(RUN_ID='r1')['storage']['mount']}/data/digits"
+
+
 BAD = [
     ({"NODES": "0"}, "cluster.nodes", "an integer >= 1"),
     ({"NODES": "two"}, "cluster.nodes", "an integer"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from rlaunch import config, frameworks
 
@@ -75,7 +76,8 @@ def test_rollout_named_and_user_overrides_last():
 def test_setup_prepares_once(tmp_path):
     """The setup line skips a data dir whose SHA256SUMS verifies (no python run at all)."""
     spec, fw, _, _ = render("verl-ppo-gsm8k-0.5b", [f"storage.mount={tmp_path}"])
-    data = tmp_path / "data" / "gsm8k"
+    data = Path(spec["paths"]["data_dir"])
+    assert data.parent == tmp_path / "data" / "gsm8k"  # one directory per pinned revision
     data.mkdir(parents=True)
     (data / "train.parquet").write_text("x")
     subprocess.run(["bash", "-c", "cd \"$1\" && sha256sum train.parquet > SHA256SUMS", "_", str(data)], check=True)

@@ -383,17 +383,26 @@ def derive(cfg: dict, preset: str, sources: dict[str, str], now: _dt.datetime | 
 
     run_dir = f"{mount}/runs/{run['name']}/{run['id']}"
     model_name = spec["model"]["name"]
+    spec["pins"] = _pins(spec)
     spec["paths"] = {
         "run_dir": run_dir,
         "log_dir": f"{run_dir}/logs",
         "ckpt_dir": f"{run_dir}/checkpoints",
-        "data_dir": f"{mount}/data/{spec['data']['dataset']}",
-        "model_dir": f"{mount}/models/{model_name}" if model_name else "",
+        "data_dir": _pinned_dir(f"{mount}/data/{spec['data']['dataset']}", spec["pins"]["dataset"]),
+        "model_dir": _pinned_dir(f"{mount}/models/{model_name}", spec["pins"]["model"]) if model_name else "",
     }
-    spec["pins"] = _pins(spec)
     if not spec["model"]["path"]:
         spec["model"]["path"] = spec["pins"]["model"].get("hf_id", "")
     return spec
+
+
+def _pinned_dir(base: str, pin: dict) -> str:
+    """Where a pinned model or dataset lives on the shared storage: one directory per revision.
+
+    A copy of another revision still passes its own SHA256SUMS, so a shared path would let a
+    changed pin reuse the old files without a word."""
+    revision = str(pin.get("revision", ""))
+    return f"{base}/{revision[:12]}" if revision else base
 
 
 def _pins(spec: dict) -> dict:
