@@ -277,6 +277,13 @@ def test_ci_runs_the_ci_script_on_push_and_pull_request():
     assert any(re.search(r"\bbash \.ci/run\b", r) for r in runs), runs
 
 
+def test_ci_installs_the_cpu_torch_through_sudo():
+    step = next(s for j in load("ci.yml")["jobs"].values() for s in j["steps"] if ".ci/run" in s.get("run", ""))
+    assert step["env"]["PIP_EXTRA_INDEX_URL"] == "https://download.pytorch.org/whl/cpu"
+    # sudo drops the environment unless told to keep it.
+    assert re.search(r"--preserve-env=\S*\bPIP_EXTRA_INDEX_URL\b", step["run"]), step["run"]
+
+
 @pytest.mark.parametrize("name", ["ci.yml", "launch.yml", "down.yml"])
 def test_actions_pinned_by_commit_and_checkout_keeps_no_token(name):
     for job in load(name)["jobs"].values():
