@@ -85,7 +85,8 @@ def test_model_and_data_live_under_their_pinned_revision(tmp_path, monkeypatch):
     argv = frameworks.get("verl").command(moved)
     assert f"actor_rollout_ref.model.path={mount}/models/qwen2.5-0.5b-instruct/0123456789ab" in argv
     # Unpinned (the rehearsal's synthetic data): no revision level.
-    assert load(RUN_ID="r1")["paths"]["data_dir"] == f"{load(RUN_ID='r1')['storage']['mount']}/data/digits"
+    rehearsal = load(RUN_ID="r1")
+    assert rehearsal["paths"]["data_dir"] == f"{rehearsal['storage']['mount']}/data/digits"
 
 
 BAD = [
