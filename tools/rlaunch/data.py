@@ -84,12 +84,16 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_manifest(directory: Path) -> Path:
-    """SHA256SUMS over every file below directory (sorted; `sha256sum -c` reads it)."""
+def manifest_text(directory: Path) -> str:
+    """SHA256SUMS of every file below directory (sorted, sha256sum's format), the hub's .cache left out."""
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST and ".cache" not in p.relative_to(directory).parts)
-    lines = [f"{sha256(p)}  {p.relative_to(directory).as_posix()}" for p in files]
+    return "".join(f"{sha256(p)}  {p.relative_to(directory).as_posix()}\n" for p in files)
+
+
+def write_manifest(directory: Path) -> Path:
+    """Write directory's SHA256SUMS (`sha256sum -c` reads it)."""
     out = directory / MANIFEST
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out.write_text(manifest_text(directory), encoding="utf-8")
     return out
 
 

@@ -27,12 +27,12 @@ import tempfile
 from pathlib import Path
 
 from .. import ROOT, artifacts
+from ..data import MANIFEST, manifest_text
 from ..errors import CheckError, MissingPrerequisite
 from ..render import render_template, with_header
 from .base import Backend
 
 LAUNCHES = "rlaunch/launches"
-MANIFEST = "SHA256SUMS"
 # rlaunch's own files a run needs on the cluster (the job's preflight/postflight and their config).
 HOME_DIRS = ("tools/rlaunch", "scripts", "configs")
 # The platform's own variables: it sets them for the cluster it created; a RuntimeEnv must not.
@@ -239,14 +239,6 @@ def bash_syntax(files: dict[str, str]) -> list[str]:
 # ---------------------------------------------------------------- install
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def home_files(root: Path = ROOT) -> dict[str, Path]:
     """rlaunch's files the cluster runs (relative path under home/ -> source), no caches."""
     out = {}
@@ -255,14 +247,6 @@ def home_files(root: Path = ROOT) -> dict[str, Path]:
             if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
                 out[str(path.relative_to(root))] = path
     return out
-
-
-def manifest_text(directory: Path) -> str:
-    """SHA256SUMS of every file under a directory (sha256sum's format, sorted)."""
-    lines = []
-    for path in sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST):
-        lines.append(f"{sha256_file(path)}  {path.relative_to(directory)}")
-    return "\n".join(lines) + "\n"
 
 
 def stage(files: dict[str, str], target: Path) -> None:
