@@ -81,6 +81,18 @@ need_cluster() {
   [ -z "$(ns_pids 1)" ] # nothing left running
 }
 
+@test "a worker whose python cannot import ray fails at once (exit 4), naming RLAUNCH_RAY_PYTHON" {
+  local start=${SECONDS} py="${BATS_TEST_TMPDIR}/python-without-site"
+  # The test environment's python without its site-packages: no ray to import.
+  printf '#!/bin/sh\nexec "%s" -I -S "$@"\n' "$(dirname "$(test_ray)")/python" >"${py}"
+  chmod +x "${py}"
+  run ray_up 1 2 RLAUNCH_HEAD_IP="${NS_NET}.200" RLAUNCH_RAY_PYTHON="${py}" RLAUNCH_DEADLINE_S=60
+  [ "${status}" -eq 4 ]
+  [[ "${output}" == *"RLAUNCH_RAY_PYTHON='${py}' cannot import Ray's CLI"* ]]
+  ((SECONDS - start < 15)) # not at the 60 s deadline
+  [ -z "$(ns_pids 1)" ]
+}
+
 @test "the head's port taken by something else: exit 4, no second Ray" {
   local py
   py="$(dirname "$(test_ray)")/python"
