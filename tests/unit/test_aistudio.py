@@ -201,8 +201,8 @@ def test_launch_refuses_a_used_run_id_and_a_missing_work_root(tmp_path):
         aistudio.BACKEND.launch(gone, tmp_path / "out")
 
 
-def test_work_root_is_where_this_machine_sees_the_storage(tmp_path, capsys):
-    spec = load(WORK_ROOT=str(tmp_path))  # workers mount it at /mnt/rlaunch, this machine at tmp_path
+def test_install_root_is_where_this_machine_sees_the_storage(tmp_path, capsys):
+    spec = load(sets=f"infra.install_root={tmp_path}")  # workers mount it at /mnt/rlaunch, this machine at tmp_path
     aistudio.BACKEND.launch(spec, tmp_path / "out")
     out = capsys.readouterr().out
     assert (tmp_path / "rlaunch/launches/t-aistudio/run.sh").is_file()

@@ -21,15 +21,16 @@ from typing import Any
 
 import yaml
 
-from . import CONFIGS, ROOT, pins
+from . import CONFIGS, ROOT, knobs as _knobs, pins
 from .errors import ConfigError
+from .knobs import KNOBS, RUN_ID_RE  # noqa: F401 - re-exported: the CLI and tests read them here
 
 ENUMS: dict[str, list] = {
-    "infra.name": ["local", "gcp", "aws", "azure", "k8s", "sky", "kuberay", "aistudio"],
+    "infra.name": _knobs.INFRAS,
     "infra.k8s_flavor": ["generic", "gke", "vke"],
     "framework.name": ["trl", "verl", "areal", "rlinf"],
     "framework.image": ["official", "rlaunch"],
-    "algo.name": ["grpo", "ppo"],
+    "algo.name": _knobs.ALGOS,
     "algo.adv_estimator": [
         "gae", "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax",
         "opo", "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized",
@@ -52,13 +53,6 @@ MAXIMUMS: dict[str, float] = {"cluster.ray_port": 65535, "cluster.dashboard_port
 # Only these look like secrets; the config may name them, never hold them.
 SECRET_NAME = r"^[A-Z][A-Z0-9_]*$"
 
-# Make knobs -> config keys. An empty knob means "not set".
-KNOBS = {
-    "INFRA": "infra.name", "ALGO": "algo.name", "FRAMEWORK": "framework.name",
-    "NODES": "cluster.nodes", "GPUS_PER_NODE": "cluster.gpus_per_node", "RUN_ID": "run.id",
-    "SPOT": "infra.spot", "RDMA": "infra.rdma", "INFRA_SPEC": "infra.sky_infra",
-    "K8S_FLAVOR": "infra.k8s_flavor", "WORK_ROOT": "infra.work_root", "ACCELERATOR": "cluster.accelerator",
-}
 # With no PRESET, the algorithm and the infrastructure pick one: on the local machine GRPO is the
 # CPU rehearsal everyone can run; elsewhere, the seeds' experiment for that infrastructure.
 DEFAULT_PRESET = {
@@ -72,7 +66,6 @@ DEFAULT_PRESET = {
 
 def default_preset(algo: str, infra: str) -> str:
     return DEFAULT_PRESET.get((algo, infra)) or DEFAULT_PRESET.get((algo, ""), "rehearsal")
-RUN_ID_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 def _read_layer(path: Path) -> dict:
@@ -126,11 +119,20 @@ def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def parse_assignment(text: str, source: str) -> tuple[str, Any]:
-    """'a.b=value' -> ('a.b', value), the value read as YAML (3 -> int, true -> bool, [a,b] -> list)."""
+def parse_assignment(text: str, source: str, defaults: dict | None = None) -> tuple[str, Any]:
+    """'a.b=value' -> ('a.b', value), the value read as YAML (3 -> int, true -> bool, [a,b] -> list).
+
+    With `defaults`, a key whose default is a string takes the text exactly as given: YAML would drop
+    quotes and '#...' and turn 1e5 into a number."""
     key, sep, raw = text.partition("=")
     if not sep or not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*", key):
         raise ConfigError(text, text, "an override is dotted.key=value, e.g. cluster.nodes=4", source)
+    if defaults is not None:
+        try:
+            if isinstance(_get(defaults, key), str):
+                return key, raw
+        except KeyError:
+            pass  # an unknown key: validation names it
     try:
         value = yaml.safe_load(raw) if raw != "" else ""
     except yaml.YAMLError:
@@ -295,12 +297,15 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
     for name in knobs:
         if name not in KNOBS:
             raise ConfigError(name, knobs[name], "a knob is one of " + ", ".join(KNOBS))
-    items = overrides.split() if isinstance(overrides, str) else list(overrides)
-    sets = dict(parse_assignment(item, "SET") for item in items)
+    defaults = read_defaults()
+    items = _knobs.split_set(overrides) if isinstance(overrides, str) else list(overrides)
+    sets = dict(parse_assignment(item, "SET", defaults) for item in items)
     if not preset:
         algo = sets.get("algo.name") or knobs.get("ALGO") or "grpo"
         infra = sets.get("infra.name") or knobs.get("INFRA") or "local"
         preset = default_preset(str(algo), str(infra))
+    if _knobs.preset_problem(preset):  # a name, never a path: configs/presets/<name>.yaml
+        raise ConfigError("PRESET", preset, f"one of {', '.join(available('presets'))}")
     preset_layer = _layer("presets", preset, "PRESET", required=True)
     names = _resolve_names(preset_layer, knobs, sets)
     for key, kind in (("infra.name", "infra"), ("algo.name", "algo"), ("framework.name", "framework")):
@@ -308,7 +313,6 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
             source = "SET" if key in sets else next(k for k, v in KNOBS.items() if v == key)
             raise ConfigError(key, names[key], "one of " + ", ".join(ENUMS[key]), source)
 
-    defaults = read_defaults()
     cfg, sources = copy.deepcopy(defaults), {}
     layers = [
         ("infra", names["infra.name"]), ("algo", names["algo.name"]),
@@ -329,7 +333,7 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
     sources.update({k: f"configs/presets/{overlay_name}.yaml" for k in _flat(overlay)})
     for knob, value in knobs.items():
         key = KNOBS[knob]
-        _set(cfg, key, parse_assignment(f"{key}={value}", knob)[1])
+        _set(cfg, key, parse_assignment(f"{key}={value}", knob, defaults)[1])
         sources[key] = knob
     for key, value in sets.items():
         _set(cfg, key, value)
@@ -350,30 +354,38 @@ def derive(cfg: dict, preset: str, sources: dict[str, str], now: _dt.datetime | 
     if not run["id"]:
         stamp = (now or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y%m%d-%H%M%S")
         run["id"] = f"{run['name']}-{stamp}"
-    if not re.fullmatch(RUN_ID_RE, run["id"]) or len(run["id"]) > 40:
-        raise ConfigError("run.id", run["id"], "lower-case letters, digits and '-', at most 40 "
-                          "characters (it names clusters and Kubernetes objects)", sources.get("run.id", ""))
+    problem = _knobs.run_id_problem(run["id"])
+    if problem:
+        raise ConfigError("run.id", run["id"], problem, sources.get("run.id", ""))
     if not re.fullmatch(RUN_ID_RE, run["name"]):
         raise ConfigError("run.name", run["name"], "lower-case letters, digits and '-'",
                           sources.get("run.name", ""))
     run["out"] = run["out"] or str(ROOT / "build" / run["id"])
+    _check(_knobs.out_problem, "run.out", run["out"], sources)
 
     storage = spec["storage"]
     mount = storage["mount"]
-    if spec["infra"]["name"] == "local" and not mount.startswith("/"):
-        mount = storage["mount"] = str(ROOT / mount)  # local: the repo's build/ is the shared storage
-    if not mount.startswith("/") or mount.rstrip("/") == "":
-        raise ConfigError("storage.mount", mount, "an absolute path other than /",
-                          sources.get("storage.mount", ""))
+    if spec["infra"]["name"] == "local" and not mount.startswith("/") and sources.get("storage.mount") != "WORK_ROOT":
+        mount = str(ROOT / mount)  # local: the repo's build/ is the shared storage
+    else:
+        _check(_knobs.path_problem, "storage.mount", mount, sources)
     mount = storage["mount"] = mount.rstrip("/")
+    if spec["infra"]["install_root"]:
+        _check(_knobs.path_problem, "infra.install_root", spec["infra"]["install_root"], sources)
     if storage["source"] and storage["bucket"]:
         raise ConfigError("storage.bucket", storage["bucket"],
                           "empty when storage.source is set (mount an existing bucket, or create one)")
     if storage["bucket"] and not storage["store"]:
         raise ConfigError("storage.store", "", "a store (gcs, s3, azure, r2, ibm, oci) for the new bucket "
                           f"'{storage['bucket']}'")
+    _check_sky_infra(spec["infra"], sources)
 
     cluster = spec["cluster"]
+    if cluster["accelerator"]:
+        _check(_knobs.accelerator_problem, "cluster.accelerator", cluster["accelerator"], sources)
+        if cluster["gpus_per_node"] == 0 and sources.get("cluster.accelerator") == "ACCELERATOR":
+            raise ConfigError("cluster.accelerator", cluster["accelerator"], "a GPU type needs GPUs: set "
+                              "GPUS_PER_NODE too (this run has cluster.gpus_per_node=0)", "ACCELERATOR")
     if cluster["gpus_per_node"] > 0 and not cluster["accelerator"]:
         raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
                           f"cluster.gpus_per_node={cluster['gpus_per_node']}")
@@ -394,6 +406,28 @@ def derive(cfg: dict, preset: str, sources: dict[str, str], now: _dt.datetime | 
     if not spec["model"]["path"]:
         spec["model"]["path"] = spec["pins"]["model"].get("hf_id", "")
     return spec
+
+
+def _check(rule, key: str, value: str, sources: dict[str, str]) -> None:
+    problem = rule(value)
+    if problem:
+        raise ConfigError(key, value, problem, sources.get(key, ""))
+
+
+def _check_sky_infra(infra: dict, sources: dict[str, str]) -> None:
+    """INFRA_SPEC takes effect wherever SkyPilot launches: INFRA=sky, or a cloud's region/zone/context."""
+    value = infra["sky_infra"]
+    if not value:
+        return
+    source = sources.get("infra.sky_infra", "")
+    _check(_knobs.sky_infra_problem, "infra.sky_infra", value, sources)
+    if infra["name"] not in _knobs.SKY_INFRAS:
+        raise ConfigError("infra.sky_infra", value, "only for INFRA=" + ", ".join(_knobs.SKY_INFRAS) +
+                          f" (SkyPilot launches those); INFRA={infra['name']} does not use it", source)
+    want = _knobs.SKY_INFRAS[infra["name"]]
+    if want and _knobs.sky_cloud(value) != want:
+        raise ConfigError("infra.sky_infra", value, f"a {infra['name']} infra string ({infra['name']}, "
+                          f"{infra['name']}/REGION, ...) for INFRA={infra['name']}, or INFRA=sky", source)
 
 
 def _pinned_dir(base: str, pin: dict) -> str:

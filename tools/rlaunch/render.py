@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from functools import lru_cache
 
@@ -10,12 +11,27 @@ from . import TEMPLATES
 from .errors import CheckError
 
 
+# rlaunch's own variables, which a rendered command may reference (${RLAUNCH_ARTIFACTS}/trl.json).
+OWN_REF = re.compile(r"\$\{RLAUNCH_[A-Z0-9_]+\}")
+
+
 def shword(word: str) -> str:
-    """Quote one shell word, but keep ${VAR} references expandable (double quotes)."""
+    """Quote one shell word literally, but keep rlaunch's own ${RLAUNCH_*} references expandable.
+
+    Anything else stays as written: a user's Hydra interpolation ${oc.env:USER}, `cmd` or $(cmd)
+    reaches the program byte for byte and is never run."""
     word = str(word)
-    if "$" not in word:
+    if not OWN_REF.search(word):
         return shlex.quote(word)
-    return '"' + "".join("\\" + c if c in '"\\`' else c for c in word) + '"'
+    parts, pos = [], 0
+    for ref in OWN_REF.finditer(word):
+        parts += [_in_double_quotes(word[pos:ref.start()]), ref.group()]
+        pos = ref.end()
+    return '"' + "".join(parts) + _in_double_quotes(word[pos:]) + '"'
+
+
+def _in_double_quotes(text: str) -> str:
+    return "".join("\\" + c if c in '"\\`$' else c for c in text)
 
 
 def shjoin(argv) -> str:

@@ -6,8 +6,8 @@ renders exactly those, plus a run script; `make launch` installs the run script,
 rlaunch's own tools on the shared storage and prints the three things to paste. The driver joins
 the platform's cluster (RAY_ADDRESS=auto): nothing here runs `ray start`.
 
-On the shared storage (storage.mount in the workers; WORK_ROOT where `make launch` runs, the same
-path when the dev machine mounts it where the workers do):
+On the shared storage (WORK_ROOT, i.e. storage.mount, in every worker and, as in the seed, where
+`make launch` runs; infra.install_root where this machine mounts it elsewhere):
     rlaunch/launches/<run_id>/   run.sh, job.sh, spec.json, framework files, the paste files,
                                  home/ (rlaunch's tools/, scripts/, configs/), SHA256SUMS
     runs/<run_name>/<run_id>/    the run's outputs (paths.run_dir), never overwritten
@@ -60,8 +60,8 @@ def launch_dir(spec: dict) -> str:
 
 
 def install_root(spec: dict) -> Path:
-    """The shared storage where `make launch` runs: WORK_ROOT, else the workers' mount path."""
-    return Path(spec["infra"]["work_root"] or spec["storage"]["mount"])
+    """The shared storage where `make launch` runs: infra.install_root, else the workers' mount path."""
+    return Path(spec["infra"]["install_root"] or spec["storage"]["mount"])
 
 
 def _adapter(spec: dict):
@@ -277,7 +277,8 @@ def install(spec: dict, files: dict[str, str]) -> tuple[Path, bool]:
     if not root.is_dir():
         raise MissingPrerequisite(
             f"WORK_ROOT {root}", f"not a directory here: mount the shared storage that the AIStudio task "
-            f"mounts at {spec['storage']['mount']}, then make launch INFRA=aistudio WORK_ROOT=<its path here>")
+            f"mounts at {spec['storage']['mount']} at the same path here, or tell make launch where it is "
+            "mounted here: SET=infra.install_root=<path>")
     if not os.access(root, os.W_OK):
         raise MissingPrerequisite(f"write access to WORK_ROOT {root}", "mount the shared storage read-write")
     run_dir = root / Path(spec["paths"]["run_dir"]).relative_to(spec["storage"]["mount"])

@@ -41,13 +41,12 @@ NOTHING_TO_CANCEL = ("All managed jobs should have finished", "No running job fo
 
 
 def infra_string(spec: dict) -> str:
-    if spec["infra"]["name"] == "sky":
-        value = spec["infra"]["sky_infra"]
-        if not value:
-            raise ConfigError("infra.sky_infra", "", "a SkyPilot infra string for INFRA=sky, e.g. "
-                              "gcp/us-central1 or k8s/my-context (INFRA_SPEC=...)")
-        return value
-    return spec["infra"]["name"]
+    """INFRA_SPEC when given (config checked its syntax and that its cloud is INFRA's), else INFRA."""
+    value = spec["infra"]["sky_infra"]
+    if spec["infra"]["name"] == "sky" and not value:
+        raise ConfigError("infra.sky_infra", "", "a SkyPilot infra string for INFRA=sky, e.g. "
+                          "gcp/us-central1 or k8s/my-context (INFRA_SPEC=...)")
+    return value or spec["infra"]["name"]
 
 
 def cloud(spec: dict) -> str:
