@@ -1,6 +1,15 @@
 # rlaunch: one experiment config -> a checked, reproducible, verified RL post-training launch on Ray.
 # `make help` lists the targets; knobs are `make VAR=value`. Targets are thin: the work lives in
 # tools/rlaunch (python -m rlaunch) and scripts/.
+#
+# Knobs are data. A recipe never writes $(NAME) of a knob: make would expand the `$` in its value
+# and the shell would run its backticks and $(...). Instead every knob declared below as
+# `NAME ?= ## help` is exported to every recipe's environment as RLAUNCH_KNOB_NAME, byte for byte
+# (`$(value NAME)`: make keeps `$` literal, and no shell parses an environment variable's value).
+# rlaunch reads them there (rlaunch.knobs.from_env; cli._with_env merges them under a verb's flags),
+# and a script gets one as a quoted expansion, "$$RLAUNCH_KNOB_NAME", which bash substitutes without
+# parsing it again. A new target: declare its knobs under "Knobs" (`NAME ?= ## help`), then call
+# `$(RLAUNCH) VERB` with no knob arguments, or `FOO="$$RLAUNCH_KNOB_FOO" scripts/x`; that is all.
 
 SHELL := bash
 .SHELLFLAGS := -Eeuo pipefail -c
@@ -15,13 +24,13 @@ PRESET ?=         ## default: rehearsal (local grpo), verl-grpo-math-7b (cloud g
 NODES ?=          ## Ray nodes
 GPUS_PER_NODE ?=  ## GPUs per node
 RUN_ID ?=         ## default <preset>-<UTC timestamp>; status/logs/down default to the last launch
-SET ?=            ## space-separated dotted.key=value overrides, e.g. SET="train.steps=50 algo.lr=1e-5"
+SET ?=            ## dotted.key=value overrides, split like a shell command line: SET='train.steps=50 logging.project="exp 1"'
 OUT ?=            ## render directory (default build/<run_id>)
 SPOT ?=           ## 1: SkyPilot managed job with recovery
 RDMA ?=           ## 1: InfiniBand/RDMA (IPC_LOCK); off sets NCCL_IB_DISABLE=1
-INFRA_SPEC ?=     ## INFRA=sky: any SkyPilot infra string (gcp/us-central1, k8s/ctx, ...)
+INFRA_SPEC ?=     ## SkyPilot infra string: INFRA=sky any (gcp/us-central1, k8s/ctx); INFRA=gcp/aws/azure/k8s its region
 K8S_FLAVOR ?=     ## INFRA=kuberay: gke | vke | generic
-WORK_ROOT ?=      ## INFRA=aistudio: shared-storage path for the run script
+WORK_ROOT ?=      ## shared storage's absolute path on every node (storage.mount), e.g. AIStudio's /mnt/...
 ACCELERATOR ?=    ## GPU type (H100, A100, ...)
 DATASET ?=        ## make data: gsm8k (default) | math
 REGISTRY ?=       ## make image-push: registry/owner to push to
@@ -31,11 +40,9 @@ RUN_DIR ?=        ## make verify: an existing run directory
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RLAUNCH := $(PY) -m rlaunch
-KNOBS := --PRESET="$(PRESET)" --SET="$(SET)" --OUT="$(OUT)" --INFRA="$(INFRA)" --ALGO="$(ALGO)" \
-	--FRAMEWORK="$(FRAMEWORK)" --NODES="$(NODES)" --GPUS_PER_NODE="$(GPUS_PER_NODE)" \
-	--RUN_ID="$(RUN_ID)" --SPOT="$(SPOT)" --RDMA="$(RDMA)" --INFRA_SPEC="$(INFRA_SPEC)" \
-	--K8S_FLAVOR="$(K8S_FLAVOR)" --WORK_ROOT="$(WORK_ROOT)" --ACCELERATOR="$(ACCELERATOR)"
-WHICH_RUN := --RUN_ID="$(RUN_ID)" --OUT="$(OUT)"
+# The knobs are the `NAME ?= ## ...` lines of this file (as `make help` shows them).
+KNOB_NAMES := $(shell sed -n 's/^\([A-Z][A-Z0-9_]*\) *?=.*## .*/\1/p' $(lastword $(MAKEFILE_LIST)))
+$(foreach k,$(KNOB_NAMES),$(eval export RLAUNCH_KNOB_$(k) := $$(value $(k))))
 
 ##@ Help
 .PHONY: help
@@ -64,39 +71,40 @@ setup-validators: ## Build the framework validator environments (verl, AReaL, RL
 ##@ Launch
 .PHONY: render plan launch status logs down dashboard verify
 render: $(VENV)/.rlaunch-setup ## Write every artifact of a launch under OUT; touch nothing else
-	@$(RLAUNCH) render $(KNOBS)
+	@$(RLAUNCH) render
 
 plan: $(VENV)/.rlaunch-setup ## Render, validate offline, print what launch would run
-	@$(RLAUNCH) plan $(KNOBS)
+	@$(RLAUNCH) plan
 
 launch: $(VENV)/.rlaunch-setup ## Plan, then launch, follow and verify (default: the local CPU rehearsal)
-	@$(RLAUNCH) launch $(KNOBS)
+	@$(RLAUNCH) launch
 
 status: $(VENV)/.rlaunch-setup ## Nodes and job state of the last launch (or RUN_ID's)
-	@$(RLAUNCH) status $(WHICH_RUN)
+	@$(RLAUNCH) status
 
 logs: $(VENV)/.rlaunch-setup ## Follow the job's log
-	@$(RLAUNCH) logs $(WHICH_RUN)
+	@$(RLAUNCH) logs
 
 dashboard: $(VENV)/.rlaunch-setup ## Show or port-forward the Ray dashboard (8265)
-	@$(RLAUNCH) dashboard $(WHICH_RUN)
+	@$(RLAUNCH) dashboard
 
 down: $(VENV)/.rlaunch-setup ## Remove everything the launch created; fine when nothing is up
-	@$(RLAUNCH) down $(WHICH_RUN)
+	@$(RLAUNCH) down
 
 verify: $(VENV)/.rlaunch-setup ## Postflight on an existing run directory: make verify RUN_DIR=...
-	@$(RLAUNCH) verify postflight --run-dir="$(RUN_DIR)"
+	@$(PY) -m rlaunch.verify.postflight --run-dir="$$RLAUNCH_KNOB_RUN_DIR"
 
 ##@ Data and images
 .PHONY: data image-build image-push kuberay-operator
 data: $(VENV)/.rlaunch-setup ## Prepare a dataset as verl parquet + SHA256SUMS: make data DATASET=gsm8k OUT=dir
-	@$(PY) -m rlaunch.data --dataset="$(or $(DATASET),gsm8k)" --out="$(or $(OUT),build/data/$(or $(DATASET),gsm8k))"
+	@$(PY) -m rlaunch.data --dataset="$${RLAUNCH_KNOB_DATASET:-gsm8k}" \
+	  --out="$${RLAUNCH_KNOB_OUT:-build/data/$${RLAUNCH_KNOB_DATASET:-gsm8k}}"
 
 image-build: ## Build docker/<FRAMEWORK> on the pinned official image: make image-build FRAMEWORK=verl
-	@REGISTRY="$(REGISTRY)" TAG="$(TAG)" scripts/image build "$(FRAMEWORK)"
+	@REGISTRY="$$RLAUNCH_KNOB_REGISTRY" TAG="$$RLAUNCH_KNOB_TAG" FRAMEWORK="$$RLAUNCH_KNOB_FRAMEWORK" scripts/image build
 
 image-push: ## Push the image to REGISTRY
-	@REGISTRY="$(REGISTRY)" TAG="$(TAG)" scripts/image push "$(FRAMEWORK)"
+	@REGISTRY="$$RLAUNCH_KNOB_REGISTRY" TAG="$$RLAUNCH_KNOB_TAG" FRAMEWORK="$$RLAUNCH_KNOB_FRAMEWORK" scripts/image push
 
 kuberay-operator: ## Install the pinned KubeRay operator with Helm (idempotent)
 	@scripts/kuberay-operator

@@ -109,6 +109,17 @@ has_pair() {
   has_pair build --tag reg.example/team/rlaunch-rlinf:v9
 }
 
+@test "REGISTRY or TAG outside Docker's reference grammar: one line naming it, exit 2, no docker call" {
+  # shellcheck disable=SC2016 # the $(...) is the data under test, never to expand
+  REGISTRY='reg.example/Team $(touch x)' run "${REPO}/scripts/image" build verl
+  [ "${status}" -eq 2 ]
+  [ "${output}" = "image: REGISTRY 'reg.example/Team \$(touch x)' not allowed: a registry and namespace as Docker names them, e.g. ghcr.io/acme or registry.example.com:5000/team (path parts lower-case letters, digits, '.', '_', '-')" ]
+  TAG='v1;touch x' run "${REPO}/scripts/image" push verl
+  [ "${status}" -eq 2 ]
+  [[ "${output}" == "image: TAG 'v1;touch x' not allowed: an image tag:"* ]]
+  [ ! -e "${STUB_LOG}" ] && [ ! -e x ]
+}
+
 @test "FRAMEWORK=all builds every framework, each FROM its own pin" {
   FRAMEWORK=all run "${REPO}/scripts/image" build
   [ "${status}" -eq 0 ]

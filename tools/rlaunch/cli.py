@@ -1,7 +1,10 @@
 """rlaunch's command line (python -m rlaunch VERB ...), the one the Makefile calls.
 
-Knobs are the Make variables, passed as --INFRA=gcp --NODES=4 ...; empty means "not set". SET is a
-space-separated list of dotted.key=value overrides. Every verb that acts renders and checks first.
+Knobs are the Make variables, passed as --INFRA=gcp --NODES=4 ...; empty means "not set". `make`
+passes none on the command line: it exports each knob NAME as RLAUNCH_KNOB_NAME (rlaunch.knobs), read
+here byte for byte (fire would parse a flag's value: '"x"' -> x, '[a]' -> a list); a flag given here
+wins over that environment. SET is dotted.key=value overrides split like a shell command line. Every
+verb that acts renders and checks first.
 """
 
 from __future__ import annotations
@@ -30,13 +33,23 @@ def _knobs(kw: dict) -> dict[str, str]:
     return out
 
 
+def _with_env(given: dict, names) -> dict:
+    """The knobs `make` exported (RLAUNCH_KNOB_*) among `names`, then the flags given here over them."""
+    from .knobs import from_env
+
+    out = {k: v for k, v in from_env().items() if k in names}
+    out.update({k: v for k, v in given.items() if v not in (None, "")})
+    return out
+
+
 def _spec(preset: str, set_: str, out: str, knobs: dict) -> dict:
     from . import config
 
-    overrides = set_ if isinstance(set_, str) else " ".join(map(str, set_))
-    if out:
-        overrides = f"{overrides} run.out={out}"
-    return config.load(str(preset or ""), _knobs(knobs), overrides)
+    if not isinstance(set_, str):  # fire reads --SET='[a, b]' as a list
+        set_ = " ".join(map(str, set_))
+    given = _with_env({"PRESET": preset, "SET": set_, "OUT": out, **knobs}, {"PRESET", "SET", *config.KNOBS})
+    preset, set_ = str(given.pop("PRESET", "")), str(given.pop("SET", ""))
+    return config.load(preset, _knobs(given), set_)
 
 
 def _render(spec: dict) -> tuple[object, dict[str, str]]:
@@ -130,7 +143,8 @@ class Cli:
         return json.loads(spec_path.read_text()), out_dir
 
     def _act(self, verb: str, RUN_ID="", OUT="", **_ignored):  # noqa: N803
-        spec, out_dir = self._existing(RUN_ID, OUT)
+        which = _with_env({"RUN_ID": RUN_ID, "OUT": OUT}, {"RUN_ID", "OUT"})
+        spec, out_dir = self._existing(str(which.get("RUN_ID", "")), str(which.get("OUT", "")))
         if spec is None:
             print(f"{verb}: no launched run found{' at ' + str(out_dir) if str(out_dir) != '.' else ''}"
                   " (nothing to do; pass RUN_ID=... for another run)")
