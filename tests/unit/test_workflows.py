@@ -211,7 +211,7 @@ def run_workflow(tmp_path: Path, name: str, inputs: dict, secrets: dict | None =
         script = tmp_path / "step.sh"
         script.write_text(step["run"])  # run: text is used verbatim by GitHub: no expressions left here
         proc = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", str(script)],
-                              env=env, capture_output=True, text=True, timeout=60, check=False)
+                              env=env, capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
         ran.append(step["name"])
         outputs[step["name"]] = proc.stdout + proc.stderr
         for line in github_env.read_text().splitlines():
@@ -331,19 +331,44 @@ def test_defaults_spot_off_and_run_id_from_the_workflow_run(tmp_path):
     assert got["SPOT"] == "0" and got["RUN_ID"] == "gh-4242" and got["INFRA"] == "local"
 
 
+def test_gpus_per_node_zero_is_the_presets(tmp_path):
+    """The input says "0 = the preset's": GPUS_PER_NODE=0 would make every preset CPU-only."""
+    assert make_vars(run_workflow(tmp_path, "launch.yml", {}).make("plan"))["GPUS_PER_NODE"] == ""
+    assert make_vars(run_workflow(tmp_path / "4", "launch.yml", {"gpus_per_node": 4}).make("plan"))[
+        "GPUS_PER_NODE"] == "4"
+
+
 def test_hostile_input_stays_data(tmp_path):
-    """An input full of shell syntax arrives as one argument, and runs nothing."""
+    """An input full of shell syntax is refused as data by the input check, and runs nothing."""
     marker = tmp_path / "pwned"
     preset = f"x$(touch {marker});touch {marker}`touch {marker}`"
     run = run_workflow(tmp_path, "launch.yml", {"preset": preset, "run_id": "r1"})
-    assert make_vars(run.make("plan"))["PRESET"] == preset
+    assert run.status == "failure" and run.calls == []
+    assert f"::error::preset {preset!r} not allowed" in run.outputs["Check inputs"]
     assert not marker.exists()
 
 
 def test_bad_run_id_stops_before_make(tmp_path):
     run = run_workflow(tmp_path, "launch.yml", {"run_id": "../../etc"})
     assert run.status == "failure" and run.calls == []
-    assert "run_id '../../etc' not allowed" in run.outputs["Check run id"]
+    assert "run_id '../../etc' not allowed" in run.outputs["Check inputs"]
+
+
+@pytest.mark.parametrize("name", ["launch.yml", "down.yml"])
+def test_run_id_rule_is_the_configs(tmp_path, name):
+    """The workflows refuse exactly the run ids rlaunch's config refuses (one rule, rlaunch.knobs)."""
+    from rlaunch import config
+
+    for run_id, ok in [("exp-1", True), ("a" * 40, True), ("a" * 41, False), ("Exp-1", False),
+                       ("exp_1", False), ("exp-", False), ("exp.1", False)]:
+        run = run_workflow(tmp_path / run_id, name, {"infra": "local", "run_id": run_id})
+        assert (run.status == "success") == ok, (name, run_id, run.outputs.get("Check inputs"))
+        try:
+            config.load("rehearsal", {"RUN_ID": run_id})
+            accepted = True
+        except config.ConfigError:
+            accepted = False
+        assert accepted == ok, run_id
 
 
 def test_secrets_reach_launch_and_down_only_and_never_argv(tmp_path):
@@ -399,8 +424,10 @@ def test_success_does_not_run_down_and_uploads_the_run_folder(tmp_path):
     assert "down" not in [c["argv"][0] for c in run.calls]
     (upload,) = [s for s in load("launch.yml")["jobs"]["launch"]["steps"]
                  if s.get("uses", "").startswith("actions/upload-artifact@")]
-    ctx = {"env": {"RUN_ID": "r2"}}
+    ctx = {"env": {"RUN_ID": "r2"}, "steps": {"inputs": {"outcome": "success"}}}
     assert condition(upload["if"], ctx, "failure") and condition(upload["if"], ctx, "cancelled")
+    # A refused input names no artifact: nothing is uploaded.
+    assert not condition(upload["if"], ctx | {"steps": {"inputs": {"outcome": "failure"}}}, "failure")
     assert interpolate(upload["with"]["path"], ctx).rstrip("/") == "build/r2"
     assert interpolate(upload["with"]["name"], ctx) == "rlaunch-r2"
 
