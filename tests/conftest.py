@@ -1,4 +1,5 @@
-"""Shared pytest setup: rlaunch importable from tools/, markers registered."""
+"""Shared pytest setup: rlaunch importable from tools/ and the test helpers from tests/ (actrun),
+markers registered."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 
 def pytest_configure(config):

