@@ -58,8 +58,8 @@ presets: $(VENV)/.rlaunch-setup ## List the presets
 	@$(RLAUNCH) presets
 
 ##@ Setup
-.PHONY: setup setup-validators
-setup: ## Build the launcher environment (.venv), pinned by configs/versions.yaml
+.PHONY: setup setup-validators crds
+setup: ## Build the launcher environment (.venv), pinned by configs/versions.yaml; fetches the CRDs too
 	@scripts/setup
 
 $(VENV)/.rlaunch-setup:
@@ -67,6 +67,9 @@ $(VENV)/.rlaunch-setup:
 
 setup-validators: ## Build the framework validator environments (verl, AReaL, RLinf loaders)
 	@scripts/setup-validators
+
+crds: $(VENV)/.rlaunch-setup ## Fetch the pinned KubeRay/PodMonitor CRDs into build/crds, SHA256-checked (RLAUNCH_CRDS_DIR: copy local ones)
+	@$(PY) -m rlaunch.validate.crds fetch
 
 ##@ Launch
 .PHONY: render plan launch status logs down dashboard verify

@@ -1,0 +1,206 @@
+"""The CRDs the offline KubeRay check validates against, at the versions pinned in configs/versions.yaml.
+
+Section `crds:` of the versions file names, per kind, the upstream file at its release tag (the group's
+`url`, where `{version}` is the group's own pin, `kuberay` or `prometheus-operator`, then the kind's
+`path`) and its SHA256. A CRD is used only when its bytes have the pinned hash, wherever they came from:
+
+  - $RLAUNCH_CRDS_DIR: folders holding local copies (a PATH-like list, for machines that cannot reach
+    GitHub). Each folder is searched for the file itself and for <group>-crds-v<version>/<file>.
+  - otherwise the cache that `make crds` fills: $RLAUNCH_CRDS_CACHE (default <repo>/build/crds), laid
+    out as <group>-crds-v<version>/<file>.
+
+CLI (what `make crds` and scripts/setup run):
+    python -m rlaunch.validate.crds fetch   # download (or copy from $RLAUNCH_CRDS_DIR) into the cache
+    python -m rlaunch.validate.crds where   # where each CRD is found; exit 3 if one is missing
+
+Exit: 0 every CRD in place; 1 a file whose SHA256 is not the pinned one (refused, nothing written);
+3 a CRD could not be had (no network, not in $RLAUNCH_CRDS_DIR): the message says how to get it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .. import ROOT, pins
+from ..data import sha256
+from ..errors import MissingPrerequisite, RlaunchError
+
+DOWNLOAD_TIMEOUT_S = 30  # per file; GitHub's raw files arrive in a second or two where it is reachable
+
+
+class HashMismatch(RlaunchError):
+    """A CRD file whose bytes are not the pinned ones."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Crd:
+    kind: str         # RayJob
+    group: str        # kuberay: the pin that gives its version
+    version: str      # 1.7.0
+    url: str          # the upstream file at that release tag
+    sha256: str
+
+    @property
+    def file(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+    @property
+    def folder(self) -> str:
+        """Where it lives in the cache or a local copy: kuberay-crds-v1.7.0."""
+        return f"{self.group}-crds-v{self.version}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.group} v{self.version} {self.kind} CRD"
+
+
+def pinned() -> dict[str, Crd]:
+    """Every pinned CRD by kind, from the versions file."""
+    versions = pins.load_versions()
+    out = {}
+    for group, entries in pins.get("crds", versions).items():
+        version = pins.get_str(group, versions)
+        base = str(entries["url"]).format(version=version)
+        for kind, entry in entries.items():
+            if kind != "url":
+                out[kind] = Crd(kind, group, version, f"{base}/{entry['path']}", str(entry["sha256"]))
+    return out
+
+
+def get(kind: str) -> Crd:
+    crds = pinned()
+    if kind not in crds:
+        raise KeyError(f"no CRD pinned for kind {kind} in configs/versions.yaml (pinned: {', '.join(crds)})")
+    return crds[kind]
+
+
+def local_dirs() -> list[Path]:
+    return [Path(p) for p in os.environ.get("RLAUNCH_CRDS_DIR", "").split(os.pathsep) if p]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RLAUNCH_CRDS_CACHE") or ROOT / "build" / "crds")
+
+
+def _candidates(crd: Crd, roots: list[Path]) -> list[Path]:
+    return [path for root in roots for path in (root / crd.file, root / crd.folder / crd.file)]
+
+
+def how_to_get(crd: Crd) -> str:
+    return (f"run `make crds` (downloads {crd.url} into {cache_dir()}/{crd.folder}/ and checks its SHA256), "
+            f"or, on a machine that cannot reach GitHub, set RLAUNCH_CRDS_DIR to a folder holding a copy "
+            f"of {crd.file} (itself or in {crd.folder}/)")
+
+
+def _verified(crd: Crd, path: Path) -> Path:
+    actual = sha256(path)
+    if actual != crd.sha256:
+        raise HashMismatch(f"{path} is not the pinned {crd.label}: sha256 {actual}, the pin is {crd.sha256}")
+    return path
+
+
+def locate(kind: str) -> Path:
+    """The verified file of a pinned CRD; MissingPrerequisite (exit 3) saying how to get it."""
+    crd = get(kind)
+    dirs = local_dirs()
+    where = "RLAUNCH_CRDS_DIR=" + os.pathsep.join(map(str, dirs)) if dirs else f"the cache {cache_dir()}"
+    for path in _candidates(crd, dirs or [cache_dir()]):
+        if path.is_file():
+            try:
+                return _verified(crd, path)
+            except HashMismatch as err:
+                raise MissingPrerequisite(f"the {crd.label}", f"{err}; {how_to_get(crd)}") from None
+    raise MissingPrerequisite(f"the {crd.label}", f"not in {where}; {how_to_get(crd)}")
+
+
+@lru_cache(maxsize=None)
+def _load(path: Path, digest: str) -> dict:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader reads the 1.4 MB RayJob CRD in <1 s
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+
+
+def load(kind: str) -> dict:
+    """The parsed CRD of a kind (parsed once per file and hash)."""
+    return _load(locate(kind), get(kind).sha256)
+
+
+# ---------------------------------------------------------------- make crds
+
+
+def _download(crd: Crd, target: Path) -> None:
+    """Fetch crd.url to target through a temporary file; the hash is checked before the rename."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{crd.file}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            try:
+                with urllib.request.urlopen(crd.url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310
+                    shutil.copyfileobj(response, out)
+            except (urllib.error.URLError, OSError, ValueError) as err:
+                reason = getattr(err, "reason", err)
+                raise MissingPrerequisite(f"the {crd.label}", f"could not download {crd.url} ({reason}, "
+                                          f"{DOWNLOAD_TIMEOUT_S} s limit); set RLAUNCH_CRDS_DIR to a folder "
+                                          f"holding a copy of {crd.file} and run `make crds` again") from None
+        _verified(crd, Path(tmp))
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def fetch_one(crd: Crd) -> str:
+    """Put one pinned CRD in the cache; a line saying where it came from."""
+    target = cache_dir() / crd.folder / crd.file
+    dirs = local_dirs()
+    if dirs:
+        source = next((p for p in _candidates(crd, dirs) if p.is_file()), None)
+        if source is None:
+            raise MissingPrerequisite(f"the {crd.label}", f"not in RLAUNCH_CRDS_DIR="
+                                      f"{os.pathsep.join(map(str, dirs))} (looked for {crd.file} and "
+                                      f"{crd.folder}/{crd.file} in each)")
+        _verified(crd, source)
+        if source.resolve() != target.resolve():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target.with_name(f".{crd.file}.part"))
+            os.replace(target.with_name(f".{crd.file}.part"), target)
+        return f"{crd.label}: copied from {source} (sha256 ok)"
+    if target.is_file() and sha256(target) == crd.sha256:
+        return f"{crd.label}: already in {target.parent} (sha256 ok)"
+    _download(crd, target)
+    return f"{crd.label}: downloaded to {target.parent} (sha256 ok)"
+
+
+def fetch() -> list[str]:
+    return [fetch_one(crd) for crd in pinned().values()]
+
+
+def main(argv: list[str]) -> int:
+    if argv not in (["fetch"], ["where"]):
+        print(__doc__.split("CLI")[1].split("Exit")[0].strip(), file=sys.stderr)
+        return 0 if argv in (["-h"], ["--help"]) else 2
+    codes = []
+    for crd in pinned().values():
+        try:
+            line = fetch_one(crd) if argv == ["fetch"] else f"{crd.label}: {locate(crd.kind)}"
+        except RlaunchError as err:
+            print(f"crds: {err}", file=sys.stderr)
+            codes.append(err.exit_code)
+        else:
+            print(f"crds: {line}")
+    return HashMismatch.exit_code if HashMismatch.exit_code in codes else max(codes, default=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
