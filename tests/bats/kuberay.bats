@@ -7,6 +7,28 @@
 
 load stub_helper
 
+setup_file() {
+  # launch and plan validate against the pinned CRDs (`make crds`, or RLAUNCH_CRDS_DIR).
+  local repo
+  repo="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
+  CRDS_MISSING=""
+  if [[ -x "${repo}/.venv/bin/python" ]] && ! "${repo}/.venv/bin/python" -m rlaunch.validate.crds where \
+      >/dev/null 2>"${BATS_FILE_TMPDIR}/crds"; then
+    CRDS_MISSING="$(head -1 "${BATS_FILE_TMPDIR}/crds")"
+  fi
+  export CRDS_MISSING
+}
+
+# need_crds: skip the test without the pinned CRDs, saying how to get them; under CI=true, fail it.
+need_crds() {
+  [[ -n "${CRDS_MISSING}" ]] || return 0
+  if [[ "${CI:-}" == true ]]; then
+    echo "CI=true and a CRD is missing: ${CRDS_MISSING}" >&2
+    return 1
+  fi
+  skip "${CRDS_MISSING}"
+}
+
 setup() {
   REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
   PY="${REPO}/.venv/bin/python"
@@ -61,6 +83,7 @@ nothing_applied() {
 }
 
 @test "launch: checks the cluster, sends Secret and ConfigMap on stdin, applies the manifests in order" {
+  need_crds
   run launch
   [ "${status}" -eq 0 ]
   [ "$(stub_calls kubectl)" = "config current-context
@@ -84,6 +107,7 @@ ${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/rayjob.yaml" ]
 }
 
 @test "launch without the KubeRay CRDs: exit 3, names make kuberay-operator, applies nothing" {
+  need_crds
   stub_fail kubectl get crd 1 'Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io "rayjobs.ray.io" not found'
   run launch
   [ "${status}" -eq 3 ]
@@ -93,6 +117,7 @@ ${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/rayjob.yaml" ]
 }
 
 @test "launch without a kubectl context: exit 3 with how to get credentials; plan skipped the dry run" {
+  need_crds
   stub_fail kubectl config current-context 1 "error: current-context is not set"
   run launch
   [ "${status}" -eq 3 ]
@@ -102,6 +127,7 @@ ${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/rayjob.yaml" ]
 }
 
 @test "launch with the API server unreachable: exit 3, says which context" {
+  need_crds
   stub_fail kubectl get --raw 1 "Unable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout"
   run launch
   [ "${status}" -eq 3 ]
@@ -110,6 +136,7 @@ ${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/rayjob.yaml" ]
 }
 
 @test "launch into a missing namespace: exit 3 with the command that creates it" {
+  need_crds
   stub_fail kubectl get namespace 1 'Error from server (NotFound): namespaces "default" not found'
   run launch
   [ "${status}" -eq 3 ]
@@ -118,6 +145,7 @@ ${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/rayjob.yaml" ]
 }
 
 @test "launch with the secret's variable unset: exit 3 naming it, nothing applied" {
+  need_crds
   unset WANDB_API_KEY
   run launch
   [ "${status}" -eq 3 ]
@@ -126,6 +154,7 @@ ${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/rayjob.yaml" ]
 }
 
 @test "launch without kubectl: exit 3 naming kubectl" {
+  need_crds
   RLAUNCH_KUBECTL="rlaunch-no-such-kubectl" run launch
   [ "${status}" -eq 3 ]
   [[ "${output}" == *"dry-run=server: skipped (kubectl is not installed)"* ]]
@@ -134,6 +163,7 @@ ${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/rayjob.yaml" ]
 }
 
 @test "plan: a server-side rejection fails the plan with exit 2" {
+  need_crds
   stub_fail kubectl apply --dry-run=server 1 'Error from server (Forbidden): rayjobs.ray.io is forbidden'
   run rl plan --PRESET=rehearsal --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   [ "${status}" -eq 2 ]

@@ -2,8 +2,8 @@
 copied from RLAUNCH_CRDS_DIR instead where GitHub is out of reach, and never missing in silence.
 
 A local HTTP server on 127.0.0.1 stands in for GitHub: the versions file of each test (RLAUNCH_VERSIONS)
-pins small CRD stand-ins at its URLs. The last tests run the real commands: `make crds`, and scripts/setup where no download can
-succeed."""
+pins small CRD stand-ins at its URLs. The last tests run the real commands: `make crds`, `rlaunch plan
+INFRA=kuberay` without the CRDs, and scripts/setup where no download can succeed."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from rlaunch.errors import MissingPrerequisite
-from rlaunch.validate import crds
+from rlaunch.validate import crds, kuberay
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = ROOT / ".venv" / "bin" / "python"
@@ -165,6 +165,18 @@ def test_make_crds_downloads_from_the_pinned_urls(github, pinned, tmp_path):
     (tmp_path / "cache" / "kuberay-crds-v1.7.0" / "ray.io_rayjobs.yaml").unlink()
     result = run("make", "crds", env_extra=env)
     assert result.returncode != 0 and "is not the pinned kuberay v1.7.0 RayJob CRD" in result.stderr
+
+
+def test_plan_without_the_crds_exits_3_naming_make_crds_and_rlaunch_crds_dir(tmp_path):
+    kuberay.crd_schema.cache_clear()
+    env = {"RLAUNCH_CRDS_CACHE": str(tmp_path / "empty-cache"), "RLAUNCH_KUBECTL": "rlaunch-test-no-kubectl"}
+    result = run(str(PY), "-m", "rlaunch", "plan", "--PRESET=verl-grpo-gsm8k-32b", "--INFRA=kuberay",
+                 "--K8S_FLAVOR=gke", f"--OUT={tmp_path / 'out'}", env_extra=env)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "missing the kuberay v1.7.0 RayJob CRD" in result.stderr
+    assert "make crds" in result.stderr and "RLAUNCH_CRDS_DIR" in result.stderr
+    assert "skipped" not in result.stdout + result.stderr
+    assert not (tmp_path / "out").exists()  # nothing written
 
 
 def test_setup_finishes_when_the_crds_cannot_be_downloaded_and_says_so(pinned, tmp_path):

@@ -352,7 +352,7 @@ def quiet_loader(monkeypatch):
     monkeypatch.setattr(type(fw), "loader_check", lambda self, spec, files: "loader ok")
 
 
-def test_check_validates_every_manifest_and_skips_server_dry_run_without_a_cluster(no_kubectl, quiet_loader):
+def test_check_validates_every_manifest_and_skips_server_dry_run_without_a_cluster(crds, no_kubectl, quiet_loader):
     spec, files = render(f"monitoring.podmonitors=true {GKE_BUCKET}", K8S_FLAVOR="gke", RDMA="1",
                          GPUS_PER_NODE="4", ACCELERATOR="GB200")
     lines = kr.BACKEND.check(spec, files)
@@ -370,7 +370,7 @@ def test_check_rejects_an_oversized_configmap(no_kubectl, quiet_loader):
         kr.BACKEND.check(spec, files)
 
 
-def test_a_negative_ttl_from_the_config_fails_the_operator_rule(no_kubectl, quiet_loader):
+def test_a_negative_ttl_from_the_config_fails_the_operator_rule(crds, no_kubectl, quiet_loader):
     spec, files = render("infra.kuberay.ttl_seconds_after_finished=-1")
     with pytest.raises(CheckError, match="ttlSecondsAfterFinished"):
         kr.BACKEND.check(spec, files)

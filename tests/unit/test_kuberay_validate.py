@@ -1,27 +1,27 @@
-"""rlaunch.validate.kuberay: the KubeRay CRDs as strict JSON Schema, the operator's own rules (each
+"""rlaunch.validate.kuberay: RayJob/RayCluster/PodMonitor as the API server admits them with the pinned
+CRDs (ObjectMeta, defaults, strict schema, the CRDs' own CEL rules), the operator's own rules (each
 with a manifest that breaks it), and core kinds against Kubernetes' schemas.
 
-The CRD tests need the KubeRay CRD files ($RLAUNCH_KUBERAY_CRDS or ../shared/kuberay-crds-v<pin>/);
-without them they skip with a message saying how to get them."""
+The tests taking the `crds` fixture need the pinned CRD files (`make crds`, or RLAUNCH_CRDS_DIR); without
+them they skip saying how to get them, and under CI=true they fail. The conversion, defaulting and CEL
+mechanics are also tested on small schemas of their own, which need no CRD."""
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import yaml
 
 from rlaunch import artifacts, config
 from rlaunch.backends import kuberay as kr
-from rlaunch.errors import CheckError
+from rlaunch.errors import CheckError, MissingPrerequisite
+from rlaunch.validate import apiserver
 from rlaunch.validate import kuberay as v
 
 K8S = "1.34"
-
-
-def crds_or_skip() -> None:
-    if v.crd_dir() is None:
-        pytest.skip(v.how_to_get_crds())
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kuberay"
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def rules(doc: dict) -> str:
 
 
 def test_conversion_closes_objects_and_reads_int_or_string_and_nullable():
-    schema = v.openapi_to_jsonschema({
+    schema = apiserver.openapi_to_jsonschema({
         "type": "object",
         "properties": {
             "q": {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True},
@@ -77,54 +77,49 @@ def test_conversion_closes_objects_and_reads_int_or_string_and_nullable():
     assert not check.is_valid({"m": {"a": 1}})
 
 
-def test_missing_crds_say_how_to_get_them(monkeypatch, tmp_path):
-    monkeypatch.setenv("RLAUNCH_KUBERAY_CRDS", str(tmp_path))
+def test_missing_crds_stop_with_exit_3_naming_make_crds_and_rlaunch_crds_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("RLAUNCH_CRDS_DIR", str(tmp_path))
     v.crd_schema.cache_clear()
     try:
-        assert v.crd_dir() is None
-        message = v.how_to_get_crds()
-        assert "helm pull kuberay/kuberay-operator --version" in message and "RLAUNCH_KUBERAY_CRDS" in message
-        lines = v.check_documents([("x", {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "a"},
-                                          "spec": {"clusterSelector": {"ray.io/cluster": "c"}}})], K8S)
-        assert lines[-1].startswith("CRD schema check skipped:")
-        assert any("operator's rules" in line for line in lines)  # the rules still ran
+        with pytest.raises(MissingPrerequisite) as err:
+            v.check_documents([("x", {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "a"},
+                                      "spec": {"clusterSelector": {"ray.io/cluster": "c"}}})], K8S)
     finally:
         v.crd_schema.cache_clear()
+    message = str(err.value)
+    assert err.value.exit_code == 3
+    assert "RayJob CRD" in message and "make crds" in message and "RLAUNCH_CRDS_DIR" in message
+    assert "skipped" not in message
 
 
 # ---------------------------------------------------------------- against the v1.7.0 CRDs
 
 
-def test_rendered_rayjob_and_its_cluster_validate_strictly(job):
-    crds_or_skip()
+def test_rendered_rayjob_and_its_cluster_validate_strictly(crds, job):
     assert "valid against" in v.check_crd(job, "rayjob")
     assert "valid against" in v.check_crd(as_raycluster(job), "raycluster")
 
 
-def test_unknown_field_in_a_pod_container_is_rejected_with_its_path(job):
-    crds_or_skip()
+def test_unknown_field_in_a_pod_container_is_rejected_with_its_path(crds, job):
     bad = copy.deepcopy(job)
     bad["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["imagePullPolcy"] = "x"
     message = crd_error(bad)
     assert "workerGroupSpecs[0].template.spec.containers[0]" in message and "imagePullPolcy" in message
 
 
-def test_unknown_top_level_spec_field_is_rejected(job):
-    crds_or_skip()
+def test_unknown_top_level_spec_field_is_rejected(crds, job):
     bad = copy.deepcopy(job)
     bad["spec"]["shutdownAfterJobFinish"] = True
     assert "shutdownAfterJobFinish" in crd_error(bad)
 
 
-def test_integer_ray_start_param_is_rejected_by_the_crd(job):
-    crds_or_skip()
+def test_integer_ray_start_param_is_rejected_by_the_crd(crds, job):
     bad = copy.deepcopy(job)
     bad["spec"]["rayClusterSpec"]["headGroupSpec"]["rayStartParams"]["num-cpus"] = 0
     assert "rayStartParams.num-cpus" in crd_error(bad)
 
 
-def test_replicas_as_text_and_bad_quantity_are_rejected(job):
-    crds_or_skip()
+def test_replicas_as_text_and_bad_quantity_are_rejected(crds, job):
     bad = copy.deepcopy(job)
     bad["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = "2"
     assert "replicas" in crd_error(bad)
@@ -134,8 +129,7 @@ def test_replicas_as_text_and_bad_quantity_are_rejected(job):
     assert "memory" in crd_error(bad)
 
 
-def test_wrong_api_version_or_missing_metadata_is_rejected(job):
-    crds_or_skip()
+def test_wrong_api_version_or_missing_metadata_is_rejected(crds, job):
     bad = copy.deepcopy(job)
     bad["apiVersion"] = "ray.io/v1alpha1"
     assert "apiVersion" in crd_error(bad)
@@ -225,7 +219,7 @@ def test_sidecar_mode_forbids_submitter_template_and_config(job):
     assert rules(doc) == ""
 
 
-def test_check_documents_raises_the_operator_rule_with_its_check_name(job):
+def test_check_documents_raises_the_operator_rule_with_its_check_name(crds, job):
     doc = break_job(job, "spec.ttlSecondsAfterFinished", -1)
     with pytest.raises(CheckError) as err:
         v.check_documents([("rayjob.yaml", doc)], K8S)
@@ -233,7 +227,7 @@ def test_check_documents_raises_the_operator_rule_with_its_check_name(job):
     assert "ttlSecondsAfterFinished" in str(err.value)
 
 
-# ---------------------------------------------------------------- core kinds and PodMonitor
+# ---------------------------------------------------------------- core kinds and PodMonitor (its pinned CRD)
 
 
 PVC = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "d", "namespace": "n"},
@@ -256,7 +250,7 @@ def test_unknown_kind_is_an_error_not_a_warning():
         v.check_documents([("x", {"spec": {}})], K8S)
 
 
-def test_podmonitor_schema_rejects_typos_and_bad_intervals():
+def test_podmonitor_schema_rejects_typos_and_bad_intervals(crds):
     mon = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor", "metadata": {"name": "m"},
            "spec": {"selector": {"matchLabels": {"a": "b"}},
                     "podMetricsEndpoints": [{"port": "metrics", "interval": "30s"}]}}
@@ -269,3 +263,189 @@ def test_podmonitor_schema_rejects_typos_and_bad_intervals():
     bad["spec"]["podMetricsEndpoints"][0]["interval"] = "thirty seconds"
     with pytest.raises(CheckError, match="interval"):
         v.check_podmonitor(bad, "m")
+
+
+# ---------------------------------------------------------------- as the API server admits them (issue 20)
+# Cases in the shape of KubeRay v1.7.0's samples (tests/fixtures/kuberay/rayjob.yaml), one change each.
+
+
+def probe(**changes) -> dict:
+    """The fixture RayJob with top-level spec or metadata changes (None deletes a key)."""
+    doc = yaml.safe_load((FIXTURES / "rayjob.yaml").read_text())
+    for dotted, value in changes.items():
+        node = doc
+        *parents, leaf = dotted.split("__")
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+        if value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
+    return doc
+
+
+def admitted_lines(doc: dict) -> list[str]:
+    return v.check_documents([("rayjob.yaml", doc)], K8S)
+
+
+def test_the_fixture_is_accepted_and_plan_counts_the_cel_rules(crds):
+    lines = admitted_lines(probe())
+    assert "valid against the kuberay v1.7.0 RayJob CRD" in lines[0]
+    assert "passes the KubeRay operator's rules" in lines[1]
+    assert lines[-1] == "CEL rules of the pinned CRDs (x-kubernetes-validations): 0 evaluated, 0 skipped"
+    assert "9 of the CRD's 9 guard fields this object leaves unset" in lines[0]
+
+
+def test_rayjob_with_generate_name_is_accepted(crds):
+    doc = probe(metadata={"generateName": "digits-probe-"})
+    lines = admitted_lines(doc)
+    assert lines[0].startswith("rayjob.yaml RayJob/digits-probe-: valid against")
+    # The operator's name rules apply to the name the server generates: prefix + 5 characters.
+    long = probe(metadata={"generateName": "p" * 43})
+    with pytest.raises(CheckError, match=r"metadata.generateName: 'p{43}' \(\+ 5 generated characters\) has 48 "
+                                         r"characters; a RayJob name may have at most 47"):
+        admitted_lines(long)
+    with pytest.raises(CheckError, match="name or generateName is required"):
+        admitted_lines(probe(metadata={"labels": {"a": "b"}}))
+
+
+def test_worker_group_without_max_replicas_is_accepted_with_the_default_shown(crds):
+    doc = probe()
+    del doc["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["maxReplicas"]
+    assert "minReplicas and maxReplicas are both required" in rules(doc)  # the operator never sees this doc
+    lines = admitted_lines(doc)
+    assert "required and defaulted: spec.rayClusterSpec.workerGroupSpecs[0].maxReplicas=2147483647" in lines[0]
+    stored = v.admit(doc, "x").doc
+    assert stored["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["maxReplicas"] == 2147483647
+    assert stored["spec"]["submissionMode"] == "K8sJobMode"  # a default the CRD does not require
+    assert "maxReplicas" not in doc["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]  # the input is untouched
+
+
+def test_deletion_strategy_with_on_success_and_deletion_rules_is_rejected_with_the_crds_message(crds):
+    doc = probe(spec__shutdownAfterJobFinishes=False, spec__ttlSecondsAfterFinished=None, spec__deletionStrategy={
+        "onSuccess": {"policy": "DeleteCluster"},
+        "deletionRules": [{"policy": "DeleteCluster", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 60}}],
+    })
+    with pytest.raises(CheckError) as err:
+        admitted_lines(doc)
+    assert err.value.check == "kuberay-crd"
+    assert ("spec.deletionStrategy: legacy policies (onSuccess/onFailure) and deletionRules cannot be used "
+            "together within the same deletionStrategy (kuberay v1.7.0 RayJob CRD)") in str(err.value)
+
+
+def test_deletion_rules_alone_pass_and_each_rule_condition_is_checked(crds):
+    rule = {"policy": "DeleteCluster", "condition": {"jobStatus": "FAILED", "ttlSeconds": 60}}
+    doc = probe(spec__shutdownAfterJobFinishes=False, spec__ttlSecondsAfterFinished=None,
+                spec__deletionStrategy={"deletionRules": [rule]})
+    lines = admitted_lines(doc)
+    # Two rules on deletionStrategy and two on the one rule's condition.
+    assert lines[-1] == "CEL rules of the pinned CRDs (x-kubernetes-validations): 4 evaluated, 0 skipped"
+    both = copy.deepcopy(rule)
+    both["condition"]["jobDeploymentStatus"] = "Failed"
+    doc["spec"]["deletionStrategy"]["deletionRules"].append(both)
+    with pytest.raises(CheckError, match=r"spec.deletionStrategy.deletionRules\[1\].condition: JobStatus and "
+                                         r"JobDeploymentStatus cannot be used together"):
+        admitted_lines(doc)
+
+
+def test_unknown_managed_by_is_rejected_with_the_crds_message(crds):
+    with pytest.raises(CheckError) as err:
+        admitted_lines(probe(spec__managedBy="example.com/my-controller"))
+    assert ("spec.managedBy: the managedBy field value must be either 'ray.io/kuberay-operator' or "
+            "'kueue.x-k8s.io/multikueue'") in str(err.value)
+
+
+def test_rule_with_old_self_is_skipped_on_create_and_reported(crds):
+    lines = admitted_lines(probe(spec__managedBy="kueue.x-k8s.io/multikueue"))
+    assert ("CEL rules: 1 evaluated, 1 skipped: spec.managedBy: `self == oldSelf` (transition rule: reads "
+            "oldSelf, checked on update only)") in lines[0]
+    assert lines[-1].startswith("CEL rules of the pinned CRDs (x-kubernetes-validations): 1 evaluated, 1 skipped")
+    cluster = as_raycluster({"spec": {"rayClusterSpec": probe()["spec"]["rayClusterSpec"]}})
+    cluster["spec"]["gcsFaultToleranceOptions"] = {"backend": "redis", "redisAddress": "redis:6379"}
+    admission = v.admit(cluster, "c")
+    assert admission.cel.skipped == ["spec.gcsFaultToleranceOptions.backend: `self == oldSelf` (transition "
+                                     "rule: reads oldSelf, checked on update only)"]
+
+
+def test_podmonitor_gets_its_crds_defaults(crds):
+    mon = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor", "metadata": {"generateName": "m-"},
+           "spec": {"selector": {}, "podMetricsEndpoints": [{"port": "metrics", "relabelings": [
+               {"sourceLabels": ["__meta_kubernetes_pod_name"], "targetLabel": "pod"}]}]}}
+    admission = v.admit(mon, "m")
+    assert admission.doc["spec"]["podMetricsEndpoints"][0]["relabelings"][0]["action"] == "replace"
+    assert "valid PodMonitor against the prometheus-operator v0.93.0 PodMonitor CRD" in v.check_podmonitor(mon, "m")
+
+
+def golden_kuberay_cases() -> list[tuple[str, str, dict]]:
+    """The golden cases of INFRA=kuberay (tests/golden/cases_kuberay.py): every preset that runs there."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "golden" / "cases_kuberay.py"
+    module_spec = importlib.util.spec_from_file_location("cases_kuberay", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.CASES
+
+
+@pytest.mark.parametrize(("name", "preset", "knobs"), golden_kuberay_cases(), ids=[c[0] for c in golden_kuberay_cases()])
+def test_every_rendered_kuberay_manifest_is_admitted(crds, name, preset, knobs):
+    spec = config.load(preset, {"RUN_ID": "golden", **knobs}, "monitoring.podmonitors=true")
+    files = artifacts.finish(spec, kr.BACKEND.render(spec))
+    lines = v.check_documents(kr._documents(files), K8S)
+    assert any("PodMonitor/" in line and "valid PodMonitor" in line for line in lines)
+    assert any("RayJob/" in line and "valid against" in line for line in lines)
+
+
+# ---------------------------------------------------------------- defaults and CEL, on schemas of our own
+
+
+def test_defaults_fill_required_fields_prune_non_nullable_nulls_and_keep_nullable_ones():
+    schema = {"type": "object", "required": ["size"], "properties": {
+        "size": {"type": "integer", "default": 3},
+        "mode": {"type": "string", "default": "fast"},
+        "note": {"type": "string"},
+        "maybe": {"type": "string", "nullable": True},
+        "items": {"type": "array", "items": {"type": "object", "properties": {"w": {"type": "integer", "default": 1}}}},
+        "byName": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+            "on": {"type": "boolean", "default": True}}}},
+    }}
+    doc = {"mode": None, "note": None, "maybe": None, "items": [{}, {"w": 5}], "byName": {"a": {}}}
+    applied = apiserver.apply_defaults(doc, schema)
+    assert doc == {"size": 3, "mode": "fast", "maybe": None, "items": [{"w": 1}, {"w": 5}], "byName": {"a": {"on": True}}}
+    assert [str(d) for d in applied if d.required] == ["size=3"]
+    assert {str(d) for d in applied} == {"size=3", "mode=\"fast\"", "items[0].w=1", "byName.a.on=true"}
+
+
+def crd_of(spec_schema: dict) -> dict:
+    return {"spec": {"group": "example.com", "names": {"kind": "Gadget"}, "versions": [{
+        "name": "v1", "served": True,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+            "spec": spec_schema}}}}]}}
+
+
+def gadget(spec: dict) -> dict:
+    return {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": spec}
+
+
+def test_cel_message_expression_field_path_and_runtime_errors():
+    schema = apiserver.CrdSchema(crd_of({"type": "object", "properties": {
+        "low": {"type": "integer"}, "high": {"type": "integer", "default": 10}}, "x-kubernetes-validations": [
+        {"rule": "self.low <= self.high", "messageExpression": "'low ' + string(self.low) + ' > high'",
+         "fieldPath": ".low"},
+    ]}), label="Gadget CRD")
+    assert schema.admit(gadget({"low": 3}), "g").cel.evaluated == 1  # high came from its default
+    with pytest.raises(CheckError, match=r"g: spec.low: low 11 > high \(Gadget CRD\)"):
+        schema.admit(gadget({"low": 11}), "g")
+    with pytest.raises(CheckError, match="could not be evaluated"):  # no such key: the server fails the rule
+        schema.admit(gadget({}), "g")
+
+
+def test_cel_optional_old_self_runs_on_create_and_unknown_functions_are_reported_not_passed():
+    schema = apiserver.CrdSchema(crd_of({"type": "string", "x-kubernetes-validations": [
+        {"rule": "!oldSelf.hasValue() || self == oldSelf.value()", "optionalOldSelf": True, "message": "frozen"},
+        {"rule": "self.lowerAscii() == self", "message": "lower case"},
+    ]}), label="Gadget CRD")
+    report = schema.admit(gadget("Abc"), "g").cel
+    assert report.evaluated == 1
+    assert report.skipped == ["spec: `self.lowerAscii() == self` (calls lowerAscii(), not in the offline CEL library)"]
