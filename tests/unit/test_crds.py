@@ -103,7 +103,7 @@ def test_fetch_downloads_checks_the_hash_and_then_finds_it_cached(github, pinned
     lines = crds.fetch()
     assert [line.split(": ", 1)[1].split(" to ")[0] for line in lines] == ["downloaded"] * 2
     cached = Path(os.environ["RLAUNCH_CRDS_CACHE"]) / "kuberay-crds-v1.7.0" / "ray.io_rayjobs.yaml"
-    assert cached.read_bytes() == FILES["RayJob"]
+    assert cached.read_bytes() == FILES["RayJob"] and cached.stat().st_mode & 0o777 == 0o644
     assert crds.locate("RayJob") == cached
     assert all("already in" in line for line in crds.fetch())  # the second time, nothing is downloaded
 
@@ -112,7 +112,9 @@ def test_a_download_with_the_wrong_hash_is_refused_and_nothing_is_written(github
     base, www = github
     pinned(base, sha={"RayJob": "0" * 64})
     serve(www)
-    with pytest.raises(crds.HashMismatch, match=r"sha256 [0-9a-f]{64}, the pin is 0{64}") as err:
+    with pytest.raises(crds.HashMismatch, match=r"the download of http://127.0.0.1:\d+/kuberay/v1.7.0/crd/"
+                                                r"ray.io_rayjobs.yaml is not the pinned kuberay v1.7.0 RayJob "
+                                                r"CRD: sha256 [0-9a-f]{64}, the pin is 0{64}") as err:
         crds.fetch_one(crds.get("RayJob"))
     assert err.value.exit_code == 1
     cache = Path(os.environ["RLAUNCH_CRDS_CACHE"])

@@ -102,10 +102,10 @@ def how_to_get(crd: Crd) -> str:
             f"of {crd.file} (itself or in {crd.folder}/)")
 
 
-def _verified(crd: Crd, path: Path) -> Path:
+def _verified(crd: Crd, path: Path, what: str = "") -> Path:
     actual = sha256(path)
     if actual != crd.sha256:
-        raise HashMismatch(f"{path} is not the pinned {crd.label}: sha256 {actual}, the pin is {crd.sha256}")
+        raise HashMismatch(f"{what or path} is not the pinned {crd.label}: sha256 {actual}, the pin is {crd.sha256}")
     return path
 
 
@@ -153,7 +153,8 @@ def _download(crd: Crd, target: Path) -> None:
                 raise MissingPrerequisite(f"the {crd.label}", f"could not download {crd.url} ({reason}, "
                                           f"{DOWNLOAD_TIMEOUT_S} s limit); set RLAUNCH_CRDS_DIR to a folder "
                                           f"holding a copy of {crd.file} and run `make crds` again") from None
-        _verified(crd, Path(tmp))
+        _verified(crd, Path(tmp), f"the download of {crd.url}")
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep the cache from other users of the checkout
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
