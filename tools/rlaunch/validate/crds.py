@@ -66,15 +66,20 @@ class Crd:
 
 def pinned() -> dict[str, Crd]:
     """Every pinned CRD by kind, from the versions file."""
-    versions = pins.load_versions()
-    out = {}
+    path = pins.versions_path()
+    return dict(_pinned(str(path), path.stat().st_mtime_ns if path.exists() else 0))
+
+
+@lru_cache(maxsize=8)
+def _pinned(path: str, _mtime: int) -> tuple[tuple[str, Crd], ...]:
+    versions = pins.load_versions(path)
+    out = []
     for group, entries in pins.get("crds", versions).items():
         version = pins.get_str(group, versions)
         base = str(entries["url"]).format(version=version)
-        for kind, entry in entries.items():
-            if kind != "url":
-                out[kind] = Crd(kind, group, version, f"{base}/{entry['path']}", str(entry["sha256"]))
-    return out
+        out += [(kind, Crd(kind, group, version, f"{base}/{entry['path']}", str(entry["sha256"])))
+                for kind, entry in entries.items() if kind != "url"]
+    return tuple(out)
 
 
 def get(kind: str) -> Crd:
