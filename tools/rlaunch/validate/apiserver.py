@@ -210,7 +210,7 @@ def _evaluate(text: str, self_value, old):
 
 
 def check_rules(schema: dict, value, path: tuple, report: CelReport, root: bool = True) -> CelReport:
-    """Evaluate every x-kubernetes-validations rule at every node the object has, deepest last."""
+    """Evaluate every x-kubernetes-validations rule at every node the object has, outermost first."""
     if value is None:
         return report  # the server validates no rule on an absent or null value
     for rule in schema.get("x-kubernetes-validations") or ():

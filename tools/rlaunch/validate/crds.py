@@ -23,8 +23,6 @@ import os
 import shutil
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -146,6 +144,9 @@ def load(kind: str) -> dict:
 
 def _download(crd: Crd, target: Path) -> None:
     """Fetch crd.url to target through a temporary file; the hash is checked before the rename."""
+    import urllib.error
+    import urllib.request  # only `make crds` needs http: plan reads local files
+
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{crd.file}.", dir=target.parent)
     try:
