@@ -3,7 +3,7 @@
 #
 # Usage: source "$(dirname "$(readlink -f "$0")")/lib.sh"
 # Provides: die, log, usage, now, epoch_in, since, wait_until, require_uint, split_list, pid_alive,
-#   session_pids, stop_pids, stop_ray_pids. Reads no environment variables of its own.
+#   session_pids, stop_pids, stop_ray_pids, cpu_torch. Reads no environment variables of its own.
 # Exit codes used by the scripts: 0 ok, 1 unexpected error, 2 bad input, 3 a deadline passed,
 #   4 a command the script depends on failed.
 
@@ -145,4 +145,27 @@ stop_ray_pids() {
 
 _none_alive() {
   ! _any_alive "$@"
+}
+
+# cpu_torch PYTHON VERSION INDEX: install torch==VERSION into PYTHON's environment, the CPU build on
+# Linux. PyPI's Linux torch is the CUDA build (several GB of nvidia-* wheels); INDEX (PyTorch's CPU
+# wheel index) has VERSION+cpu. Only torch comes from INDEX, without its dependencies (they come
+# from PyPI with everything else), and with a short timeout: where INDEX cannot be reached pip gives
+# up in seconds instead of waiting on it for every package, and still takes a local +cpu wheel
+# (find-links) if there is one. Failing that, PyPI's torch, with a warning that names its size.
+cpu_torch() {
+  local py="$1" version="$2" index="$3" got
+  local -a pip=("${py}" -m pip install --quiet --disable-pip-version-check)
+  if [[ "$(uname -s)" != Linux ]]; then
+    "${pip[@]}" "torch==${version}" # macOS and Windows wheels on PyPI are CPU builds
+    return
+  fi
+  if ! "${pip[@]}" --no-deps --index-url "${index}" --timeout 10 --retries 1 "torch==${version}"; then
+    log "warning: torch==${version} not found at ${index} (unreachable?); installing PyPI's torch," \
+      "which on Linux is the CUDA build (several GB)"
+    "${pip[@]}" "torch==${version}" || return
+  fi
+  got="$("${py}" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null)" || got="?"
+  [[ "${got}" == *+cpu ]] || log "warning: torch ${got} is not the CPU build (${index} has ${version}+cpu)"
+  return 0
 }
