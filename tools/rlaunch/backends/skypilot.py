@@ -12,6 +12,11 @@ it reaches the nodes as a file mount at /rlaunch/run instead, and the workdir up
 small repository (no .venv, no build/). With framework.image=rlaunch the image carries rlaunch at
 /opt/rlaunch and there is no workdir at all.
 
+Launch first makes sure this environment has the target cloud's SkyPilot clients: `make setup`
+leaves Azure's (~1.1 GB) to its first launch (rlaunch.skyextras). `sky` runs with its own bin
+directory first on PATH: SkyPilot's checks call programs installed beside it (`az`, `aws`), and the
+local API server it starts keeps that PATH.
+
 Env (launch, status, logs, down, dashboard):
     RLAUNCH_SKY  the sky executable (default: `sky` on PATH, else the one beside this Python)
 """
@@ -25,7 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .. import ROOT, artifacts, frameworks
+from .. import ROOT, artifacts, frameworks, skyextras
 from ..errors import CheckError, ConfigError, MissingPrerequisite
 from ..render import render_template, shjoin
 from .base import Backend
@@ -192,6 +197,7 @@ class SkyPilot(Backend):
             f"{result['num_nodes']} x {', '.join(result['resources'])}",
             v.check_accelerator(task, facts),
             v.check_recovery(task, facts),
+            v.check_skypilot_storage(result),
             *ours,
             fw.loader_check(spec, files),
         ]
@@ -206,7 +212,11 @@ class SkyPilot(Backend):
         target = cloud(spec) or "any enabled infra"
         setup = "setup (rank 0 prepares data), " if "\nsetup:" in files["task.yaml"] else ""
         c = spec["cluster"]
-        lines = [
+        lines = []
+        if cloud(spec) in skyextras.ON_FIRST_USE and skyextras.missing(skyextras.EXTRAS[cloud(spec)]):
+            lines.append(f"first use of {cloud(spec)}: pip install SkyPilot's {cloud(spec)} extra into this venv "
+                         f"({skyextras.ON_FIRST_USE[cloud(spec)]})")
+        lines += [
             f"sky check -o json {cloud(spec)}".rstrip() + f"   (SkyPilot must have {target} enabled)",
             "sky " + shjoin(launch_argv(spec, out)) + "   (follows the logs)",
             f"  shared storage {spec['storage']['mount']} <- {where}",
@@ -234,11 +244,20 @@ class SkyPilot(Backend):
         return found
 
     def _run(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
-        # argv only, never a shell string; the environment (with any secret) passes through unchanged.
+        # argv only, never a shell string; the environment (with any secret) passes through unchanged,
+        # but for PATH: SkyPilot runs `az` and `aws` from where the venv installed them, beside `sky`.
         argv = [self._sky(), *args]
+        env = dict(os.environ)
+        env["PATH"] = os.pathsep.join([str(Path(argv[0]).parent), env.get("PATH", "")]).rstrip(os.pathsep)
         if capture:
-            return subprocess.run(argv, check=False, capture_output=True, text=True)
-        return subprocess.run(argv, check=False)
+            return subprocess.run(argv, check=False, capture_output=True, text=True, env=env)
+        return subprocess.run(argv, check=False, env=env)
+
+    def _require_clients(self, spec: dict) -> None:
+        """The cloud's SkyPilot extra in this venv; azure's installs here on its first launch."""
+        if Path(self._sky()).parent != Path(sys.executable).parent:
+            return  # another environment's sky: its own `sky check` says what it lacks
+        skyextras.ensure(cloud(spec))
 
     def _require_secrets(self, spec: dict) -> None:
         for name in spec["secrets"]:
@@ -263,6 +282,7 @@ class SkyPilot(Backend):
     def launch(self, spec: dict, out: Path) -> int:
         self._sky()
         self._require_secrets(spec)
+        self._require_clients(spec)
         self._require_cloud(spec)
         rc = self._run(*launch_argv(spec, out)).returncode
         print(f"skypilot: {'managed job' if spec['infra']['spot'] else 'cluster'} {cluster_name(spec)}; run dir "
