@@ -34,6 +34,11 @@ BAD = [
      "storage.store=gcs", "skypilot", "sky.Task.from_yaml rejected task.yaml"),
     ("bad-restarts", "rehearsal", {"INFRA": "gcp", "SPOT": "1"}, "infra.max_restarts_on_errors=-1",
      "skypilot", "max_restarts_on_errors"),
+    # SkyPilot checks these only when it creates the storage at launch; rlaunch asks it at plan.
+    ("sub-path-in-mount-mode", "rehearsal", {"INFRA": "gcp"}, "storage.source=gs://bkt/sub",
+     "storage", "MOUNT mode does not support mounting specific files"),
+    ("bad-bucket-name", "rehearsal", {"INFRA": "aws"}, "storage.bucket=Bad_Bucket storage.store=s3",
+     "storage", "Invalid store name"),
 ]
 
 

@@ -52,6 +52,23 @@ MAXIMUMS: dict[str, float] = {"cluster.ray_port": 65535, "cluster.dashboard_port
                               "rollout.gpu_memory_utilization": 1.0}
 # Only these look like secrets; the config may name them, never hold them.
 SECRET_NAME = r"^[A-Z][A-Z0-9_]*$"
+# Kubernetes object names, as its API server checks them (apimachinery IsDNS1123Label and
+# IsDNS1123Subdomain); kubectl would refuse any other only at launch.
+DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_SUBDOMAIN = rf"{DNS1123_LABEL}(\.{DNS1123_LABEL})*"
+K8S_NAMES = {  # key -> (pattern, max length, what it names)
+    "infra.namespace": (DNS1123_LABEL, 63, "a Kubernetes namespace"),
+    "storage.pvc": (DNS1123_SUBDOMAIN, 253, "a PersistentVolumeClaim"),
+    "infra.kuberay.service_account": (DNS1123_SUBDOMAIN, 253, "a ServiceAccount"),
+    "infra.kuberay.object_store_secret": (DNS1123_SUBDOMAIN, 253, "a Secret"),
+}
+# storage.source on SkyPilot infras: the bucket URL of each store rlaunch can name (storage.store),
+# spelt as SkyPilot's StoreType.store_prefix() spells it; Azure's is the container's https URL.
+SKY_SOURCES = {"gs://": "gcs", "s3://": "s3", "r2://": "r2", "cos://": "ibm", "oci://": "oci",
+               "https://": "azure"}
+AZURE_CONTAINER_URL = r"https://[a-z0-9]{3,24}\.blob\.core\.windows\.net/[^/]+(/.*)?"
+# storage.source on INFRA=kuberay: what each K8S_FLAVOR mounts (its backend matches them up).
+KUBERAY_SOURCES = {"gs://": "gke", "tos://": "vke"}
 
 # With no PRESET, the algorithm and the infrastructure pick one: on the local machine GRPO is the
 # CPU rehearsal everyone can run; elsewhere, the seeds' experiment for that infrastructure.
@@ -379,6 +396,8 @@ def derive(cfg: dict, preset: str, sources: dict[str, str], now: _dt.datetime | 
         raise ConfigError("storage.store", "", "a store (gcs, s3, azure, r2, ibm, oci) for the new bucket "
                           f"'{storage['bucket']}'")
     _check_sky_infra(spec["infra"], sources)
+    _check_source(spec, sources)
+    _check_k8s_names(spec, sources)
 
     cluster = spec["cluster"]
     if cluster["accelerator"]:
@@ -428,6 +447,48 @@ def _check_sky_infra(infra: dict, sources: dict[str, str]) -> None:
     if want and _knobs.sky_cloud(value) != want:
         raise ConfigError("infra.sky_infra", value, f"a {infra['name']} infra string ({infra['name']}, "
                           f"{infra['name']}/REGION, ...) for INFRA={infra['name']}, or INFRA=sky", source)
+
+
+def _check_source(spec: dict, sources: dict[str, str]) -> None:
+    """storage.source must be a bucket URL the infrastructure can mount.
+
+    The details are the owners': SkyPilot's own source check runs at plan (validate/skypilot.py), and
+    the KubeRay backend matches the URL to K8S_FLAVOR."""
+    source, infra = spec["storage"]["source"], spec["infra"]["name"]
+    if not source:
+        return
+    where = sources.get("storage.source", "")
+    if infra in ("local", "aistudio"):
+        mount = "this machine's disk" if infra == "local" else "the platform's shared storage"
+        raise ConfigError("storage.source", source, f"empty on INFRA={infra}: storage.mount is {mount}, "
+                          "and there is no bucket to mount", where)
+    rest = source.split("://", 1)[-1]
+    if infra == "kuberay":
+        if not any(source.startswith(p) for p in KUBERAY_SOURCES) or not rest.split("/", 1)[0]:
+            raise ConfigError("storage.source", source, "a bucket KubeRay can mount: gs://BUCKET[/DIR] (gke, "
+                              "Cloud Storage FUSE) or tos://BUCKET[/DIR] (vke, TOS CSI)", where)
+        return
+    allowed = ("a bucket URL SkyPilot can mount: gs://BUCKET, s3://BUCKET, r2://BUCKET, cos://REGION/BUCKET, "
+               "oci://BUCKET, https://ACCOUNT.blob.core.windows.net/CONTAINER (azure)")
+    prefix = next((p for p in SKY_SOURCES if source.startswith(p)), "")
+    first, _, after = rest.partition("/")
+    bucket = after.split("/", 1)[0] if prefix == "cos://" else first
+    if not prefix or not bucket or (prefix == "https://" and not re.fullmatch(AZURE_CONTAINER_URL, source)):
+        raise ConfigError("storage.source", source, allowed, where)
+
+
+def _check_k8s_names(spec: dict, sources: dict[str, str]) -> None:
+    """The Kubernetes names in the config are names the API server accepts."""
+    for key, (pattern, longest, what) in K8S_NAMES.items():
+        value = _get(spec, key)
+        if key != "infra.namespace" and not value:
+            continue  # optional: "" means rlaunch's default
+        if len(value) > longest or not re.fullmatch(pattern, value):
+            chars = "'-'" if pattern == DNS1123_LABEL else "'-' and '.'"
+            kind = "label" if pattern == DNS1123_LABEL else "subdomain"
+            raise ConfigError(key, value, f"{what} name (DNS-1123 {kind}): lower-case letters, digits and "
+                              f"{chars}, starting and ending with a letter or digit, at most {longest} "
+                              "characters", sources.get(key, ""))
 
 
 def _pinned_dir(base: str, pin: dict) -> str:

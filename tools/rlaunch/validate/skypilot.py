@@ -12,6 +12,9 @@ What SkyPilot only finds out on a server or a cloud, rlaunch checks here:
 - `job_recovery.strategy` must be a strategy SkyPilot registers (FAILOVER, EAGER_NEXT_REGION);
 - shared storage: the task mounts storage.mount, and every path the framework writes or reads
   (data, checkpoints, logs, AReaL's cluster.fileroot, ...) is an absolute path under it;
+- each storage mount passes the checks SkyPilot itself runs only when it creates the storage at
+  launch (`Storage._validate_source`: scheme, no sub-path in MOUNT modes; each store's
+  `validate_name` for a new bucket), called here offline;
 - Kubernetes cannot stop a cluster or rent spot instances;
 - secrets are references (null values) only, and no secret value from the environment is in a file.
 
@@ -66,8 +69,38 @@ def _facts(paths: list[str]) -> dict:
             "num_nodes": task.num_nodes,
             "resources": [str(r) for r in task.resources],
             "storage_mounts": sorted(task.storage_mounts),
+            "storage_errors": _storage_errors(task),
         }
     return out
+
+
+def _storage_errors(task) -> dict[str, str]:
+    """mount path -> what SkyPilot's launch-time storage checks say (offline: no bucket is touched)."""
+    from sky import exceptions
+    from sky.data import storage as st
+
+    classes = {st.StoreType.GCS: st.GcsStore, st.StoreType.AZURE: st.AzureBlobStore,
+               st.StoreType.IBM: st.IBMCosStore, st.StoreType.OCI: st.OciStore}
+    errors = {}
+    for mount, storage in task.storage_mounts.items():
+        try:
+            if isinstance(storage.source, str):
+                st.Storage._validate_source(storage.source, storage.mode, False)
+            for store_type in storage.stores:
+                cls = classes.get(store_type) or st._S3_COMPATIBLE_STORES.get(store_type.value)
+                if cls is not None and storage.name:
+                    cls.validate_name(storage.name)
+        except (exceptions.StorageError, exceptions.StorageSpecError) as err:
+            errors[mount] = f"{type(err).__name__}: {err}"
+    return errors
+
+
+def check_skypilot_storage(result: dict) -> str:
+    errors = result.get("storage_errors") or {}
+    if errors:
+        mount = min(errors)
+        raise CheckError("storage", f"SkyPilot would refuse file_mounts {mount} at launch: {errors[mount]}")
+    return "storage: SkyPilot's own source and bucket-name checks pass (offline)"
 
 
 def main(argv: list[str]) -> int:
