@@ -35,6 +35,8 @@ ACCELERATOR ?=    ## GPU type (H100, A100, ...)
 DATASET ?=        ## make data: gsm8k (default) | math
 REGISTRY ?=       ## make image-push: registry/owner to push to
 TAG ?=            ## make image-build/image-push: image tag (default: the tag pinned in configs/versions.yaml)
+BASE ?=           ## make image-build: official (default) | standin: build on a local stand-in for the pinned base (no registry needed; never pushed)
+BUILDER ?=        ## make image-*: docker | podman | buildah (default: the first that works)
 RUN_DIR ?=        ## make verify: an existing run directory
 
 VENV ?= .venv
@@ -98,16 +100,22 @@ verify: $(VENV)/.rlaunch-setup ## Postflight on an existing run directory: make 
 	@$(PY) -m rlaunch.verify.postflight --run-dir="$$RLAUNCH_KNOB_RUN_DIR"
 
 ##@ Data and images
-.PHONY: data image-build image-push kuberay-operator
+.PHONY: data image-build image-check image-push kuberay-operator
 data: $(VENV)/.rlaunch-setup ## Prepare a dataset as verl parquet + SHA256SUMS: make data DATASET=gsm8k OUT=dir
 	@$(PY) -m rlaunch.data --dataset="$${RLAUNCH_KNOB_DATASET:-gsm8k}" \
 	  --out="$${RLAUNCH_KNOB_OUT:-build/data/$${RLAUNCH_KNOB_DATASET:-gsm8k}}"
 
 image-build: ## Build docker/<FRAMEWORK> on the pinned official image: make image-build FRAMEWORK=verl
-	@REGISTRY="$$RLAUNCH_KNOB_REGISTRY" TAG="$$RLAUNCH_KNOB_TAG" FRAMEWORK="$$RLAUNCH_KNOB_FRAMEWORK" scripts/image build
+	@REGISTRY="$$RLAUNCH_KNOB_REGISTRY" TAG="$$RLAUNCH_KNOB_TAG" FRAMEWORK="$$RLAUNCH_KNOB_FRAMEWORK" \
+	  BASE="$$RLAUNCH_KNOB_BASE" BUILDER="$$RLAUNCH_KNOB_BUILDER" scripts/image build
 
-image-push: ## Push the image to REGISTRY
-	@REGISTRY="$$RLAUNCH_KNOB_REGISTRY" TAG="$$RLAUNCH_KNOB_TAG" FRAMEWORK="$$RLAUNCH_KNOB_FRAMEWORK" scripts/image push
+image-check: ## Run the job's first steps inside the built image (rlaunch CLI, probe imports, entrypoint, Ray pin)
+	@REGISTRY="$$RLAUNCH_KNOB_REGISTRY" TAG="$$RLAUNCH_KNOB_TAG" FRAMEWORK="$$RLAUNCH_KNOB_FRAMEWORK" \
+	  BUILDER="$$RLAUNCH_KNOB_BUILDER" scripts/image check
+
+image-push: ## Push the image to REGISTRY (refused for an image built on a stand-in)
+	@REGISTRY="$$RLAUNCH_KNOB_REGISTRY" TAG="$$RLAUNCH_KNOB_TAG" FRAMEWORK="$$RLAUNCH_KNOB_FRAMEWORK" \
+	  BUILDER="$$RLAUNCH_KNOB_BUILDER" scripts/image push
 
 kuberay-operator: ## Install the pinned KubeRay operator with Helm (idempotent)
 	@scripts/kuberay-operator

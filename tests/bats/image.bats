@@ -1,23 +1,36 @@
 #!/usr/bin/env bats
-# scripts/image with a PATH stub for `docker` that records every call (one line per call, and the
-# arguments one per line per call) and answers `info` / `image inspect` as each test sets it up.
-# Pins come from tests/fixtures/versions.yaml, whose values appear nowhere else.
+# scripts/image with PATH stubs for `docker`, `podman` and `buildah` (one script: the subcommands
+# they share answer alike) that record every call (one line per call, and the arguments one per
+# line per call) and answer `info` / `inspect` as each test sets it up. Pins come from
+# tests/fixtures/versions.yaml, whose values appear nowhere else. tests/e2e/test_image_build.py
+# builds and runs the trl image for real with buildah.
 
 setup() {
   REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
   export RLAUNCH_VERSIONS="${REPO}/tests/fixtures/versions.yaml"
   export STUB_LOG="${BATS_TEST_TMPDIR}/docker.log"
   export STUB_DIR="${BATS_TEST_TMPDIR}/calls"
-  export STUB_IMAGES=""       # references `docker image inspect` finds
+  export STUB_IMAGES=""       # references `image inspect` / `inspect --type image` finds
+  export STUB_LABELS=""       # REF|LABEL|VALUE entries those inspections answer
   export STUB_INFO_FAIL=""    # non-empty: `docker info` fails like a client without an engine
-  unset REGISTRY TAG FRAMEWORK PLATFORM DOCKER
+  export STUB_PULL_FAIL=""    # non-empty: `pull` fails like a registry out of reach
+  export RLAUNCH_CACHE="${BATS_TEST_TMPDIR}/cache"
+  unset REGISTRY TAG FRAMEWORK PLATFORM DOCKER BUILDER BASE BUILD_PIP_CONF ISOLATION BUILDAH_ISOLATION
+  # This machine's own podman and buildah stay out of these tests unless a test stubs them.
+  export PODMAN=podman-not-installed BUILDAH=buildah-not-installed
   mkdir -p "${BATS_TEST_TMPDIR}/bin" "${STUB_DIR}"
   cat >"${BATS_TEST_TMPDIR}/bin/docker" <<'STUB'
 #!/usr/bin/env bash
 set -Eeuo pipefail
-n=$(($(find "${STUB_DIR}" -type f | wc -l) + 1))
+n=$(($(find "${STUB_DIR}" -type f -name '[0-9]*' | wc -l) + 1))
 printf '%s\n' "$@" >"${STUB_DIR}/$(printf '%03d' "${n}")"
 printf '%s\n' "$*" >>"${STUB_LOG}"
+last="${*: -1}"
+known() {
+  local ref
+  for ref in ${STUB_IMAGES}; do [[ "${ref}" == "$1" ]] && return 0; done
+  return 1
+}
 case "${1:-}" in
   info)
     if [[ -n "${STUB_INFO_FAIL}" ]]; then
@@ -25,21 +38,47 @@ case "${1:-}" in
       exit 1
     fi
     ;;
-  image)
-    for ref in ${STUB_IMAGES}; do [[ "${ref}" == "${3:-}" ]] && exit 0; done
-    exit 1
+  image | inspect)
+    known "${last}" || exit 1
+    format=""
+    prev=""
+    for arg in "$@"; do [[ "${prev}" == --format ]] && format="${arg}"; prev="${arg}"; done
+    if [[ "${format}" =~ Labels\ \"([^\"]+)\" ]]; then
+      for entry in ${STUB_LABELS}; do
+        IFS='|' read -r ref key value <<<"${entry}"
+        [[ "${ref}" == "${last}" && "${key}" == "${BASH_REMATCH[1]}" ]] && echo "${value}"
+      done
+    fi
+    [[ "${format}" == *Size* ]] && echo 2100000000
+    [[ "${format}" == *Id* ]] && echo sha256:stub-id
     ;;
-  build)
-    ctx="${*: -1}"
-    # What the daemon would receive: the context's top level and the Dockerfile's presence.
+  images) echo "2.1 GB" ;;
+  pull) [[ -z "${STUB_PULL_FAIL}" ]] || { echo "Error: initializing source docker://${last}: no route" >&2; exit 125; } ;;
+  from) echo stub-working-container ;;
+  build | bud)
+    ctx="${last}"
+    # What the builder would receive: the context's top level and the Dockerfile's presence.
     ls -A "${ctx}" >"${STUB_DIR}/context"
-    cp "${ctx}/constraints.txt" "${STUB_DIR}/constraints"
-    grep -q '^ARG BASE_IMAGE' "${ctx}/docker/verl/Dockerfile" && echo ok >"${STUB_DIR}/dockerfile"
+    [[ -f "${ctx}/constraints.txt" ]] && cp "${ctx}/constraints.txt" "${STUB_DIR}/constraints"
+    if [[ -f "${ctx}/docker/verl/Dockerfile" ]] && grep -q '^ARG BASE_IMAGE' "${ctx}/docker/verl/Dockerfile"; then
+      echo ok >"${STUB_DIR}/dockerfile"
+    fi
+    [[ -f "${ctx}/Containerfile" ]] && cp "${ctx}/Containerfile" "${STUB_DIR}/standin-Containerfile"
+    [[ -f "${ctx}/rootfs.tar" ]] && cp "${ctx}/rootfs.tar" "${STUB_DIR}/standin-rootfs"
     ;;
 esac
+exit 0
 STUB
   chmod +x "${BATS_TEST_TMPDIR}/bin/docker"
   export PATH="${BATS_TEST_TMPDIR}/bin:${PATH}"
+}
+
+# Install the same stub as podman or buildah and point scripts/image at it.
+stub_builder() {
+  cp "${BATS_TEST_TMPDIR}/bin/docker" "${BATS_TEST_TMPDIR}/bin/$1"
+  [[ "$1" == podman ]] && export PODMAN=podman
+  [[ "$1" == buildah ]] && export BUILDAH=buildah
+  return 0
 }
 
 # The arguments of the first recorded call whose first argument is $1, one per line.
@@ -65,7 +104,8 @@ has_pair() {
 @test "--help prints the header with every environment variable" {
   run "${REPO}/scripts/image" --help
   [ "${status}" -eq 0 ]
-  for var in FRAMEWORK REGISTRY TAG DOCKER PYTHON RLAUNCH_VERSIONS PLATFORM; do
+  for var in FRAMEWORK REGISTRY TAG DOCKER PYTHON RLAUNCH_VERSIONS PLATFORM BASE BUILDER PODMAN BUILDAH \
+    ISOLATION BUILD_PIP_CONF RLAUNCH_CACHE; do
     [[ "${output}" == *"${var}"* ]] || { echo "header lacks ${var}"; return 1; }
   done
   [[ "${output}" != *"set -Eeuo"* ]]
@@ -194,4 +234,180 @@ has_pair() {
   REGISTRY=r.example/x TAG=1 run "${REPO}/scripts/image" ref verl areal
   [ "${status}" -eq 0 ]
   [ "${output}" = $'r.example/x/rlaunch-verl:1\nr.example/x/rlaunch-areal:1' ]
+}
+
+# ---------------------------------------------------------------- builders other than docker
+
+@test "no Docker engine: podman builds, with chroot isolation and docker's flags, and says why" {
+  stub_builder podman
+  STUB_INFO_FAIL=1 run "${REPO}/scripts/image" build verl
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"builder: podman (no Docker engine reachable: 'docker info' failed: Cannot connect"* ]]
+  [ "$(grep -c '^build ' "${STUB_LOG}")" -eq 1 ]
+  has_pair build --isolation chroot
+  has_pair build --format docker
+  has_pair build --build-arg BASE_IMAGE=example.org/base/verl:fixture-verl
+  has_pair build --tag ghcr.io/fixture/rlaunch-verl:t-verl
+  # The base was not here, so podman pulled it first (docker leaves that to its build).
+  grep -qx "pull example.org/base/verl:fixture-verl" "${STUB_LOG}"
+}
+
+@test "neither docker nor podman: buildah bud; BUILDAH_ISOLATION and ISOLATION pick the isolation" {
+  stub_builder buildah
+  DOCKER=docker-not-installed run "${REPO}/scripts/image" build trl
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"builder: buildah (no Docker client: 'docker-not-installed' is not on PATH)"* ]]
+  has_pair bud --isolation chroot
+  has_pair bud --tag registry.example:5000/fixture/rlaunch-trl:t-trl
+  rm -rf "${STUB_DIR:?}"/* "${STUB_LOG}"
+  BUILDAH_ISOLATION=oci BUILDER=buildah run "${REPO}/scripts/image" build trl
+  [ "${status}" -eq 0 ]
+  has_pair bud --isolation oci
+  rm -rf "${STUB_DIR:?}"/* "${STUB_LOG}"
+  BUILDAH_ISOLATION=oci ISOLATION=rootless BUILDER=buildah run "${REPO}/scripts/image" build trl
+  has_pair bud --isolation rootless
+}
+
+@test "BUILDER: an unknown one is exit 2, a missing one exit 3, each before any build" {
+  BUILDER=kaniko run "${REPO}/scripts/image" build verl
+  [ "${status}" -eq 2 ]
+  [[ "${output}" == *"BUILDER='kaniko' is not allowed; allowed: docker podman buildah"* ]]
+  BUILDER=podman run "${REPO}/scripts/image" build verl
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"BUILDER=podman, but 'podman-not-installed' is not on PATH"* ]]
+  not_called '^build '
+}
+
+@test "no builder at all: exit 3 naming docker's problem and the two others" {
+  DOCKER=docker-not-installed run "${REPO}/scripts/image" build verl
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"neither 'podman-not-installed' nor 'buildah-not-installed' is on PATH: install one"* ]]
+}
+
+@test "build prints the builder, the build time and the image size" {
+  STUB_IMAGES=ghcr.io/fixture/rlaunch-verl:t-verl run "${REPO}/scripts/image" build verl
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"image: builder: docker"* ]]
+  [[ "${output}" =~ "built ghcr.io/fixture/rlaunch-verl:t-verl with docker in "[0-9]+s", size 2.10 GB" ]]
+}
+
+@test "BASE=official with podman: a base that cannot be pulled is exit 3 naming BASE=standin" {
+  stub_builder podman
+  STUB_INFO_FAIL=1 STUB_PULL_FAIL=1 run "${REPO}/scripts/image" build trl
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"cannot pull the base example.org/base/ray:fixture-cpu with podman"*"make image-build FRAMEWORK=trl BASE=standin"* ]]
+  not_called '^build '
+}
+
+@test "bad BASE and BUILD_PIP_CONF with docker are exit 2, before any build" {
+  BASE=borrowed run "${REPO}/scripts/image" build trl
+  [ "${status}" -eq 2 ]
+  [[ "${output}" == *"BASE='borrowed' is not allowed; allowed: official, standin"* ]]
+  BUILD_PIP_CONF=host run "${REPO}/scripts/image" build trl
+  [ "${status}" -eq 2 ]
+  [[ "${output}" == *"docker builds cannot mount into RUN steps"* ]]
+  not_called '^build '
+}
+
+# ---------------------------------------------------------------- the stand-in
+
+# The stand-in recipe id the pins give (what scripts/image labels the stand-in with).
+recipe_id() {
+  mkdir -p "${BATS_TEST_TMPDIR}/recipe"
+  PYTHONPATH="${REPO}/tools" python3 -m rlaunch.images standin trl "${BATS_TEST_TMPDIR}/recipe" | sed -n 's/^id=//p'
+}
+
+@test "BASE=standin: mmdebstrap from the pins, the stand-in built and labelled under the base's name" {
+  stub_builder buildah
+  # mmdebstrap really runs in tests/e2e/test_image_build.py; here it records and writes a file.
+  cat >"${BATS_TEST_TMPDIR}/bin/mmdebstrap" <<'STUB'
+#!/usr/bin/env bash
+printf '%s\n' "$@" >"${STUB_DIR}/mmdebstrap"
+echo rootfs >"${*: -1}"
+STUB
+  chmod +x "${BATS_TEST_TMPDIR}/bin/mmdebstrap"
+  printf '[global]\nfind-links = %s\n' "${BATS_TEST_TMPDIR}" >"${BATS_TEST_TMPDIR}/pip.conf"
+  BUILDER=buildah BASE=standin BUILD_PIP_CONF="${BATS_TEST_TMPDIR}/pip.conf" run "${REPO}/scripts/image" build trl
+  [ "${status}" -eq 0 ]
+  grep -qx -- --include=python3,fixture-pkg "${STUB_DIR}/mmdebstrap"
+  grep -qx fixture-suite "${STUB_DIR}/mmdebstrap"
+  # Two builds: the stand-in, tagged with the pinned base's name (docker.io/ for a short name), ...
+  [ "$(grep -c '^bud ' "${STUB_LOG}")" -eq 2 ]
+  grep -q "^bud .*--label io.rlaunch.standin.recipe=$(recipe_id) .*--tag example.org/base/ray:fixture-cpu " "${STUB_LOG}"
+  grep -qx 'FROM scratch' "${STUB_DIR}/standin-Containerfile"
+  grep -qx 'USER 4242' "${STUB_DIR}/standin-Containerfile"
+  grep -q "'ray\[default\]==9.9.1'" "${STUB_DIR}/standin-Containerfile"
+  [ "$(cat "${STUB_DIR}/standin-rootfs")" = rootfs ]
+  # ... then the image on it: pulling off, labelled as built on a stand-in, the pip settings mounted.
+  last="$(grep '^bud ' "${STUB_LOG}" | tail -n1)"
+  [[ "${last}" == *"--pull-never"* ]]
+  [[ "${last}" == *"--label io.rlaunch.standin=example.org/base/ray:fixture-cpu"* ]]
+  [[ "${last}" == *"--volume "*"/pip.conf:/etc/pip.conf:ro --volume ${BATS_TEST_TMPDIR}:${BATS_TEST_TMPDIR}:ro "* ]]
+  [[ "${last}" == *"--tag registry.example:5000/fixture/rlaunch-trl:t-trl "* ]]
+  # The root file system is cached for the next stand-in.
+  ls "${RLAUNCH_CACHE}"/standin/rootfs-fixture-suite-*.tar
+}
+
+@test "BASE=standin: a stand-in of the pins' recipe is reused, nothing rebuilt" {
+  stub_builder buildah
+  base=example.org/base/ray:fixture-cpu
+  STUB_IMAGES="${base}" STUB_LABELS="${base}|io.rlaunch.standin|${base} ${base}|io.rlaunch.standin.recipe|$(recipe_id)" \
+    BUILDER=buildah BASE=standin BUILD_PIP_CONF=none run "${REPO}/scripts/image" build trl
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"stand-in for ${base}: up to date"* ]]
+  [ "$(grep -c '^bud ' "${STUB_LOG}")" -eq 1 ]
+  [ ! -e "${STUB_DIR}/mmdebstrap" ]
+}
+
+@test "BASE=standin never replaces an official image that is already here" {
+  stub_builder buildah
+  STUB_IMAGES=example.org/base/ray:fixture-cpu BUILDER=buildah BASE=standin run "${REPO}/scripts/image" build trl
+  [ "${status}" -eq 2 ]
+  [[ "${output}" == *"example.org/base/ray:fixture-cpu here is the official image, not a stand-in"* ]]
+  not_called '^bud '
+}
+
+@test "a stand-in found under the base's name: the build warns and labels the image" {
+  base=example.org/base/ray:fixture-cpu
+  STUB_IMAGES="${base}" STUB_LABELS="${base}|io.rlaunch.standin|${base}" run "${REPO}/scripts/image" build trl
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"warning: ${base} here is a local stand-in"*"cannot be pushed"* ]]
+  has_pair build --label "io.rlaunch.standin=${base}"
+}
+
+@test "push refuses an image built on a stand-in, naming why, and tags or pushes nothing" {
+  ref=registry.example:5000/fixture/rlaunch-trl:t-trl
+  for target in "${ref}" reg.example/team/rlaunch-trl:t-trl; do
+    rm -f "${STUB_LOG}"
+    STUB_IMAGES="${ref}" STUB_LABELS="${ref}|io.rlaunch.standin|example.org/base/ray:fixture-cpu" \
+      REGISTRY="${target%/rlaunch-trl:t-trl}" run "${REPO}/scripts/image" push trl
+    [ "${status}" -eq 2 ]
+    [[ "${output}" == *"refusing to push ${target}: it is built on a local stand-in for example.org/base/ray:fixture-cpu (label io.rlaunch.standin)"* ]]
+    not_called '^tag '
+    not_called '^push '
+  done
+}
+
+# ---------------------------------------------------------------- check
+
+@test "check runs the image's own first steps in it, with the pinned versions" {
+  STUB_IMAGES=registry.example:5000/fixture/rlaunch-trl:t-trl run "${REPO}/scripts/image" check trl
+  [ "${status}" -eq 0 ]
+  grep -qx "run --rm registry.example:5000/fixture/rlaunch-trl:t-trl python3 -m rlaunch.verify.image trl --ray 9.9.1 --framework-version 7.7.7" "${STUB_LOG}"
+}
+
+@test "check with buildah: a working container in chroot isolation, removed afterwards" {
+  stub_builder buildah
+  STUB_IMAGES=registry.example:5000/fixture/rlaunch-trl:t-trl BUILDER=buildah run "${REPO}/scripts/image" check trl
+  [ "${status}" -eq 0 ]
+  grep -qx "from --pull-never --quiet registry.example:5000/fixture/rlaunch-trl:t-trl" "${STUB_LOG}"
+  grep -qx "run --isolation chroot stub-working-container -- python3 -m rlaunch.verify.image trl --ray 9.9.1 --framework-version 7.7.7" "${STUB_LOG}"
+  [ "$(tail -n1 "${STUB_LOG}")" = "rm stub-working-container" ]
+}
+
+@test "check of an image never built: exit 2 naming the build command" {
+  run "${REPO}/scripts/image" check trl
+  [ "${status}" -eq 2 ]
+  [[ "${output}" == *"is not built: run make image-build FRAMEWORK=trl first"* ]]
+  not_called '^run '
 }

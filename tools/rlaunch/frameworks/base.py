@@ -11,6 +11,9 @@ class Framework:
     """One RL framework. Methods are pure: they read the spec and return text or raise ConfigError."""
 
     name = ""
+    # Arguments to python that print the entrypoint's usage and exit 0 without training: the image
+    # check (rlaunch.verify.image) runs them inside a built image. Empty: not known yet.
+    entrypoint_help: tuple[str, ...] = ()
 
     def command(self, spec: dict) -> list[str]:
         """argv of the training entrypoint, run once on the Ray head (the driver)."""

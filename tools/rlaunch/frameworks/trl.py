@@ -10,9 +10,12 @@ import json
 from ..errors import ConfigError
 from .base import ARTIFACTS, Framework
 
+ENTRY = "rlaunch.rehearsal.train"
+
 
 class Trl(Framework):
     name = "trl"
+    entrypoint_help = ("-m", ENTRY, "--help")
 
     def train_config(self, spec: dict) -> dict:
         train, algo = spec["train"], spec["algo"]
@@ -29,7 +32,7 @@ class Trl(Framework):
         }
 
     def command(self, spec: dict) -> list[str]:
-        return ["${RLAUNCH_PYTHON}", "-m", "rlaunch.rehearsal.train", "--config", f"{ARTIFACTS}/trl.json"]
+        return ["${RLAUNCH_PYTHON}", "-m", ENTRY, "--config", f"{ARTIFACTS}/trl.json"]
 
     def files(self, spec: dict) -> dict[str, str]:
         return {"trl.json": json.dumps(self.train_config(spec), indent=2) + "\n"}
