@@ -198,3 +198,10 @@ def test_image_check_names_a_ray_and_framework_that_are_not_the_pins():
     assert f"FAIL ray --version: {VERSIONS['ray']}, the pin is 2.0.0" in result.stdout
     assert f"trl {VERSIONS['frameworks']['trl']['version']} is not the pinned 0.1.0" in result.stdout
     assert image_check("nope", "--ray", "1").returncode == 2
+
+
+def test_image_check_skips_an_entrypoint_the_adapter_does_not_name():
+    from rlaunch.verify import image
+
+    assert image.step_entrypoint("verl") == (None, "entrypoint: the verl adapter names no entrypoint --help to run yet")
+    assert image.step_entrypoint("trl")[0] is True

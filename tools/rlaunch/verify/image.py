@@ -4,7 +4,8 @@ Each step is a child process of this image's python, as a node would start it, a
   rlaunch CLI         python -m rlaunch --help
   node probe imports  what preflight's node probe imports and reports: ray, the framework (its
                       version must be the pinned one), torch
-  entrypoint          the framework's training entrypoint with --help (nothing trains)
+  entrypoint          the framework's training entrypoint with --help (nothing trains); "skip"
+                      where its adapter names none yet
   ray version         `ray --version`, which must equal the pin: job submission needs the same Ray
                       on the cluster and in the launcher
 
@@ -65,12 +66,12 @@ def step_probe(framework: str, want_version: str) -> tuple[bool, str]:
     return True, summary
 
 
-def step_entrypoint(framework: str) -> tuple[bool, str]:
+def step_entrypoint(framework: str) -> tuple[bool | None, str]:
     from .. import frameworks
 
     entry = frameworks.get(framework).entrypoint_help
     if not entry:
-        return False, f"entrypoint: the {framework} adapter names no entrypoint --help to run"
+        return None, f"entrypoint: the {framework} adapter names no entrypoint --help to run yet"
     proc = _run([sys.executable, *entry])
     label = "entrypoint: python " + " ".join(entry)
     return proc.returncode == 0, label + ("" if proc.returncode == 0 else f": {_why(proc)}")
@@ -115,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             ok, line = step()
         except subprocess.TimeoutExpired as err:
             ok, line = False, f"{err.cmd[1:3]} did not finish in {STEP_TIMEOUT_S} s"
-        print(f"{PROG}: {'ok  ' if ok else 'FAIL'} {line}", flush=True)
-        failed += not ok
+        print(f"{PROG}: {'skip' if ok is None else 'ok  ' if ok else 'FAIL'} {line}", flush=True)
+        failed += ok is False
     return EXIT_FAILED if failed else 0
 
 
