@@ -93,6 +93,8 @@ REFUSED = {
     "ACCELERATOR": (["render", "INFRA=gcp", "GPUS_PER_NODE=1"], "{}", "rlaunch: config: cluster.accelerator="),
     "REGISTRY": (["image-build", "FRAMEWORK=verl"], "ghcr.io/{}", "image: REGISTRY "),
     "TAG": (["image-build", "FRAMEWORK=verl"], "v1{}", "image: TAG "),
+    "BASE": (["image-build", "FRAMEWORK=trl"], "standin{}", "image: BASE "),
+    "BUILDER": (["image-check", "FRAMEWORK=trl"], "buildah{}", "image: BUILDER "),
 }
 
 

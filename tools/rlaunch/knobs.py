@@ -6,7 +6,7 @@ as RLAUNCH_KNOB_NAME; `from_env()` reads them back. SET is split like a shell co
 (`split_set`, shlex), so a quoted override value keeps its spaces.
 
 The rules below are the only copy: config.py applies them to the merged config (whatever layer a
-value came from), scripts/image to REGISTRY and TAG, and the GitHub workflows to their inputs before
+value came from), scripts/image to REGISTRY, TAG, BASE and BUILDER, and the GitHub workflows to their inputs before
 anything else runs. Standard library only: a workflow runs this module with a bare python3, before
 `make setup`, and the fast path never imports sky.
 
@@ -166,6 +166,7 @@ RULES: dict[str, Callable[[str], str | None]] = {
     "NODES": _count(1), "GPUS_PER_NODE": _count(0), "SPOT": _choice(["0", "1"]), "OUT": out_problem,
     "WORK_ROOT": path_problem, "INFRA_SPEC": sky_infra_problem, "ACCELERATOR": accelerator_problem,
     "REGISTRY": registry_problem, "TAG": tag_problem,
+    "BASE": _choice(["official", "standin"]), "BUILDER": _choice(["docker", "podman", "buildah"]),
 }
 
 
