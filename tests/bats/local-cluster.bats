@@ -13,7 +13,7 @@ setup_file() {
     RLAUNCH_OBJECT_STORE_BYTES=80000000 RLAUNCH_STOP_GRACE_S=3 RLAUNCH_DEADLINE_S=180
   export RLAUNCH_STATE_DIR="${BATS_FILE_TMPDIR}/state" RLAUNCH_RAY
   RLAUNCH_RAY="$(test_ray)"
-  export HASH NET PIDS_FILE="${BATS_FILE_TMPDIR}/pids" LOOP="lcl$$"
+  export HASH NET PIDS_FILE="${BATS_FILE_TMPDIR}/pids" LOOP="lcl$$" ORPHAN="lco$$"
   HASH="$(printf '%s' "${RLAUNCH_CLUSTER_NAME}" | sha1sum | cut -c1-6)"
   NET="10.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1))"
   export RLAUNCH_SUBNET="${NET}.0/24"
@@ -31,7 +31,7 @@ teardown_file() {
   RLAUNCH_CLUSTER_NAME="${LOOP}" RLAUNCH_STATE_DIR="${BATS_FILE_TMPDIR}/loop" \
     "${SCRIPTS}/local-cluster" down >/dev/null 2>&1 || true
   local ns
-  for ns in $(ip netns list | awk '{print $1}' | grep "^rl-${RLAUNCH_CLUSTER_NAME}-" || true); do
+  for ns in $(ip netns list | awk '{print $1}' | grep -E "^rl-(${RLAUNCH_CLUSTER_NAME}|${ORPHAN})-" || true); do
     # shellcheck disable=SC2046 # one PID per word
     kill -KILL $(ip netns pids "${ns}") 2>/dev/null || true
     ip netns del "${ns}" || true
@@ -238,4 +238,38 @@ print(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']))"
   [ "${status}" -eq 0 ]
   [ -z "$(ps -eo sid=,stat= | awk -v s="${sid}" '$1 == s && $2 !~ /^Z/')" ]
   [ ! -e "${tmp}" ]
+}
+
+# orphan CMD...: CMD with the orphan cluster's name and state dir.
+orphan() {
+  RLAUNCH_CLUSTER_NAME="${ORPHAN}" RLAUNCH_STATE_DIR="${BATS_FILE_TMPDIR}/orphan" "$@"
+}
+
+@test "list and down from the name alone: with the host dir and state dir gone, the namespaces are found" {
+  local state="${BATS_FILE_TMPDIR}/orphan" hash
+  hash="$(printf '%s' "${ORPHAN}" | sha1sum | cut -c1-6)"
+  run orphan env RLAUNCH_START_RAY=0 "${SCRIPTS}/local-cluster" up
+  [ "${status}" -eq 0 ] || { echo "${output}"; return 1; }
+  run orphan lc info
+  [ "${status}" -eq 0 ]
+  [ "$(json <(echo "${output}") 'd["name"], d["host_dir"], d["gpus_per_node"], d["created"] > 0')" == "${ORPHAN} /tmp/rl${hash} 0 True" ]
+  run orphan lc list
+  [[ "${output}" == *"{\"name\": \"${ORPHAN}\", \"mode\": \"netns\", \"nodes\": 2, \"alive\": 0, \"gpus_per_node\": 0, \"created\": "*", \"record\": true}"* ]]
+  rm -rf "/tmp/rl${hash}" "${state}"
+  run orphan lc list
+  [[ "${output}" == *"{\"name\": \"${ORPHAN}\", \"mode\": \"netns\", \"nodes\": 2, \"alive\": 0, \"gpus_per_node\": null, \"created\": null, \"record\": false}"* ]]
+  run orphan lc info
+  [ "${status}" -eq 3 ]
+  if command -v setpriv >/dev/null; then
+    run setpriv --reuid=nobody --regid=nogroup --clear-groups env RLAUNCH_CLUSTER_NAME="${ORPHAN}" \
+      RLAUNCH_STATE_DIR="${NOBODY_DIR}/orphan" "${SCRIPTS}/local-cluster" down
+    [ "${status}" -eq 3 ]
+    [[ "${output}" == *"${ORPHAN} has network namespaces (rl-${ORPHAN}-"*"): removing them needs root"* ]]
+  fi
+  run orphan lc down
+  echo "${output}"
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"${ORPHAN}: down (stopped 0 processes, deleted 3 namespaces)"* ]]
+  run ip netns list
+  [[ "${output}" != *"rl-${ORPHAN}-"* ]]
 }
