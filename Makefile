@@ -23,7 +23,7 @@ FRAMEWORK ?=      ## trl | verl | areal | rlinf (default: the preset's)
 PRESET ?=         ## default: rehearsal (local grpo), verl-grpo-math-7b (cloud grpo), verl-ppo-gsm8k-0.5b (ppo), ...; `make presets`
 NODES ?=          ## Ray nodes
 GPUS_PER_NODE ?=  ## GPUs per node
-RUN_ID ?=         ## default <preset>-<UTC timestamp>; status/logs/down default to the last launch
+RUN_ID ?=         ## default <preset>-<UTC timestamp>; status/logs/down: the last launch, or RUN_ID with INFRA from any machine
 SET ?=            ## dotted.key=value overrides, split like a shell command line: SET='train.steps=50 logging.project="exp 1"'
 OUT ?=            ## render directory (default build/<run_id>)
 SPOT ?=           ## 1: SkyPilot managed job with recovery
@@ -74,7 +74,7 @@ crds: $(VENV)/.rlaunch-setup ## Fetch the pinned KubeRay/PodMonitor CRDs into bu
 	@$(PY) -m rlaunch.validate.crds fetch
 
 ##@ Launch
-.PHONY: render plan launch status logs down dashboard verify
+.PHONY: render plan launch status logs down dashboard verify runs
 render: $(VENV)/.rlaunch-setup ## Write every artifact of a launch under OUT; touch nothing else
 	@$(RLAUNCH) render
 
@@ -84,17 +84,20 @@ plan: $(VENV)/.rlaunch-setup ## Render, validate offline, print what launch woul
 launch: $(VENV)/.rlaunch-setup ## Plan, then launch, follow and verify (default: the local CPU rehearsal)
 	@$(RLAUNCH) launch
 
-status: $(VENV)/.rlaunch-setup ## Nodes and job state of the last launch (or RUN_ID's)
+status: $(VENV)/.rlaunch-setup ## Nodes and job state of the last launch (or INFRA=... RUN_ID=...'s, asked of the infra)
 	@$(RLAUNCH) status
 
-logs: $(VENV)/.rlaunch-setup ## Follow the job's log
+logs: $(VENV)/.rlaunch-setup ## Follow the job's log (the run directory's, once the cluster is gone)
 	@$(RLAUNCH) logs
 
 dashboard: $(VENV)/.rlaunch-setup ## Show or port-forward the Ray dashboard (8265)
 	@$(RLAUNCH) dashboard
 
-down: $(VENV)/.rlaunch-setup ## Remove everything the launch created; fine when nothing is up
+down: $(VENV)/.rlaunch-setup ## Remove everything the launch created, found from INFRA and RUN_ID alone; fine when nothing is up
 	@$(RLAUNCH) down
+
+runs: $(VENV)/.rlaunch-setup ## Every rlaunch run the reachable infrastructures know (INFRA=... for one)
+	@$(RLAUNCH) runs
 
 verify: $(VENV)/.rlaunch-setup ## Postflight on an existing run directory: make verify RUN_DIR=...
 	@$(PY) -m rlaunch.verify.postflight --run-dir="$$RLAUNCH_KNOB_RUN_DIR"

@@ -214,17 +214,36 @@ port-forward -n default service/${RUN_ID}-head-svc 8265:8265" ]
 
 @test "down deletes what launch created by label, and a second down is fine" {
   rendered
+  local kinds="rayjobs.ray.io,configmaps,secrets,persistentvolumeclaims"
+  stub_reply kubectl api-resources "configmaps
+secrets
+persistentvolumeclaims
+persistentvolumes
+rayjobs.ray.io
+rayclusters.ray.io"
+  stub_reply kubectl get "${kinds}" "rayjob.ray.io/${RUN_ID}
+configmap/${RUN_ID}-artifacts"
   run rl down --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   [ "${status}" -eq 0 ]
+  [[ "${output}" == *"deleting 2 objects of run ${RUN_ID} (context gke_proj_us-central1_train)"* ]]
+  # The API server now has none of them.
+  rm "${BATS_TEST_TMPDIR}/kubectl.reply.get.${kinds}"
   run rl down --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   [ "${status}" -eq 0 ]
+  [[ "${output}" == *"nothing of run ${RUN_ID} in namespace default of context gke_proj_us-central1_train"*"nothing to do"* ]]
   # (the calls are recorded shell-quoted: printf %q escapes the commas)
+  local get="get rayjobs.ray.io\\,configmaps\\,secrets\\,persistentvolumeclaims -n default -l rlaunch.io/run=${RUN_ID} -o name"
+  local get_pv="get persistentvolumes -l rlaunch.io/run=${RUN_ID} -o name"
   local namespaced="delete rayjobs.ray.io\\,configmaps\\,secrets\\,persistentvolumeclaims -n default -l rlaunch.io/run=${RUN_ID} --ignore-not-found --timeout=300s"
-  local cluster="delete persistentvolumes -l rlaunch.io/run=${RUN_ID} --ignore-not-found --timeout=300s"
-  [ "$(stub_calls kubectl)" = "${namespaced}
-${cluster}
+  [ "$(stub_calls kubectl)" = "config current-context
+api-resources -o name
+${get}
+${get_pv}
 ${namespaced}
-${cluster}" ]
+config current-context
+api-resources -o name
+${get}
+${get_pv}" ]
 }
 
 @test "down without kubectl: exit 3, never a fake success" {

@@ -159,9 +159,9 @@ jobs cancel -y -n ${RUN_ID}" ]
   [ "${status}" -eq 1 ]
 }
 
-@test "down with nothing launched: nothing to do, no sky call" {
+@test "down with nothing rendered at OUT and no RUN_ID: exit 2 asking which run, no sky call" {
   run rl down --OUT="${BATS_TEST_TMPDIR}/never-rendered"
-  [ "${status}" -eq 0 ]
-  [[ "${output}" == *"nothing to do"* ]]
+  [ "${status}" -eq 2 ]
+  [[ "${output}" == *"RUN_ID=''"*"never-rendered has no spec.json"*"make runs"* ]]
   [ -z "$(stub_calls sky)" ]
 }

@@ -26,10 +26,13 @@ def test_gpu_preset_without_gpus_is_refused(monkeypatch, tmp_path):
         local.BACKEND.launch(config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-gpu", "INFRA": "local"}), tmp_path)
 
 
-def test_cluster_names_are_short_stable_and_distinct():
+def test_cluster_names_are_the_run_id_stable_and_distinct():
     a, b = local.cluster_name({"run": {"id": "a"}}), local.cluster_name({"run": {"id": "b"}})
     assert a == local.cluster_name({"run": {"id": "a"}}) and a != b
-    assert len(a) <= 8  # namespace + veth names must fit IFNAMSIZ
+    # The run id itself, found again from the id alone. Only namespace names carry it (up to 255
+    # bytes); the links inside the namespaces have fixed names (v<rank>, eth0, br0) within IFNAMSIZ.
+    assert a == "a"
+    assert local.cluster_name({"run": {"id": "x" * 40}}) == "x" * 40
 
 
 @pytest.mark.parametrize(("mode", "ifname"), [("netns", "eth0"), ("loopback", "lo")])

@@ -129,7 +129,8 @@ def test_an_open_quote_in_set_is_an_error_naming_set(tmp_path):
 def test_status_and_verify_read_their_knobs_exactly(tmp_path):
     odd = tmp_path / "no run $(touch x) `y`"
     proc = make("status", f"OUT={odd}")
-    assert proc.returncode == 0 and f"no launched run found at {odd}" in proc.stdout, proc.stderr
+    # Nothing rendered there and no RUN_ID to ask an infrastructure about: rlaunch's own exit 2.
+    assert proc.returncode == 2 and f"({odd} has no spec.json)" in proc.stderr, proc.stderr
     proc = make("verify", f"RUN_DIR={odd}")
     assert str(odd) in proc.stdout + proc.stderr and proc.returncode != 0
     assert not (ROOT / "x").exists()

@@ -5,6 +5,10 @@ passes none on the command line: it exports each knob NAME as RLAUNCH_KNOB_NAME 
 here byte for byte (fire would parse a flag's value: '"x"' -> x, '[a]' -> a list); a flag given here
 wins over that environment. SET is dotted.key=value overrides split like a shell command line. Every
 verb that acts renders and checks first.
+
+status/logs/down/dashboard act on a run named by RUN_ID (default: the last launch from here). The
+launch's artifacts in build/<run_id> (or OUT) are a cache: with INFRA=... and RUN_ID=... and no
+cache, the backend asks the infrastructure what exists of that run.
 """
 
 from __future__ import annotations
@@ -142,13 +146,32 @@ class Cli:
             return None, out_dir
         return json.loads(spec_path.read_text()), out_dir
 
-    def _act(self, verb: str, RUN_ID="", OUT="", **_ignored):  # noqa: N803
-        which = _with_env({"RUN_ID": RUN_ID, "OUT": OUT}, {"RUN_ID", "OUT"})
-        spec, out_dir = self._existing(str(which.get("RUN_ID", "")), str(which.get("OUT", "")))
-        if spec is None:
-            print(f"{verb}: no launched run found{' at ' + str(out_dir) if str(out_dir) != '.' else ''}"
-                  " (nothing to do; pass RUN_ID=... for another run)")
-            return None
+    def _which(self, RUN_ID="", OUT="", PRESET="", SET="", **knobs) -> tuple[dict, Path | None]:  # noqa: N803
+        """The run to act on, and its artifacts on this machine (None: known by its id alone).
+
+        The cached spec (OUT, build/<RUN_ID>, or the last launch) is used when it is for the INFRA
+        asked (or none is asked); otherwise INFRA and RUN_ID make a spec from the config, and the
+        backend asks the infrastructure."""
+        from .config import KNOBS
+
+        given = _with_env({"RUN_ID": RUN_ID, "OUT": OUT, **_knobs(knobs)}, set(KNOBS))
+        run_id, infra = str(given.get("RUN_ID", "")), str(given.get("INFRA", ""))
+        cached, out_dir = self._existing(run_id, str(given.get("OUT", "")))
+        if cached is not None and (not infra or cached["infra"]["name"] == infra) and \
+                (not run_id or cached["run"]["id"] == run_id):
+            return cached, out_dir
+        if not run_id:
+            raise ConfigError("RUN_ID", "", "the run to act on: no launch from this machine to default to"
+                              + (f" ({out_dir} has no spec.json)" if str(out_dir) != "." else "")
+                              + "; `make runs` lists the runs the infrastructures know")
+        if not infra:
+            raise ConfigError("INFRA", "", f"the infrastructure run {run_id} is on: this machine has no "
+                              f"{out_dir / 'spec.json'} to tell (local, gcp, aws, azure, k8s, sky, kuberay, "
+                              "aistudio; `make runs` lists the runs each infrastructure knows)")
+        return _spec(PRESET, SET, "", {**knobs, "RUN_ID": run_id}), None
+
+    def _act(self, verb: str, **kw):
+        spec, out_dir = self._which(**kw)
         from . import backends
 
         return _exit(getattr(backends.get(spec["infra"]["name"]), verb)(spec, out_dir))
@@ -168,6 +191,14 @@ class Cli:
     def dashboard(self, **kw):
         """Show (or forward) the Ray dashboard."""
         return self._act("dashboard", **kw)
+
+    def runs(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
+        """Every rlaunch run the reachable infrastructures know (INFRA=... for one), one line each."""
+        from . import runs
+        from .config import KNOBS
+
+        infra = str(_with_env(_knobs(knobs), set(KNOBS)).get("INFRA", ""))
+        print(runs.report(runs.collect(infra, lambda name: _spec(PRESET, SET, "", {**knobs, "INFRA": name}))))
 
     def verify(self, stage="postflight", *args, **kw):
         """preflight | postflight: run a verification stage (see rlaunch.verify)."""

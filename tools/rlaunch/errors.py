@@ -30,4 +30,5 @@ class MissingPrerequisite(RlaunchError):
     exit_code = 3
 
     def __init__(self, what: str, how: str):
+        self.what, self.how = what, how
         super().__init__(f"missing {what}: {how}")

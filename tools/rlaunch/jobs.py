@@ -70,7 +70,11 @@ def status(address: str, submission_id: str, wait_s: float = 0) -> int:
     client = _client(address)
     deadline = time.monotonic() + wait_s
     while True:
-        info = client.get_job_info(submission_id)
+        try:
+            info = client.get_job_info(submission_id)
+        except Exception as err:  # noqa: BLE001 - Ray answers an unknown id with an error
+            print(f"job {submission_id}: not on this cluster ({str(err).strip().splitlines()[-1][:200]})")
+            return 1
         if str(info.status) in TERMINAL or time.monotonic() >= deadline:
             break
         time.sleep(0.5)

@@ -30,7 +30,7 @@ from .. import ROOT, artifacts
 from ..data import MANIFEST, manifest_text
 from ..errors import CheckError, MissingPrerequisite
 from ..render import render_template, with_header
-from .base import Backend
+from .base import Answer, Backend, Run
 
 LAUNCHES = "rlaunch/launches"
 # rlaunch's own files a run needs on the cluster (the job's preflight/postflight and their config).
@@ -362,7 +362,38 @@ class AIStudio(Backend):
         print(paste_text(spec, files, target, existed))
         return 0
 
-    def status(self, spec: dict, out: Path) -> int:
+    # --- from the run id alone: the launch directory on the shared storage answers ----------------
+
+    def runs(self, spec: dict) -> Answer:
+        launches = _storage_root(spec) / LAUNCHES
+        runs = []
+        for path in sorted(launches.glob("*/spec.json")):
+            stored = _read_spec(path, spec)
+            if stored is not None:
+                runs.append(_launch_run(stored, path.parent))
+        return Answer(f"{launches}/*/spec.json", tuple(runs))
+
+    def find(self, spec: dict) -> Answer:
+        path = _storage_root(spec) / launch_rel(spec) / "spec.json"
+        stored = _read_spec(path, spec)
+        return Answer(str(path), (_launch_run(stored, path.parent),) if stored else ())
+
+    def _which(self, spec: dict, out: Path | None, verb: str) -> dict | None:
+        """The run's own spec: the cached one, else the launch's on the shared storage (None: not there,
+        said on stdout)."""
+        if out is not None:
+            return spec
+        path = _storage_root(spec) / launch_rel(spec) / "spec.json"
+        stored = _read_spec(path, spec)
+        if stored is None:
+            print(f"aistudio: nothing of run {spec['run']['id']} on the shared storage: no {path}"
+                  + (": nothing to do" if verb == "down" else ""))
+        return stored
+
+    def status(self, spec: dict, out: Path | None) -> int:
+        spec = self._which(spec, out, "status")
+        if spec is None:
+            return 1
         print(where_text(spec))
         for name in ("preflight.json", "verification.json"):
             report = _run_path(spec) / name
@@ -371,26 +402,70 @@ class AIStudio(Backend):
                 print(f"aistudio: {name}: {'passed' if passed else 'FAILED'} ({report})")
         return 0
 
-    def logs(self, spec: dict, out: Path) -> int:
-        log = _run_path(spec) / "driver.log"
-        if log.is_file():
+    def logs(self, spec: dict, out: Path | None) -> int:
+        spec = self._which(spec, out, "logs")
+        if spec is None:
+            return 1
+        logs = [_run_path(spec) / "driver.log", _run_path(spec) / "logs" / "job.log"]
+        log = next((p for p in logs if p.is_file()), None)
+        if log is not None:
             print(f"aistudio: last lines of {log} (the platform's task page shows the live log):")
             print("".join(log.read_text(encoding="utf-8", errors="replace").splitlines(True)[-40:]), end="")
         else:
-            print(f"aistudio: no {log} yet: follow the task's log on its AIStudio page")
+            print(f"aistudio: no {logs[0]} yet: follow the task's log on its AIStudio page")
         return 0
 
-    def down(self, spec: dict, out: Path) -> int:
+    def down(self, spec: dict, out: Path | None) -> int:
+        spec = self._which(spec, out, "down")
+        if spec is None:
+            return 0
         root = install_root(spec)
         print(f"aistudio: stop the task in the AIStudio console (rlaunch cannot: no public API). The launch "
               f"({root}/{launch_rel(spec)}) and the run's outputs ({_run_path(spec)}) stay on the shared "
               "storage; delete them there if you no longer need them.")
         return 0
 
-    def dashboard(self, spec: dict, out: Path) -> int:
+    def dashboard(self, spec: dict, out: Path | None) -> int:
+        spec = self._which(spec, out, "dashboard")
+        if spec is None:
+            return 1
         print("aistudio: open the task's page in the AIStudio console: it links the Ray dashboard and "
               f"TensorBoard ({form(spec)['tensorboard_path']})")
         return 0
+
+
+def _storage_root(spec: dict) -> Path:
+    """The shared storage as this machine sees it, or MissingPrerequisite."""
+    root = install_root(spec)
+    if not root.is_dir():
+        raise MissingPrerequisite(f"the AIStudio shared storage at {root}",
+                                  f"mount the storage the tasks mount at {spec['storage']['mount']} (WORK_ROOT) "
+                                  "at the same path here, or say where it is mounted here: "
+                                  "SET=infra.install_root=<path>")
+    return root
+
+
+def _read_spec(path: Path, asked: dict) -> dict | None:
+    """A launch's spec.json, with the storage where this machine sees it; None if absent or unreadable."""
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    stored["infra"]["install_root"] = str(install_root(asked))
+    return stored
+
+
+def _launch_run(spec: dict, launch: Path) -> Run:
+    run_dir = _run_path(spec)
+    try:
+        passed = json.loads((run_dir / "verification.json").read_text(encoding="utf-8")).get("passed")
+        state = "passed" if passed else "FAILED"
+    except (OSError, ValueError):
+        state = "started" if run_dir.is_dir() else "installed, not started"
+    c = spec["cluster"]
+    return Run(run_id=spec["run"]["id"], infra="aistudio", state=state, where=f"launch {launch}",
+               nodes=c["nodes"], gpus_per_node=c["gpus_per_node"], accelerator=c["accelerator"],
+               created=launch.stat().st_mtime, kind="launch", active=state in ("started", "installed, not started"))
 
 
 def _run_path(spec: dict) -> Path:

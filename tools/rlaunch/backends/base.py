@@ -2,11 +2,53 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 
+@dataclass(frozen=True)
+class Run:
+    """One run as an infrastructure reports it: what `make runs` prints, what down/status act on."""
+
+    run_id: str
+    infra: str                  # the INFRA= value it runs on (gcp, aws, k8s, kuberay, local, ...)
+    state: str                  # the infrastructure's own word (UP, RUNNING, SUCCEEDED, up, ...)
+    where: str                  # what it is there, in the infrastructure's terms ("sky cluster exp-7")
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    accelerator: str = ""
+    created: float | None = None  # epoch seconds
+    kind: str = ""              # the backend's own sort of thing ("cluster", "managed-job", ...)
+    active: bool = True         # False once finished: nothing left to tear down
+
+    def shape(self) -> str:
+        """nodes x GPUs, as `make runs` prints it: "2x H100:1", "2x CPU", "-" when unknown."""
+        if self.nodes is None:
+            return "-"
+        if self.gpus_per_node is None:
+            return f"{self.nodes}x ?"
+        if not self.gpus_per_node:
+            return f"{self.nodes}x CPU"
+        return f"{self.nodes}x {self.accelerator or 'GPU'}:{self.gpus_per_node}"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an infrastructure said: the runs it knows, and what was asked (a command to rerun)."""
+
+    asked: str
+    runs: tuple[Run, ...] = ()
+    note: str = ""              # what the answer leaves out, for the user to look at
+
+
 class Backend:
-    """Render is pure and offline; launch/status/logs/down/dashboard act and return an exit code."""
+    """Render is pure and offline; launch/status/logs/down/dashboard act and return an exit code.
+
+    status/logs/down/dashboard get `out`, the launch's artifacts on this machine, or None when the
+    run is known only by its id (launched elsewhere, or build/ removed): then they ask the
+    infrastructure (find) what exists of the run. An infrastructure that cannot be asked raises
+    MissingPrerequisite (exit 3); "nothing to do" comes only from its answer.
+    """
 
     name = ""
 
@@ -25,15 +67,25 @@ class Backend:
     def launch(self, spec: dict, out: Path) -> int:
         raise NotImplementedError
 
-    def status(self, spec: dict, out: Path) -> int:
+    def status(self, spec: dict, out: Path | None) -> int:
         raise NotImplementedError
 
-    def logs(self, spec: dict, out: Path) -> int:
+    def logs(self, spec: dict, out: Path | None) -> int:
         raise NotImplementedError
 
-    def down(self, spec: dict, out: Path) -> int:
+    def down(self, spec: dict, out: Path | None) -> int:
         raise NotImplementedError
 
-    def dashboard(self, spec: dict, out: Path) -> int:
+    def dashboard(self, spec: dict, out: Path | None) -> int:
         print(f"{self.name}: no dashboard command for this infrastructure")
         return 0
+
+    def runs(self, spec: dict) -> Answer:
+        """Every rlaunch run this infrastructure knows, asked once. `spec` carries the settings of
+        where to ask (namespace, WORK_ROOT, ...); its run id is ignored."""
+        raise NotImplementedError
+
+    def find(self, spec: dict) -> Answer:
+        """What exists of run spec.run.id here (no runs: the infrastructure answered none)."""
+        answer = self.runs(spec)
+        return Answer(answer.asked, tuple(r for r in answer.runs if r.run_id == spec["run"]["id"]))

@@ -20,11 +20,16 @@ What goes where:
 
 Render is pure; launch/status/logs/down/dashboard call `kubectl` with argv lists ($RLAUNCH_KUBECTL,
 default kubectl) and never fake success: anything missing is a MissingPrerequisite naming the fix.
+Every object of a run carries rlaunch.io/run=<run_id> (the shared ServiceAccount only
+app.kubernetes.io/managed-by=rlaunch), so down/status/logs work from the run id and the namespace
+alone, and `make runs` lists RayJobs by label. Only the API server's "NotFound" (or an empty list
+by label) means "not there"; any other failure is a MissingPrerequisite (exit 3).
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as _dt
 import json
 import os
 import shutil
@@ -36,7 +41,7 @@ from pathlib import Path
 from .. import artifacts, pins
 from ..errors import CheckError, ConfigError, MissingPrerequisite
 from ..render import render_template
-from .base import Backend
+from .base import Answer, Backend, Run
 
 ARTIFACTS_MOUNT = "/opt/rlaunch-run"   # the ConfigMap's mount point in every pod
 RLAUNCH_HOME = "/opt/rlaunch"          # rlaunch's tools inside the rlaunch image
@@ -59,6 +64,12 @@ TOS_CSI_DRIVER = "tos.csi.volcengine.com"
 GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
 # Order of `kubectl apply`: what the RayJob's pods reference exists before the RayJob.
 APPLY_ORDER = ["serviceaccount.yaml", "storage.yaml", "rdma.yaml", "podmonitors.yaml", "rayjob.yaml"]
+# What a launch creates, by kind (the API server's names); down deletes those the server has.
+RUN_KINDS = ["rayjobs.ray.io", "configmaps", "secrets", "persistentvolumeclaims",
+             "podmonitors.monitoring.coreos.com", "resourceclaimtemplates.resource.k8s.io"]
+CLUSTER_KINDS = ["persistentvolumes"]
+# A RayJob that reached one of these holds no Ray cluster any more (only its small objects).
+FINISHED_DEPLOYMENTS = {"Complete", "Failed"}
 
 
 # ---------------------------------------------------------------- names
@@ -381,6 +392,81 @@ def _first_line(text: str) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else "no output"
 
 
+def not_found(result: subprocess.CompletedProcess) -> bool:
+    """The API server itself said the object is not there."""
+    return "(NotFound)" in (result.stderr or "")
+
+
+def unreachable(result: subprocess.CompletedProcess, doing: str) -> MissingPrerequisite:
+    """Why kubectl could not answer, as the prerequisite that is missing."""
+    err = result.stderr or result.stdout or ""
+    if "current-context is not set" in err or "no configuration has been provided" in err or \
+            "localhost:8080 was refused" in err:
+        return MissingPrerequisite("a kubectl context", "GKE: `gcloud container clusters get-credentials CLUSTER "
+                                   "--location REGION`; VKE/other: set KUBECONFIG to the cluster's kubeconfig")
+    if "(Forbidden)" in err or "(Unauthorized)" in err or "must be logged in" in err:
+        return MissingPrerequisite(f"permission to {doing}", f"{_first_line(err)}; ask for RBAC on it, or use "
+                                   "a context that has it")
+    return MissingPrerequisite("a reachable Kubernetes cluster", f"kubectl {doing}: {_first_line(err)}; "
+                               "check `kubectl cluster-info`")
+
+
+def _ask(args: list[str], doing: str) -> subprocess.CompletedProcess:
+    """kubectl ARGS that must be answered: MissingPrerequisite when the cluster cannot answer."""
+    result = _kubectl(args)
+    if result.returncode != 0:
+        raise unreachable(result, doing)
+    return result
+
+
+def _current_context() -> str:
+    return _ask(["config", "current-context"], "read the current context").stdout.strip()
+
+
+def _api_resources() -> set[str]:
+    """The kinds this API server serves (`kubectl api-resources -o name`)."""
+    result = _kubectl(["api-resources", "-o", "name"])
+    # An aggregated API that is down makes kubectl exit 1 after listing all the others.
+    if result.returncode != 0 and not ("unable to retrieve the complete list" in result.stderr and result.stdout):
+        raise unreachable(result, "list the API server's resource kinds")
+    return set(result.stdout.split())
+
+
+def _timestamp(text: str) -> float | None:
+    try:
+        return _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _group_gpus(group: dict) -> int:
+    containers = ((group.get("template") or {}).get("spec") or {}).get("containers") or [{}]
+    limits = (containers[0].get("resources") or {}).get("limits") or {}
+    return int(limits.get("nvidia.com/gpu") or 0)
+
+
+def rayjob_run(item: dict) -> Run:
+    """A Run from a RayJob as the API server returns it; nodes count GPU nodes as rlaunch does
+    (a CPU-only head is not one)."""
+    meta, status = item.get("metadata") or {}, item.get("status") or {}
+    cluster = (item.get("spec") or {}).get("rayClusterSpec") or {}
+    head, workers = cluster.get("headGroupSpec") or {}, cluster.get("workerGroupSpecs") or []
+    replicas = sum(int(w.get("replicas") or 0) for w in workers)
+    worker_gpus = max((_group_gpus(w) for w in workers), default=0)
+    head_gpus = _group_gpus(head)
+    cpu_head = bool(worker_gpus) and not head_gpus
+    deployment = status.get("jobDeploymentStatus") or "New"
+    labels = {((g.get("template") or {}).get("spec") or {}).get("nodeSelector", {}).get(
+        "cloud.google.com/gke-accelerator") for g in [*workers, head]}
+    accelerator = next((k for k, v in GKE_ACCELERATORS.items() if v in labels), "")
+    return Run(run_id=(meta.get("labels") or {}).get(RUN_LABEL, meta.get("name", "")), infra="kuberay",
+               state=f"{status.get('jobStatus') or 'PENDING'} ({deployment})",
+               where=f"RayJob {meta.get('namespace', '?')}/{meta.get('name', '?')}",
+               nodes=replicas if cpu_head else replicas + 1, gpus_per_node=max(worker_gpus, head_gpus),
+               accelerator=accelerator, created=_timestamp(meta.get("creationTimestamp", "")), kind="rayjob",
+               active=deployment not in FINISHED_DEPLOYMENTS)
+
+
 def _manifest_files(files: dict[str, str]) -> list[str]:
     return [f"kuberay/{name}" for name in APPLY_ORDER if f"kuberay/{name}" in files]
 
@@ -540,9 +626,11 @@ class KubeRay(Backend):
               f"`make logs RUN_ID={spec['run']['id']}`, check it with `make status`, stop it with `make down`")
         return 0
 
-    def status(self, spec: dict, out: Path) -> int:
+    def status(self, spec: dict, out: Path | None) -> int:
         ns, name = spec["infra"]["namespace"], job_name(spec)
         job = _kubectl(["get", "rayjob", name, "-n", ns, "-o", "json"])
+        if job.returncode != 0 and not not_found(job):
+            raise unreachable(job, f"get RayJob {name} in namespace {ns}")
         if job.returncode != 0:
             print(f"kuberay: no RayJob {name} in namespace {ns} ({_first_line(job.stderr)})")
             return 1
@@ -556,13 +644,15 @@ class KubeRay(Backend):
         print(pods.stdout, end="")
         return 0 if pods.returncode == 0 else pods.returncode
 
-    def logs(self, spec: dict, out: Path) -> int:
+    def logs(self, spec: dict, out: Path | None) -> int:
         # The submitter Job is named after the RayJob; its pod streams `ray job logs --follow`. The
         # operator creates it only once the Ray cluster is up, which can take GPU nodes minutes.
         ns, name = spec["infra"]["namespace"], job_name(spec)
         deadline_s = spec["cluster"]["formation_timeout_s"]
         deadline = time.monotonic() + deadline_s
-        while _kubectl(["get", "job", name, "-n", ns, "-o", "name"]).returncode != 0:
+        while (found := _kubectl(["get", "job", name, "-n", ns, "-o", "name"])).returncode != 0:
+            if not not_found(found):
+                raise unreachable(found, f"get the submitter job {name} in namespace {ns}")
             if time.monotonic() >= deadline:
                 print(f"kuberay: no submitter job {name} in namespace {ns} after {deadline_s} s "
                       "(cluster.formation_timeout_s); `make status` shows where the RayJob is", file=sys.stderr)
@@ -572,31 +662,65 @@ class KubeRay(Backend):
         args = ["logs", "-f", f"job/{name}", "-n", ns, "--pod-running-timeout=10m"]
         return _kubectl(args, capture=False, timeout=None).returncode
 
-    def dashboard(self, spec: dict, out: Path) -> int:
+    def dashboard(self, spec: dict, out: Path | None) -> int:
         port = spec["cluster"]["dashboard_port"]
         print(f"kuberay: Ray dashboard on http://localhost:{port} (Ctrl-C stops the port-forward)")
         args = ["port-forward", "-n", spec["infra"]["namespace"], f"service/{head_service(spec)}",
                 f"{port}:{port}"]
         return _kubectl(args, capture=False, timeout=None).returncode
 
-    def down(self, spec: dict, out: Path) -> int:
-        ns, selector = spec["infra"]["namespace"], f"{RUN_LABEL}={spec['run']['id']}"
-        kinds = ["rayjobs.ray.io", "configmaps", "secrets", "persistentvolumeclaims"]
-        if spec["monitoring"]["podmonitors"]:
-            kinds.append("podmonitors.monitoring.coreos.com")
-        if spec["infra"]["rdma"] and spec["infra"]["k8s_flavor"] == "gke":
-            kinds.append("resourceclaimtemplates.resource.k8s.io")
+    def down(self, spec: dict, out: Path | None) -> int:
+        """Delete every object labelled with the run, after asking the API server which exist."""
+        ns, run_id = spec["infra"]["namespace"], spec["run"]["id"]
+        selector = f"{RUN_LABEL}={run_id}"
+        context = _current_context()
+        served = _api_resources()
+        kinds = [k for k in RUN_KINDS if k in served]
+        cluster_kinds = [k for k in CLUSTER_KINDS if k in served]
+        get = ["-l", selector, "-o", "name"]
+        found = _ask(["get", ",".join(kinds), "-n", ns, *get], f"list objects in namespace {ns}").stdout.split() \
+            if kinds else []
+        found_pv = _ask(["get", ",".join(cluster_kinds), *get], "list persistent volumes").stdout.split() \
+            if cluster_kinds else []
+        if not found and not found_pv:
+            print(f"kuberay: nothing of run {run_id} in namespace {ns} of context {context}: `kubectl get "
+                  f"{','.join(kinds + cluster_kinds)} -l {selector}` found none: nothing to do")
+            return 0
+        print(f"kuberay: deleting {len(found) + len(found_pv)} objects of run {run_id} (context {context}): "
+              + ", ".join(found + found_pv))
         common = ["-l", selector, "--ignore-not-found", "--timeout=300s"]
         rc = 0
-        for args in (["delete", ",".join(kinds), "-n", ns, *common], ["delete", "persistentvolumes", *common]):
+        deletes = ([["delete", ",".join(kinds), "-n", ns, *common]] if found else []) + \
+                  ([["delete", ",".join(cluster_kinds), *common]] if found_pv else [])
+        for args in deletes:
             result = _kubectl(args, timeout=360)
             print(result.stdout, end="")
             if result.returncode != 0:
                 print(f"kuberay: kubectl {' '.join(args[:2])} failed: {result.stderr.strip()}", file=sys.stderr)
                 rc = result.returncode
         if rc == 0:
-            print(f"kuberay: nothing of run {spec['run']['id']} left in namespace {ns}")
+            print(f"kuberay: nothing of run {run_id} left in namespace {ns}")
         return rc
+
+    def runs(self, spec: dict) -> Answer:
+        """RayJobs labelled by rlaunch in the current context: every namespace, or spec's when the
+        context may not list them all."""
+        context = _current_context()
+        query = ["rayjobs.ray.io", "-l", f"app.kubernetes.io/managed-by={MANAGED_BY}", "-o", "json"]
+        result = _kubectl(["get", "--all-namespaces", *query])
+        asked = f"kubectl get --all-namespaces {' '.join(query[:3])} (context {context})"
+        note = ""
+        if result.returncode != 0 and "(Forbidden)" in result.stderr:
+            ns = spec["infra"]["namespace"]
+            result = _kubectl(["get", "-n", ns, *query])
+            asked = asked.replace("--all-namespaces", f"-n {ns}")
+            note = f"kuberay: context {context} may not list RayJobs in every namespace: namespace {ns} only"
+        if result.returncode != 0 and "doesn't have a resource type" in result.stderr:
+            return Answer(asked, (), f"kuberay: context {context} has no RayJob kind (KubeRay is not installed)")
+        if result.returncode != 0:
+            raise unreachable(result, "list RayJobs")
+        items = json.loads(result.stdout or "{}").get("items") or []
+        return Answer(asked, tuple(rayjob_run(item) for item in items), note)
 
 
 def _report_failure(step: tuple[str, subprocess.CompletedProcess]) -> int:

@@ -2,12 +2,14 @@
 
 The cluster comes from scripts/local-cluster (which runs scripts/ray-up in every namespace, the same
 bootstrap SkyPilot nodes run); the job goes in through Ray's job API from inside the head's namespace,
-because the bridge has no address on the host.
+because the bridge has no address on the host. The cluster is named after the run id, and
+local-cluster finds it on the host from that name alone (namespaces rl-<run_id>-*, its host dir under
+/tmp), so status/logs/down need no build/. The run directory (reports, logs/job.log) is on the
+repository's build/storage, the local "shared storage".
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -17,26 +19,29 @@ from pathlib import Path
 
 from .. import ROOT, SCRIPTS, artifacts, config
 from ..errors import MissingPrerequisite
-from .base import Backend
+from .base import Answer, Backend, Run
 
 LOCAL_CLUSTER = SCRIPTS / "local-cluster"
+LIST_ASKED = "scripts/local-cluster list (namespaces rl-* in `ip netns list`, /tmp/rl*/cluster.json)"
 
 
 def cluster_name(spec: dict) -> str:
-    """Short and stable per run: namespace and link names have tight length limits."""
-    return "r" + hashlib.sha256(spec["run"]["id"].encode()).hexdigest()[:6]
+    """The run id itself (local-cluster takes 40 of [a-z0-9-], as run ids are): `ip netns` shows
+    rl-<run_id>-0, and the cluster is found again from the id alone."""
+    return spec["run"]["id"]
 
 
-def state_dir(out: Path) -> Path:
-    return out / "cluster"
+def state_dir(out: Path | None, spec: dict) -> Path:
+    """The logs of the nodes' ray-up, beside the artifacts (build/<run_id>/cluster)."""
+    return (out or ROOT / "build" / spec["run"]["id"]) / "cluster"
 
 
-def _cluster_env(spec: dict, out: Path) -> dict[str, str]:
+def _cluster_env(spec: dict, out: Path | None) -> dict[str, str]:
     cluster = spec["cluster"]
     env = {
         "RLAUNCH_CLUSTER_NAME": cluster_name(spec),
         "RLAUNCH_NODES": str(cluster["nodes"]),
-        "RLAUNCH_STATE_DIR": str(state_dir(out)),
+        "RLAUNCH_STATE_DIR": str(state_dir(out, spec)),
         "RLAUNCH_RAY": str(Path(sys.executable).parent / "ray"),
         "RLAUNCH_DEADLINE_S": str(cluster["formation_timeout_s"]),
         "RLAUNCH_GPUS_PER_NODE": str(cluster["gpus_per_node"]),
@@ -86,28 +91,33 @@ class Local(Backend):
             f"then: make status / make logs / make down RUN_ID={spec['run']['id']}",
         ]
 
-    def _exec_head(self, spec: dict, out: Path, argv: list[str], **kw) -> subprocess.CompletedProcess:
+    def _local_cluster(self, spec: dict, out: Path | None, *args: str, **kw) -> subprocess.CompletedProcess:
+        if not LOCAL_CLUSTER.exists():
+            raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
         env = {**os.environ, **_cluster_env(spec, out)}
-        return subprocess.run([str(LOCAL_CLUSTER), "exec", "0", "--", *argv], env=env, check=False, **kw)
+        return subprocess.run([str(LOCAL_CLUSTER), *args], env=env, check=False, **kw)
 
-    def _info(self, out: Path) -> dict:
-        info_path = state_dir(out) / "cluster.json"
-        if not info_path.exists():
-            raise MissingPrerequisite("a local cluster", f"none is up for {out} (run `make launch`)")
-        return json.loads(info_path.read_text())
+    def _exec_head(self, spec: dict, out: Path | None, argv: list[str], **kw) -> subprocess.CompletedProcess:
+        return self._local_cluster(spec, out, "exec", "0", "--", *argv, **kw)
 
-    def _address(self, out: Path) -> str:
-        info = self._info(out)
+    def _info(self, spec: dict) -> dict:
+        """cluster.json of the run's cluster, from the host (local-cluster info)."""
+        proc = self._local_cluster(spec, None, "info", capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise MissingPrerequisite(f"a local cluster for run {spec['run']['id']}",
+                                      f"none is up on this host ({_last_line(proc.stderr)}); `make launch` forms one")
+        return json.loads(proc.stdout)
+
+    def _address(self, spec: dict) -> str:
+        info = self._info(spec)
         return f"http://{info['head_ip']}:{info['dashboard_port']}"
 
-    def _job(self, spec: dict, out: Path, *args: str) -> int:
-        argv = [sys.executable, "-m", "rlaunch", "job", *args, f"--address={self._address(out)}",
+    def _job(self, spec: dict, out: Path | None, *args: str) -> int:
+        argv = [sys.executable, "-m", "rlaunch", "job", *args, f"--address={self._address(spec)}",
                 f"--submission_id={spec['run']['id']}"]
         return self._exec_head(spec, out, argv).returncode
 
     def launch(self, spec: dict, out: Path) -> int:
-        if not LOCAL_CLUSTER.exists():
-            raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
         nodes = spec["cluster"]["nodes"]
         if nodes > 1 and (os.geteuid() != 0 or shutil.which("ip") is None):
             raise MissingPrerequisite(
@@ -119,15 +129,15 @@ class Local(Backend):
                 "GPUs", f"{spec['framework']['name']} with cluster.gpus_per_node="
                 f"{spec['cluster']['gpus_per_node']} needs NVIDIA GPUs and this machine has none "
                 "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
-        env = {**os.environ, **_cluster_env(spec, out)}
-        up = subprocess.run([str(LOCAL_CLUSTER), "up"], env=env, check=False)
+        up = self._local_cluster(spec, out, "up")
         if up.returncode != 0:
             print(f"local: the cluster did not form (exit {up.returncode}); `make down RUN_ID="
                   f"{spec['run']['id']}` removes what was created", file=sys.stderr)
             return up.returncode
         entry = f"bash {out / 'job.sh'}"
         rc = self._job(spec, out, "submit", f"--entrypoint={entry}",
-                       f"--env_json={json.dumps(_job_env(spec, self._info(out)))}", f"--secrets={','.join(spec['secrets'])}")
+                       f"--env_json={json.dumps(_job_env(spec, self._info(spec)))}",
+                       f"--secrets={','.join(spec['secrets'])}")
         if rc != 0:
             return rc
         rc = self._job(spec, out, "follow")
@@ -140,24 +150,96 @@ class Local(Backend):
 
         print(closing_summary(spec, run_dir, out))
 
-    def status(self, spec: dict, out: Path) -> int:
-        env = {**os.environ, **_cluster_env(spec, out)}
-        rc = subprocess.run([str(LOCAL_CLUSTER), "status"], env=env, check=False).returncode
-        if (state_dir(out) / "cluster.json").exists():
-            rc = self._job(spec, out, "status") or rc
-        return rc
+    # --- from the run id alone: the host answers ------------------------------------------------
 
-    def logs(self, spec: dict, out: Path) -> int:
-        return self._job(spec, out, "follow")
+    def runs(self, spec: dict) -> Answer:
+        proc = self._local_cluster(spec, None, "list", capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise MissingPrerequisite("an answer from scripts/local-cluster list", _last_line(proc.stderr))
+        runs = [_run(json.loads(line)) for line in proc.stdout.splitlines() if line.strip()]
+        return Answer(LIST_ASKED, tuple(runs))
 
-    def down(self, spec: dict, out: Path) -> int:
-        env = {**os.environ, **_cluster_env(spec, out)}
-        return subprocess.run([str(LOCAL_CLUSTER), "down"], env=env, check=False).returncode
+    def find(self, spec: dict) -> Answer:
+        name = cluster_name(spec)
+        asked = f"scripts/local-cluster for {name} (namespaces rl-{name}-* in `ip netns list`, its /tmp/rl* host dir)"
+        return Answer(asked, tuple(r for r in self.runs(spec).runs if r.run_id == name))
 
-    def dashboard(self, spec: dict, out: Path) -> int:
-        print(f"local: Ray dashboard at {self._address(out)} (inside the head's network namespace: "
-              f"scripts/local-cluster exec 0 -- curl {self._address(out)})")
+    def run_dirs(self, spec: dict) -> list[Path]:
+        """The run's directories on the local shared storage (build/storage/runs/<name>/<run_id>)."""
+        wanted = Path(spec["paths"]["run_dir"])
+        found = [wanted] if wanted.is_dir() else []
+        runs = Path(spec["storage"]["mount"]) / "runs"
+        found += [d for d in sorted(runs.glob(f"*/{spec['run']['id']}")) if d.is_dir() and d != wanted]
+        return found
+
+    def status(self, spec: dict, out: Path | None) -> int:
+        proc = self._local_cluster(spec, out, "status", capture_output=True, text=True)
+        if proc.returncode != 3:  # 3: not up
+            print(proc.stdout, end="")
+            print(proc.stderr, end="", file=sys.stderr)
+            return self._job(spec, out, "status") or proc.returncode
+        dirs = self.run_dirs(spec)
+        print(f"local: no cluster of run {spec['run']['id']} on this host ({_last_line(proc.stderr)})")
+        for run_dir in dirs:
+            print(f"local: run directory {run_dir}: {_verdict(run_dir)}")
+        return 0 if dirs else 1
+
+    def logs(self, spec: dict, out: Path | None) -> int:
+        if self._local_cluster(spec, out, "info", capture_output=True).returncode == 0:
+            return self._job(spec, out, "follow")
+        # The cluster is gone: the job's log stayed in the run directory.
+        for run_dir in self.run_dirs(spec):
+            log = run_dir / "logs" / "job.log"
+            if log.is_file():
+                print(f"local: no cluster of run {spec['run']['id']} is up; its log from {log}:", file=sys.stderr)
+                sys.stdout.write(log.read_text(encoding="utf-8", errors="replace"))
+                return 0
+        print(f"local: no cluster of run {spec['run']['id']} on this host and no logs/job.log in a run "
+              f"directory under {Path(spec['storage']['mount']) / 'runs'}", file=sys.stderr)
+        return 1
+
+    def down(self, spec: dict, out: Path | None) -> int:
+        # local-cluster removes what the host has under the run's name, and says so when nothing is there.
+        return self._local_cluster(spec, out, "down").returncode
+
+    def dashboard(self, spec: dict, out: Path | None) -> int:
+        address = self._address(spec)
+        print(f"local: Ray dashboard at {address} (inside the head's network namespace: "
+              f"scripts/local-cluster exec 0 -- curl {address})")
         return 0
+
+
+def _run(entry: dict) -> Run:
+    nodes, alive = entry["nodes"], entry["alive"]
+    if alive < 0:
+        state = "unknown (needs root)"
+    elif alive == nodes:
+        state = "up"
+    elif alive:
+        state = f"degraded ({alive}/{nodes} alive)"
+    else:
+        state = "stopped (no raylet)"
+    if not entry["record"]:
+        state += ", no host record"
+    where = (f"namespaces rl-{entry['name']}-*" if entry["mode"] == "netns" else "one node on 127.0.0.1")
+    return Run(run_id=entry["name"], infra="local", state=state, where=where, nodes=nodes,
+               gpus_per_node=entry["gpus_per_node"], created=entry["created"], kind=entry["mode"])
+
+
+def _verdict(run_dir: Path) -> str:
+    try:
+        report = json.loads((run_dir / "verification.json").read_text())
+    except (OSError, ValueError):
+        return "no verification.json (the job did not reach postflight)"
+    if report.get("passed"):
+        return "verification passed"
+    failed = [c.get("name", "?") for c in report.get("checks", []) if not c.get("passed")]
+    return "verification FAILED: " + ", ".join(failed)
+
+
+def _last_line(text: str) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[-1] if lines else "no output"
 
 
 BACKEND = Local()

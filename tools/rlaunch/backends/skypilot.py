@@ -17,7 +17,13 @@ leaves Azure's (~1.1 GB) to its first launch (rlaunch.skyextras). `sky` runs wit
 directory first on PATH: SkyPilot's checks call programs installed beside it (`az`, `aws`), and the
 local API server it starts keeps that PATH.
 
-Env (launch, status, logs, down, dashboard):
+Every cluster carries the label rlaunch-run=<run_id> (GCP label keys allow no '/' or '.'), and the
+cluster or managed job is named after the run: status/logs/down/dashboard of a run known only by
+its id ask SkyPilot's API server (`sky status -u -o json NAME`, `sky jobs queue -u -o json`). That
+server knows what was launched through it: a run launched on another machine is found through that
+machine's server or a shared one (`sky api login -e URL`).
+
+Env (launch, status, logs, down, dashboard, runs):
     RLAUNCH_SKY  the sky executable (default: `sky` on PATH, else the one beside this Python)
 """
 
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,7 +40,7 @@ from pathlib import Path
 from .. import ROOT, artifacts, frameworks, skyextras
 from ..errors import CheckError, ConfigError, MissingPrerequisite
 from ..render import render_template, shjoin
-from .base import Backend
+from .base import Answer, Backend, Run
 
 ARTIFACTS_MOUNT = "/rlaunch/run"
 IMAGE_HOME = "/opt/rlaunch"  # where rlaunch images (docker/<framework>) carry the repository
@@ -43,6 +50,13 @@ DEFAULT_STORE = {"gcp": "gcs", "aws": "s3", "azure": "azure", "kubernetes": "gcs
 CLOUD_ALIASES = {"k8s": "kubernetes"}
 # `sky jobs cancel` when there is nothing to cancel: no controller, or no such job.
 NOTHING_TO_CANCEL = ("All managed jobs should have finished", "No running job found", "not up")
+# `sky jobs queue` when the jobs controller is not up: then no managed job is in progress.
+NO_JOBS_CONTROLLER = ("No in-progress managed jobs", "All managed jobs should have finished")
+RUN_LABEL = "rlaunch-run"  # on every cluster of a run: `make runs` picks rlaunch's clusters by it
+FINISHED_JOB_STATES = {"SUCCEEDED", "CANCELLED", "FAILED", "FAILED_SETUP", "FAILED_PRECHECKS",
+                       "FAILED_NO_RESOURCE", "FAILED_CONTROLLER"}
+# SkyPilot's cloud names (`sky status` records) -> the INFRA= value.
+INFRA_OF_CLOUD = {"gcp": "gcp", "aws": "aws", "azure": "azure", "kubernetes": "k8s"}
 
 
 def infra_string(spec: dict) -> str:
@@ -129,19 +143,59 @@ def _resources(spec: dict) -> dict:
         "network_tier": "best" if spec["infra"]["rdma"] and not on_k8s(spec) else "",
         "use_spot": spot and not on_k8s(spec),  # a managed job on Kubernetes recovers failed pods
         "autostop": spec["infra"]["autostop_idle_minutes"] > 0,
+        "labels": {RUN_LABEL: spec["run"]["id"]},
     }
 
 
-def _json_tail(text: str) -> dict:
-    """The JSON object `sky ... -o json` printed, skipping any log lines before it."""
+def _json_tail(text: str, kind: type = dict):
+    """The JSON object (or list) `sky ... -o json` printed, skipping any log lines before it."""
+    opener = "{" if kind is dict else "["
     for i, char in enumerate(text):
-        if char == "{" and (i == 0 or text[i - 1] == "\n"):
+        if char == opener and (i == 0 or text[i - 1] == "\n"):
             try:
                 data = json.loads(text[i:])
             except json.JSONDecodeError:
                 continue
-            return data if isinstance(data, dict) else {}
-    return {}
+            return data if isinstance(data, kind) else kind()
+    return kind()
+
+
+def _gpus(accelerators) -> tuple[str, int | None]:
+    """(type, count per node) from SkyPilot's accelerators: a dict, its str() ("{'H100': 1}") or a
+    resources string ("2x[H100:1]"); ("", 0) for none, ("", None) when it cannot tell."""
+    if isinstance(accelerators, dict):
+        items = list(accelerators.items())
+    else:
+        items = re.findall(r"'?([A-Za-z][\w.-]*)'?\s*[:]\s*([\d.]+)", str(accelerators or ""))
+    for name, count in items:
+        if name.upper() not in ("CPU", "CPUS", "MEM", "MEMORY", "DISK"):
+            return str(name), int(float(count))
+    return ("", 0) if accelerators in (None, "", {}) or items else ("", None)
+
+
+def _cluster_run(record: dict, run_id: str = "") -> Run:
+    labels = record.get("labels") or {}
+    accelerator, gpus = _gpus(record.get("accelerators"))
+    return Run(run_id=run_id or labels.get(RUN_LABEL, record.get("name", "")),
+               infra=INFRA_OF_CLOUD.get(str(record.get("cloud") or "").lower(), str(record.get("cloud") or "sky").lower()),
+               state=str(record.get("status") or "?"), where=f"sky cluster {record.get('name')}",
+               nodes=record.get("nodes"), gpus_per_node=gpus, accelerator=accelerator,
+               created=record.get("launched_at"), kind="cluster")
+
+
+def _job_run(job: dict, run_id: str = "") -> Run:
+    labels = job.get("labels") or {}
+    resources = str(job.get("resources") or "")
+    nodes = re.match(r"\s*(\d+)x", resources)
+    accelerator, gpus = _gpus(job.get("accelerators") or resources)
+    state = str(job.get("status") or "?")
+    cloud = str(job.get("cloud") or "").lower()
+    return Run(run_id=run_id or labels.get(RUN_LABEL, job.get("job_name") or ""),
+               infra=INFRA_OF_CLOUD.get(cloud, cloud if cloud not in ("", "-") else "sky"), state=state,
+               where=f"sky managed job {job.get('job_id')} {job.get('job_name')}",
+               nodes=int(nodes.group(1)) if nodes else (1 if resources else None), gpus_per_node=gpus,
+               accelerator=accelerator, created=job.get("submitted_at"), kind="managed-job",
+               active=state not in FINISHED_JOB_STATES)
 
 
 class SkyPilot(Backend):
@@ -290,27 +344,129 @@ class SkyPilot(Backend):
               f"RUN_ID={spec['run']['id']}")
         return rc
 
-    def status(self, spec: dict, out: Path) -> int:
-        if spec["infra"]["spot"]:
-            return self._run("jobs", "queue").returncode
-        return self._run("status", cluster_name(spec)).returncode
+    # --- what SkyPilot knows: its API server answers ------------------------------------------
 
-    def logs(self, spec: dict, out: Path) -> int:
-        if spec["infra"]["spot"]:
-            return self._run("jobs", "logs", "-n", cluster_name(spec)).returncode
-        return self._run("logs", cluster_name(spec)).returncode
+    def _ask(self, *args: str) -> str:
+        """stdout of `sky ARGS`; MissingPrerequisite when SkyPilot cannot answer."""
+        proc = self._run(*args, capture=True)
+        if proc.returncode != 0:
+            lines = (proc.stderr or proc.stdout).strip().splitlines()
+            raise MissingPrerequisite(f"an answer from SkyPilot (`sky {' '.join(args)}` exited {proc.returncode}"
+                                      + (f": {lines[-1]}" if lines else "") + ")",
+                                      "`sky api info` shows the API server it talks to, `sky check` the clouds")
+        return proc.stdout
 
-    def dashboard(self, spec: dict, out: Path) -> int:
-        if spec["infra"]["spot"]:
+    def _clusters(self, *names: str) -> list[dict]:
+        return [c for c in _json_tail(self._ask("status", "-u", "-o", "json", *names), list) if isinstance(c, dict)]
+
+    def _jobs(self) -> list[dict]:
+        proc = self._run("jobs", "queue", "-u", "-o", "json", capture=True)
+        if proc.returncode != 0 and any(s in proc.stdout + proc.stderr for s in NO_JOBS_CONTROLLER):
+            return []  # the jobs controller is not up: no managed job is in progress
+        if proc.returncode != 0:
+            return [c for c in _json_tail(self._ask("jobs", "queue", "-u", "-o", "json"), list) if isinstance(c, dict)]
+        return [j for j in _json_tail(proc.stdout, list) if isinstance(j, dict)]
+
+    def _asking(self) -> None:
+        # Each sky call takes seconds (the first one starts SkyPilot's local API server): say so.
+        print("skypilot: asking SkyPilot's API server (sky status, sky jobs queue)", file=sys.stderr)
+
+    def runs(self, spec: dict) -> Answer:
+        self._asking()
+        clusters = [_cluster_run(c) for c in self._clusters() if RUN_LABEL in (c.get("labels") or {})]
+        jobs = self._jobs()
+        ours = [_job_run(j) for j in jobs if RUN_LABEL in (j.get("labels") or {})]
+        unlabelled = sum(1 for j in jobs if not j.get("labels"))
+        note = (f"skypilot: {unlabelled} managed job(s) report no labels (SkyPilot gives them only while the "
+                "job's cluster is up): `sky jobs queue -u` lists them" if unlabelled else "")
+        return Answer("sky status -u -o json; sky jobs queue -u -o json", tuple(clusters + ours), note)
+
+    def find(self, spec: dict) -> Answer:
+        self._asking()
+        name = cluster_name(spec)
+        clusters = [_cluster_run(c, spec["run"]["id"]) for c in self._clusters(name) if c.get("name") == name]
+        jobs = [_job_run(j, spec["run"]["id"]) for j in self._jobs() if j.get("job_name") == name]
+        return Answer(f"sky status -u -o json {name}; sky jobs queue -u -o json", tuple(clusters + jobs))
+
+    def _nothing(self, spec: dict, answer: Answer, what: str, verdict: str = "") -> str:
+        """The line for "SkyPilot knows nothing of this run", naming what was asked and where."""
+        finished = [r for r in answer.runs if not r.active]
+        server = _json_tail(self._run("api", "info", "-o", "json", capture=True).stdout).get("server") or {}
+        url = server.get("url", "?")
+        local = any(host in url for host in ("127.0.0.1", "localhost", "[::1]"))
+        return (f"skypilot: no {what} of run {spec['run']['id']}: `{answer.asked.replace('; ', '` and `')}` "
+                f"(API server {url}) found none"
+                + (f"; finished: {', '.join(f'{r.where} {r.state}' for r in finished)}" if finished else "")
+                + verdict
+                + (". That server is this machine's own and knows only what was launched through it: for a run "
+                   "launched elsewhere, `sky api login -e <that server's URL>` first" if local else ""))
+
+    # --- status, logs, dashboard, down ------------------------------------------------------------
+    # With the launch's artifacts here (out), the spec says cluster or managed job and sky answers
+    # for the name; with only the run id, SkyPilot is asked first what exists of it.
+
+    def status(self, spec: dict, out: Path | None) -> int:
+        if out is not None:
+            if spec["infra"]["spot"]:
+                return self._run("jobs", "queue").returncode
+            return self._run("status", cluster_name(spec)).returncode
+        answer = self.find(spec)
+        if not answer.runs:
+            print(self._nothing(spec, answer, "cluster or managed job"))
+            return 1
+        rc = 0
+        for run in answer.runs:
+            print(f"skypilot: run {run.run_id}: {run.where}: {run.state}, {run.shape()}")
+            args = ("status", cluster_name(spec)) if run.kind == "cluster" else ("jobs", "queue", "-u")
+            rc = self._run(*args).returncode or rc
+        return rc
+
+    def logs(self, spec: dict, out: Path | None) -> int:
+        kinds = ({"managed-job" if spec["infra"]["spot"] else "cluster"} if out is not None
+                 else {r.kind for r in self._found(spec, "cluster or managed job")})
+        if not kinds:
+            return 1
+        if "cluster" in kinds:
+            return self._run("logs", cluster_name(spec)).returncode
+        return self._run("jobs", "logs", "-n", cluster_name(spec)).returncode
+
+    def dashboard(self, spec: dict, out: Path | None) -> int:
+        kinds = ({"managed-job" if spec["infra"]["spot"] else "cluster"} if out is not None
+                 else {r.kind for r in self._found(spec, "cluster or managed job", active=True)})
+        if not kinds:
+            return 1
+        if "cluster" not in kinds:
             print(f"skypilot: a managed job's cluster belongs to the jobs controller and has no endpoint "
                   f"command; follow the job with `make logs RUN_ID={spec['run']['id']}`")
             return 0
         return self._run("status", "--endpoint", str(spec["cluster"]["dashboard_port"]),
                          cluster_name(spec)).returncode
 
-    def down(self, spec: dict, out: Path) -> int:
-        if not spec["infra"]["spot"]:
-            return self._run("down", "-y", cluster_name(spec)).returncode  # "not found" exits 0
+    def _found(self, spec: dict, what: str, active: bool = False) -> list[Run]:
+        answer = self.find(spec)
+        runs = [r for r in answer.runs if r.active or not active]
+        if not runs:
+            print(self._nothing(spec, answer, what), file=sys.stderr)
+        return runs
+
+    def down(self, spec: dict, out: Path | None) -> int:
+        if out is not None:
+            return self._cancel(spec) if spec["infra"]["spot"] else self._down(spec)
+        answer = self.find(spec)
+        live = [r for r in answer.runs if r.active]
+        if not live:
+            print(self._nothing(spec, answer, "cluster or in-progress managed job", ": nothing to do"))
+            return 0
+        rc = 0
+        for run in live:
+            print(f"skypilot: taking down {run.where} ({run.state})")
+            rc = (self._down(spec) if run.kind == "cluster" else self._cancel(spec)) or rc
+        return rc
+
+    def _down(self, spec: dict) -> int:
+        return self._run("down", "-y", cluster_name(spec)).returncode  # "not found" exits 0
+
+    def _cancel(self, spec: dict) -> int:
         proc = self._run("jobs", "cancel", "-y", "-n", cluster_name(spec), capture=True)
         sys.stdout.write(proc.stdout)
         sys.stderr.write(proc.stderr)
