@@ -77,7 +77,7 @@ def test_a_value_reaches_spec_json_and_job_sh_exactly(value, tmp_path):
     assert spec["run"]["out"] == str(out)
     assert spec["framework"]["overrides"] == [override]
     assert spec["model"]["path"] == "my models/m 1"  # a space inside quotes stays in one value
-    command = re.search(r"^(python3 -m verl\..*?) 2>&1 \| tee", (out / "job.sh").read_text(), re.M | re.S)
+    command = re.search(r"^\s*(python3 -m verl\..*?) 2>&1 \| tee", (out / "job.sh").read_text(), re.M | re.S)
     argv = words_of(command.group(1), tmp_path)
     assert argv[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert argv[-1] == override and "actor_rollout_ref.model.path=my models/m 1" in argv

@@ -23,6 +23,7 @@ from .errors import ConfigError, MissingPrerequisite, RlaunchError
 
 # Where status/logs/down find the last launch; tests point it elsewhere.
 LAST_RUN = Path(os.environ.get("RLAUNCH_LAST_RUN") or ROOT / "build" / "last-run")
+PLAN_TXT = "plan.txt"  # what `make plan` printed, beside the artifacts it describes
 
 
 def _knobs(kw: dict) -> dict[str, str]:
@@ -120,8 +121,10 @@ class Cli:
     def _plan(self, spec: dict):
         backend, files = _render(spec)
         checks = backend.check(spec, files)
-        _write(Path(spec["run"]["out"]), files)
-        print(_summary(spec, backend, files, checks))
+        summary = _summary(spec, backend, files, checks)
+        # plan.txt travels with the artifacts: job.sh copies them into the run directory.
+        _write(Path(spec["run"]["out"]), {**files, PLAN_TXT: summary + "\n"})
+        print(summary)
         return backend
 
     def launch(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803

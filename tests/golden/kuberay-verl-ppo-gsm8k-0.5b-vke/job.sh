@@ -25,19 +25,36 @@ export NCCL_IB_DISABLE=1
 
 say() { printf 'rlaunch-job: %s\n' "$*"; }
 
+# The run directory on the shared storage outlives the cluster: the spec, the plan (every rendered
+# file and plan.txt, not the node logs or rlaunch's own tools) and this job's whole log go there too.
+keep_plan() {
+  local rel
+  cp "$SPEC" "$RUN_DIR/spec.json"
+  (cd "$RLAUNCH_ARTIFACTS" && find . \( -path ./cluster -o -path ./home \) -prune -o -type f -print) |
+    while IFS= read -r rel; do
+      install -D -m 0644 "$RLAUNCH_ARTIFACTS/$rel" "$RUN_DIR/plan/${rel#./}"
+    done
+}
+
+job() {
+  keep_plan
+  say "plan, spec and this log are kept in $RUN_DIR"
+  if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
+    say "preflight on every node"
+    "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
+  fi
+
+  say 'starting verl: python3 -m verl.trainer.main_ppo algorithm.adv_estimator=gae data.train_files=/data/data/gsm8k/cc7b047b6e5b/train.parquet data.val_files=/data/data/gsm8k/cc7b047b6e5b/test.parquet data.train_batch_size=256 data.max_prompt_length=512 data.max_response_length=256 data.filter_overlong_prompts=True data.truncation=error actor_rollout_ref.model.path=/data/models/qwen2.5-0.5b-instruct/7ae557604adf actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.actor.use_kl_loss=False actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=1 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 algorithm.kl_ctrl.kl_coef=0.001 algorithm.use_kl_in_reward=True critic.optim.lr=1e-05 critic.model.path=/data/models/qwen2.5-0.5b-instruct/7ae557604adf critic.ppo_micro_batch_size_per_gpu=4 trainer.logger=[console,file] trainer.project_name=rlaunch trainer.experiment_name=verl-ppo-gsm8k-0-5b trainer.nnodes=2 trainer.n_gpus_per_node=2 trainer.default_local_dir=/data/runs/verl-ppo-gsm8k-0-5b/golden/checkpoints trainer.save_freq=20 trainer.test_freq=20 trainer.total_epochs=2 trainer.val_before_train=False hydra.run.dir=/data/runs/verl-ppo-gsm8k-0-5b/golden/hydra'
+  set +e
+  python3 -m verl.trainer.main_ppo algorithm.adv_estimator=gae data.train_files=/data/data/gsm8k/cc7b047b6e5b/train.parquet data.val_files=/data/data/gsm8k/cc7b047b6e5b/test.parquet data.train_batch_size=256 data.max_prompt_length=512 data.max_response_length=256 data.filter_overlong_prompts=True data.truncation=error actor_rollout_ref.model.path=/data/models/qwen2.5-0.5b-instruct/7ae557604adf actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.actor.use_kl_loss=False actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=1 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 algorithm.kl_ctrl.kl_coef=0.001 algorithm.use_kl_in_reward=True critic.optim.lr=1e-05 critic.model.path=/data/models/qwen2.5-0.5b-instruct/7ae557604adf critic.ppo_micro_batch_size_per_gpu=4 'trainer.logger=[console,file]' trainer.project_name=rlaunch trainer.experiment_name=verl-ppo-gsm8k-0-5b trainer.nnodes=2 trainer.n_gpus_per_node=2 trainer.default_local_dir=/data/runs/verl-ppo-gsm8k-0-5b/golden/checkpoints trainer.save_freq=20 trainer.test_freq=20 trainer.total_epochs=2 trainer.val_before_train=False hydra.run.dir=/data/runs/verl-ppo-gsm8k-0-5b/golden/hydra 2>&1 | tee -a "$RUN_DIR/logs/train.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  echo "$rc" >"$RUN_DIR/logs/exit_code"
+  say "verl exited $rc"
+
+  "$RLAUNCH_PYTHON" -m rlaunch.verify.postflight --spec "$SPEC" --run-dir "$RUN_DIR" --exit-code "$rc"
+}
+
 mkdir -p "$RUN_DIR/logs"
-cp "$SPEC" "$RUN_DIR/spec.json"
-if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
-  say "preflight on every node"
-  "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
-fi
-
-say 'starting verl: python3 -m verl.trainer.main_ppo algorithm.adv_estimator=gae data.train_files=/data/data/gsm8k/cc7b047b6e5b/train.parquet data.val_files=/data/data/gsm8k/cc7b047b6e5b/test.parquet data.train_batch_size=256 data.max_prompt_length=512 data.max_response_length=256 data.filter_overlong_prompts=True data.truncation=error actor_rollout_ref.model.path=/data/models/qwen2.5-0.5b-instruct/7ae557604adf actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.actor.use_kl_loss=False actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=1 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 algorithm.kl_ctrl.kl_coef=0.001 algorithm.use_kl_in_reward=True critic.optim.lr=1e-05 critic.model.path=/data/models/qwen2.5-0.5b-instruct/7ae557604adf critic.ppo_micro_batch_size_per_gpu=4 trainer.logger=[console,file] trainer.project_name=rlaunch trainer.experiment_name=verl-ppo-gsm8k-0-5b trainer.nnodes=2 trainer.n_gpus_per_node=2 trainer.default_local_dir=/data/runs/verl-ppo-gsm8k-0-5b/golden/checkpoints trainer.save_freq=20 trainer.test_freq=20 trainer.total_epochs=2 trainer.val_before_train=False hydra.run.dir=/data/runs/verl-ppo-gsm8k-0-5b/golden/hydra'
-set +e
-python3 -m verl.trainer.main_ppo algorithm.adv_estimator=gae data.train_files=/data/data/gsm8k/cc7b047b6e5b/train.parquet data.val_files=/data/data/gsm8k/cc7b047b6e5b/test.parquet data.train_batch_size=256 data.max_prompt_length=512 data.max_response_length=256 data.filter_overlong_prompts=True data.truncation=error actor_rollout_ref.model.path=/data/models/qwen2.5-0.5b-instruct/7ae557604adf actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.actor.use_kl_loss=False actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=1 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 algorithm.kl_ctrl.kl_coef=0.001 algorithm.use_kl_in_reward=True critic.optim.lr=1e-05 critic.model.path=/data/models/qwen2.5-0.5b-instruct/7ae557604adf critic.ppo_micro_batch_size_per_gpu=4 'trainer.logger=[console,file]' trainer.project_name=rlaunch trainer.experiment_name=verl-ppo-gsm8k-0-5b trainer.nnodes=2 trainer.n_gpus_per_node=2 trainer.default_local_dir=/data/runs/verl-ppo-gsm8k-0-5b/golden/checkpoints trainer.save_freq=20 trainer.test_freq=20 trainer.total_epochs=2 trainer.val_before_train=False hydra.run.dir=/data/runs/verl-ppo-gsm8k-0-5b/golden/hydra 2>&1 | tee -a "$RUN_DIR/logs/train.log"
-rc=${PIPESTATUS[0]}
-set -e
-echo "$rc" >"$RUN_DIR/logs/exit_code"
-say "verl exited $rc"
-
-"$RLAUNCH_PYTHON" -m rlaunch.verify.postflight --spec "$SPEC" --run-dir "$RUN_DIR" --exit-code "$rc"
+job 2>&1 | tee -a "$RUN_DIR/logs/job.log"
+exit "${PIPESTATUS[0]}"

@@ -22,19 +22,36 @@ SPEC="$RLAUNCH_ARTIFACTS/spec.json"
 
 say() { printf 'rlaunch-job: %s\n' "$*"; }
 
+# The run directory on the shared storage outlives the cluster: the spec, the plan (every rendered
+# file and plan.txt, not the node logs or rlaunch's own tools) and this job's whole log go there too.
+keep_plan() {
+  local rel
+  cp "$SPEC" "$RUN_DIR/spec.json"
+  (cd "$RLAUNCH_ARTIFACTS" && find . \( -path ./cluster -o -path ./home \) -prune -o -type f -print) |
+    while IFS= read -r rel; do
+      install -D -m 0644 "$RLAUNCH_ARTIFACTS/$rel" "$RUN_DIR/plan/${rel#./}"
+    done
+}
+
+job() {
+  keep_plan
+  say "plan, spec and this log are kept in $RUN_DIR"
+  if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
+    say "preflight on every node"
+    "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
+  fi
+
+  say 'starting trl: ${RLAUNCH_PYTHON} -m rlaunch.rehearsal.train --config ${RLAUNCH_ARTIFACTS}/trl.json'
+  set +e
+  "${RLAUNCH_PYTHON}" -m rlaunch.rehearsal.train --config "${RLAUNCH_ARTIFACTS}/trl.json" 2>&1 | tee -a "$RUN_DIR/logs/train.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  echo "$rc" >"$RUN_DIR/logs/exit_code"
+  say "trl exited $rc"
+
+  "$RLAUNCH_PYTHON" -m rlaunch.verify.postflight --spec "$SPEC" --run-dir "$RUN_DIR" --exit-code "$rc"
+}
+
 mkdir -p "$RUN_DIR/logs"
-cp "$SPEC" "$RUN_DIR/spec.json"
-if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
-  say "preflight on every node"
-  "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
-fi
-
-say 'starting trl: ${RLAUNCH_PYTHON} -m rlaunch.rehearsal.train --config ${RLAUNCH_ARTIFACTS}/trl.json'
-set +e
-"${RLAUNCH_PYTHON}" -m rlaunch.rehearsal.train --config "${RLAUNCH_ARTIFACTS}/trl.json" 2>&1 | tee -a "$RUN_DIR/logs/train.log"
-rc=${PIPESTATUS[0]}
-set -e
-echo "$rc" >"$RUN_DIR/logs/exit_code"
-say "trl exited $rc"
-
-"$RLAUNCH_PYTHON" -m rlaunch.verify.postflight --spec "$SPEC" --run-dir "$RUN_DIR" --exit-code "$rc"
+job 2>&1 | tee -a "$RUN_DIR/logs/job.log"
+exit "${PIPESTATUS[0]}"

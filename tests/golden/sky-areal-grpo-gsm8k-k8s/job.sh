@@ -25,19 +25,36 @@ export NCCL_IB_DISABLE=1
 
 say() { printf 'rlaunch-job: %s\n' "$*"; }
 
+# The run directory on the shared storage outlives the cluster: the spec, the plan (every rendered
+# file and plan.txt, not the node logs or rlaunch's own tools) and this job's whole log go there too.
+keep_plan() {
+  local rel
+  cp "$SPEC" "$RUN_DIR/spec.json"
+  (cd "$RLAUNCH_ARTIFACTS" && find . \( -path ./cluster -o -path ./home \) -prune -o -type f -print) |
+    while IFS= read -r rel; do
+      install -D -m 0644 "$RLAUNCH_ARTIFACTS/$rel" "$RUN_DIR/plan/${rel#./}"
+    done
+}
+
+job() {
+  keep_plan
+  say "plan, spec and this log are kept in $RUN_DIR"
+  if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
+    say "preflight on every node"
+    "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
+  fi
+
+  say 'starting areal: python3 /AReaL/examples/math/gsm8k_rl.py --config ${RLAUNCH_ARTIFACTS}/areal.yaml scheduler.type=local experiment_name=areal-grpo-gsm8k trial_name=golden cluster.n_nodes=1 cluster.n_gpus_per_node=2 rollout.backend=sglang:d1 actor.backend=fsdp:d1'
+  set +e
+  python3 /AReaL/examples/math/gsm8k_rl.py --config "${RLAUNCH_ARTIFACTS}/areal.yaml" scheduler.type=local experiment_name=areal-grpo-gsm8k trial_name=golden cluster.n_nodes=1 cluster.n_gpus_per_node=2 rollout.backend=sglang:d1 actor.backend=fsdp:d1 2>&1 | tee -a "$RUN_DIR/logs/train.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  echo "$rc" >"$RUN_DIR/logs/exit_code"
+  say "areal exited $rc"
+
+  "$RLAUNCH_PYTHON" -m rlaunch.verify.postflight --spec "$SPEC" --run-dir "$RUN_DIR" --exit-code "$rc"
+}
+
 mkdir -p "$RUN_DIR/logs"
-cp "$SPEC" "$RUN_DIR/spec.json"
-if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
-  say "preflight on every node"
-  "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
-fi
-
-say 'starting areal: python3 /AReaL/examples/math/gsm8k_rl.py --config ${RLAUNCH_ARTIFACTS}/areal.yaml scheduler.type=local experiment_name=areal-grpo-gsm8k trial_name=golden cluster.n_nodes=1 cluster.n_gpus_per_node=2 rollout.backend=sglang:d1 actor.backend=fsdp:d1'
-set +e
-python3 /AReaL/examples/math/gsm8k_rl.py --config "${RLAUNCH_ARTIFACTS}/areal.yaml" scheduler.type=local experiment_name=areal-grpo-gsm8k trial_name=golden cluster.n_nodes=1 cluster.n_gpus_per_node=2 rollout.backend=sglang:d1 actor.backend=fsdp:d1 2>&1 | tee -a "$RUN_DIR/logs/train.log"
-rc=${PIPESTATUS[0]}
-set -e
-echo "$rc" >"$RUN_DIR/logs/exit_code"
-say "areal exited $rc"
-
-"$RLAUNCH_PYTHON" -m rlaunch.verify.postflight --spec "$SPEC" --run-dir "$RUN_DIR" --exit-code "$rc"
+job 2>&1 | tee -a "$RUN_DIR/logs/job.log"
+exit "${PIPESTATUS[0]}"
