@@ -1,10 +1,13 @@
 """README's first command, end to end: `make launch` runs the CPU rehearsal on a 2-node local Ray
-cluster and verifies itself; `make down` leaves nothing behind."""
+cluster and verifies itself; the run directory on the (local) shared storage holds the spec, the
+plan, the reports and the job's log; with the launch's build/<run_id> gone, status, verify, down and
+logs still work from the run id; `make down` leaves nothing behind."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -33,7 +36,11 @@ def rehearsal():
     name = cluster_name({"run": {"id": run_id}})
     proc = make("launch", f"RUN_ID={run_id}", timeout=600)
     yield run_id, name, proc
-    make("down", f"RUN_ID={run_id}", timeout=120)
+    make("down", "INFRA=local", f"RUN_ID={run_id}", timeout=120)
+
+
+def run_dir_of(run_id: str) -> Path:
+    return ROOT / "build" / "storage" / "runs" / "rehearsal" / run_id
 
 
 def test_launch_exits_0_and_verification_passed(rehearsal):
@@ -55,16 +62,49 @@ def test_launch_exits_0_and_verification_passed(rehearsal):
 def test_no_secret_value_in_outputs(rehearsal):
     run_id, _, proc = rehearsal
     assert "sekret-value" not in proc.stdout + proc.stderr
-    for path in (ROOT / "build" / run_id).rglob("*"):
+    for path in [*(ROOT / "build" / run_id).rglob("*"), *run_dir_of(run_id).rglob("*")]:
         if path.is_file():
             assert b"sekret-value" not in path.read_bytes(), path
 
 
-def test_down_leaves_nothing_and_is_idempotent(rehearsal):
+def test_the_run_directory_holds_spec_plan_reports_and_the_log(rehearsal):
+    run_id, _, proc = rehearsal
+    run_dir = run_dir_of(run_id)
+    for name in ("spec.json", "preflight.json", "verification.json", "metrics.jsonl", "reward.png"):
+        assert (run_dir / name).is_file(), name
+    plan = run_dir / "plan"
+    assert sorted(p.name for p in plan.iterdir()) == ["job.sh", "plan.txt", "spec.json", "trl.json"]
+    assert (plan / "job.sh").read_text() == (ROOT / "build" / run_id / "job.sh").read_text()
+    assert (plan / "plan.txt").read_text().startswith(f"plan for run {run_id} (preset rehearsal)")
+    log = (run_dir / "logs" / "job.log").read_text()
+    assert "rlaunch-job: preflight on every node" in log and "postflight: passed" in log
+
+
+def test_without_the_launch_cache_status_and_verify_work_from_the_id(rehearsal):
+    run_id, _, _ = rehearsal
+    shutil.rmtree(ROOT / "build" / run_id)
+    status = make("status", "INFRA=local", f"RUN_ID={run_id}", timeout=120)
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert f"{run_id} (netns): head" in status.stdout and f"job {run_id}: SUCCEEDED" in status.stdout
+    verify = make("verify", f"RUN_DIR={run_dir_of(run_id)}", timeout=300)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_down_from_the_id_leaves_nothing_and_is_idempotent(rehearsal):
     run_id, name, _ = rehearsal
-    first = make("down", f"RUN_ID={run_id}", timeout=120)
+    pids = [p for ns in (f"rl-{name}-0", f"rl-{name}-1") for p in
+            subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()]
+    assert pids
+    first = make("down", "INFRA=local", f"RUN_ID={run_id}", timeout=120)
     assert first.returncode == 0, first.stderr
     assert name not in netns()
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert name not in links
-    assert make("down", f"RUN_ID={run_id}", timeout=120).returncode == 0
+    alive = [p for p in pids if Path(f"/proc/{p}/stat").exists()
+             and Path(f"/proc/{p}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"]
+    assert not alive, alive
+    again = make("down", "INFRA=local", f"RUN_ID={run_id}", timeout=120)
+    assert again.returncode == 0 and "nothing to remove" in again.stdout
+    # The cluster is gone; the job's log stayed with the run.
+    logs = make("logs", "INFRA=local", f"RUN_ID={run_id}", timeout=120)
+    assert logs.returncode == 0 and "postflight: passed" in logs.stdout
