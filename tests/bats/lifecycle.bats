@@ -117,7 +117,7 @@ api info -o json" ]
   [[ "${output}" == *"missing the sky CLI"* ]]
 }
 
-@test "gcp: status and logs from the id: what SkyPilot reports, then its own commands for the name" {
+@test "gcp: status, logs and dashboard from the id: what SkyPilot reports, then its own commands for the name" {
   stub_reply sky status "[$(cluster_json exp-7 UP GCP)]"
   stub_fail sky jobs queue 1 "${NO_JOBS}"
   run mk status INFRA=gcp RUN_ID=exp-7
@@ -126,12 +126,17 @@ api info -o json" ]
   [[ "${output}" == *"run exp-7: sky cluster exp-7: UP, 2x H100:1"* ]]
   run mk logs INFRA=gcp RUN_ID=exp-7
   [ "${status}" -eq 0 ]
+  run mk dashboard INFRA=gcp RUN_ID=exp-7
+  [ "${status}" -eq 0 ]
   [ "$(stub_calls sky)" = "status -u -o json exp-7
 jobs queue -u -o json
 status exp-7
 status -u -o json exp-7
 jobs queue -u -o json
-logs exp-7" ]
+logs exp-7
+status -u -o json exp-7
+jobs queue -u -o json
+status --endpoint 8265 exp-7" ]
   fresh
 }
 
@@ -179,6 +184,23 @@ get ${quoted} -n default ${sel} -o name
 get persistentvolumes ${sel} -o name
 delete ${quoted} -n default ${sel} --ignore-not-found --timeout=300s
 delete persistentvolumes ${sel} --ignore-not-found --timeout=300s" ]
+  fresh
+}
+
+@test "kuberay: status, logs and dashboard from the id: the RayJob, its submitter and head service by name" {
+  stub_reply kubectl get rayjob '{"status": {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running"}}'
+  run mk status INFRA=kuberay RUN_ID=exp-7
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"RayJob exp-7: jobStatus=RUNNING jobDeploymentStatus=Running"* ]]
+  run mk logs INFRA=kuberay RUN_ID=exp-7
+  [ "${status}" -eq 0 ]
+  run mk dashboard INFRA=kuberay RUN_ID=exp-7
+  [ "${status}" -eq 0 ]
+  [ "$(stub_calls kubectl)" = "get rayjob exp-7 -n default -o json
+get pods -n default -l rlaunch.io/run=exp-7 -o wide
+get job exp-7 -n default -o name
+logs -f job/exp-7 -n default --pod-running-timeout=10m
+port-forward -n default service/exp-7-head-svc 8265:8265" ]
   fresh
 }
 
