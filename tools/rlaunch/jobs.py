@@ -47,23 +47,51 @@ def submit(address: str, submission_id: str, entrypoint: str, env_json="{}", sec
 
 
 def follow(address: str, submission_id: str, deadline_s: float = 3600) -> int:
-    """Stream the job's log until it ends; exit 0 only if Ray says SUCCEEDED."""
+    """Say while the job is pending, then stream its log until it ends (training progress as one
+    live line on a terminal: rlaunch.progress); exit 0 only if Ray says SUCCEEDED."""
     import asyncio
 
+    from . import progress
+
     client = _client(address)
+    started = time.monotonic()
+    if wait_pending(client, submission_id, deadline_s) == "PENDING":
+        print(f"job {submission_id}: still PENDING after {deadline_s:.0f} s; stopped following",
+              file=sys.stderr)
+        return 4
+    view = progress.LogView()
 
     async def _tail() -> None:
         async for chunk in client.tail_job_logs(submission_id):
-            sys.stdout.write(chunk)
-            sys.stdout.flush()
+            view.feed(chunk)
 
     try:
-        asyncio.run(asyncio.wait_for(_tail(), timeout=deadline_s))
+        asyncio.run(asyncio.wait_for(_tail(), timeout=max(1.0, deadline_s - (time.monotonic() - started))))
     except asyncio.TimeoutError:
+        view.close()
         print(f"job {submission_id}: still running after {deadline_s:.0f} s; stopped following",
               file=sys.stderr)
         return 4
+    view.close()
     return status(address, submission_id, wait_s=30)
+
+
+def wait_pending(client, submission_id: str, deadline_s: float, poll_s: float = 0.5) -> str:
+    """Poll until the job leaves PENDING (Ray is still setting up its runtime env or waiting for
+    resources), showing so; returns the status it reached, PENDING at the deadline."""
+    from . import progress
+
+    info = client.get_job_info(submission_id)
+    if str(info.status) != "PENDING":
+        return str(info.status)
+    deadline = time.monotonic() + deadline_s
+    with progress.Wait(f"job {submission_id}", deadline_s, "PENDING") as wait:
+        while str(info.status) == "PENDING" and time.monotonic() < deadline:
+            wait.update("PENDING" + (f": {info.message}" if info.message else ""))
+            time.sleep(poll_s)
+            info = client.get_job_info(submission_id)
+        wait.update(str(info.status))
+    return str(info.status)
 
 
 def status(address: str, submission_id: str, wait_s: float = 0) -> int:

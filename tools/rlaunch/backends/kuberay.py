@@ -650,15 +650,27 @@ class KubeRay(Backend):
         ns, name = spec["infra"]["namespace"], job_name(spec)
         deadline_s = spec["cluster"]["formation_timeout_s"]
         deadline = time.monotonic() + deadline_s
-        while (found := _kubectl(["get", "job", name, "-n", ns, "-o", "name"])).returncode != 0:
-            if not not_found(found):
+        from .. import progress
+
+        def submitter() -> subprocess.CompletedProcess:
+            found = _kubectl(["get", "job", name, "-n", ns, "-o", "name"])
+            if found.returncode != 0 and not not_found(found):
                 raise unreachable(found, f"get the submitter job {name} in namespace {ns}")
-            if time.monotonic() >= deadline:
-                print(f"kuberay: no submitter job {name} in namespace {ns} after {deadline_s} s "
-                      "(cluster.formation_timeout_s); `make status` shows where the RayJob is", file=sys.stderr)
-                return 1
-            print(f"kuberay: waiting for the Ray cluster of RayJob {name} (its submitter job)", file=sys.stderr)
-            time.sleep(min(LOGS_POLL_S, max(0.0, deadline - time.monotonic())))
+            return found
+
+        if submitter().returncode != 0:
+            with progress.Wait(f"kuberay: RayJob {name}", deadline_s, "pending: waiting for its Ray cluster "
+                               "(the operator starts the submitter job once it is up)",
+                               out=progress.console(sys.stderr)) as wait:
+                while submitter().returncode != 0:
+                    if time.monotonic() >= deadline:
+                        wait.update("no submitter job")
+                        print(f"kuberay: no submitter job {name} in namespace {ns} after {deadline_s} s "
+                              "(cluster.formation_timeout_s); `make status` shows where the RayJob is", file=sys.stderr)
+                        return 1
+                    time.sleep(min(LOGS_POLL_S, max(0.0, deadline - time.monotonic())))
+                    wait.update()  # off a terminal: the heartbeat line
+                wait.update("submitter job running; following its log")
         args = ["logs", "-f", f"job/{name}", "-n", ns, "--pod-running-timeout=10m"]
         return _kubectl(args, capture=False, timeout=None).returncode
 

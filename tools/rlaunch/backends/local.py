@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from .. import ROOT, SCRIPTS, artifacts, config
@@ -68,6 +71,28 @@ def _job_env(spec: dict, info: dict) -> dict[str, str]:
         # Gloo ranks advertise loopback and never reach each other across nodes.
         "GLOO_SOCKET_IFNAME": "eth0" if info["mode"] == "netns" else "lo",
     }
+
+
+# The head's ray-up logs `ray-up: 1/2 nodes joined, ...` on each change while the cluster forms.
+JOINED = re.compile(r"ray-up: (?P<n>\d+)/(?P<of>\d+) nodes joined")
+
+
+def _read_lines(stream, into: queue.Queue) -> None:
+    for line in stream:
+        into.put(line)
+    into.put(None)
+
+
+def _read_from(path: Path, offset: int) -> tuple[str, int]:
+    """What was appended to path since offset (complete lines only), and the new offset."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return "", offset
+    end = data.rfind(b"\n") + 1
+    return data[:end].decode(errors="replace"), offset + end
 
 
 class Local(Backend):
@@ -129,11 +154,11 @@ class Local(Backend):
                 "GPUs", f"{spec['framework']['name']} with cluster.gpus_per_node="
                 f"{spec['cluster']['gpus_per_node']} needs NVIDIA GPUs and this machine has none "
                 "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
-        up = self._local_cluster(spec, out, "up")
-        if up.returncode != 0:
-            print(f"local: the cluster did not form (exit {up.returncode}); `make down RUN_ID="
+        rc = self._form(spec, out)
+        if rc != 0:
+            print(f"local: the cluster did not form (exit {rc}); `make down RUN_ID="
                   f"{spec['run']['id']}` removes what was created", file=sys.stderr)
-            return up.returncode
+            return rc
         entry = f"bash {out / 'job.sh'}"
         rc = self._job(spec, out, "submit", f"--entrypoint={entry}",
                        f"--env_json={json.dumps(_job_env(spec, self._info(spec)))}",
@@ -143,6 +168,38 @@ class Local(Backend):
         rc = self._job(spec, out, "follow")
         self._summary(spec, out)
         return rc
+
+    def _form(self, spec: dict, out: Path) -> int:
+        """`local-cluster up`, its output relayed above one progress line: nodes joined out of
+        expected (from the head's ray-up log) and the time against the formation deadline."""
+        from .. import progress
+
+        if not LOCAL_CLUSTER.exists():
+            raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
+        env = {**os.environ, **_cluster_env(spec, out)}
+        head_log = state_dir(out, spec) / "logs" / "node-0.log"
+        head_log.unlink(missing_ok=True)  # `up` writes it afresh; an old one would show old counts
+        proc = subprocess.Popen([str(LOCAL_CLUSTER), "up"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, bufsize=1)
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()
+        joined, offset = "", 0
+        with progress.Wait(f"cluster {cluster_name(spec)}", spec["cluster"]["formation_timeout_s"],
+                           f"starting Ray on {spec['cluster']['nodes']} node(s)") as wait:
+            while True:
+                try:
+                    line = lines.get(timeout=0.25)
+                except queue.Empty:
+                    line = ""
+                if line is None:
+                    break
+                if line:
+                    wait.echo(line.rstrip("\n"))
+                text, offset = _read_from(head_log, offset)
+                for found in JOINED.finditer(text):
+                    joined = f"{found['n']}/{found['of']} nodes joined"
+                wait.update(joined or None)
+        return proc.wait()
 
     def _summary(self, spec: dict, out: Path) -> None:
         run_dir = Path(spec["paths"]["run_dir"])

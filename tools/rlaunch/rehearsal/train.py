@@ -354,27 +354,53 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return rows
 
 
-def progress_line(row: dict, target: int) -> str:
+def progress_line(row: dict, target: int, rate: float | None = None) -> str:
+    """`step S/T reward ... t Ns`, then `| X s/step, ETA Y` once a rate is known. rlaunch's log view
+    (rlaunch.progress) turns these lines into one live bar on a terminal."""
     def num(key):
         val = row.get(key)
         return "nan" if val is None else f"{val:.3g}"
 
-    return (f"step {row['step']}/{target} reward {num('reward')} loss {num('loss')} "
+    line = (f"step {row['step']}/{target} reward {num('reward')} loss {num('loss')} "
             f"grad_norm {num('grad_norm')} t {row.get('time_s', 0):.0f}s")
+    if rate is not None:
+        from rlaunch.progress import seconds
+
+        line += f" | {rate:.3g} s/step, ETA {seconds(max(0, target - row['step']) * rate)}"
+    return line
 
 
-def follow_progress(cfg: RehearsalConfig, stop: threading.Event) -> None:
-    """Print a line every progress_every steps from metrics.jsonl, which rank 0 writes on shared
-    storage; worker stdout on other nodes is prefixed and interleaved, so the driver speaks."""
+def step_rate(rows: list[dict], window: int = 20) -> float | None:
+    """Seconds per step over the last `window` rows (recent speed, so the ETA follows changes)."""
+    timed = [r for r in rows[-window - 1:] if r.get("time_s") is not None and r.get("step") is not None]
+    if len(timed) < 2 or timed[-1]["step"] <= timed[0]["step"]:
+        return None
+    return (timed[-1]["time_s"] - timed[0]["time_s"]) / (timed[-1]["step"] - timed[0]["step"])
+
+
+# Slow steps print a line at least this often (after the first step), not only every progress_every.
+PROGRESS_SILENCE_S = 30.0
+
+
+def follow_progress(cfg: RehearsalConfig, stop: threading.Event, clock=time.monotonic) -> None:
+    """Print a line every progress_every steps (and at least every PROGRESS_SILENCE_S while steps
+    are slow) from metrics.jsonl, which rank 0 writes on shared storage; worker stdout on other
+    nodes is prefixed and interleaved, so the driver speaks."""
     run_dir = Path(cfg.run_dir)
-    printed = 0
+    printed, last_print = 0, None
     while True:
         finished = stop.wait(1.0)
-        for row in read_metrics(run_dir):
-            step = row.get("step", 0)
-            if step > printed and (step % cfg.progress_every == 0 or step == cfg.steps):
-                print(progress_line(row, cfg.steps), flush=True)
-                printed = step
+        rows = read_metrics(run_dir)
+        if rows and last_print is None:
+            last_print = clock()  # the silence clock starts with the first step
+        if rows and rows[-1].get("step", 0) > printed:
+            due = [i for i, r in enumerate(rows) if r.get("step", 0) > printed and
+                   (r["step"] % cfg.progress_every == 0 or r["step"] == cfg.steps)]
+            if not due and clock() - last_print >= PROGRESS_SILENCE_S:
+                due = [len(rows) - 1]
+            for i in due:
+                print(progress_line(rows[i], cfg.steps, step_rate(rows[:i + 1])), flush=True)
+                printed, last_print = rows[i]["step"], clock()
         if finished:
             return
 
