@@ -38,6 +38,7 @@ TAG ?=            ## make image-build/image-push: image tag (default: the tag pi
 BASE ?=           ## make image-build: official (default) | standin: build on a local stand-in for the pinned base (no registry needed; never pushed)
 BUILDER ?=        ## make image-*: docker | podman | buildah (default: the first that works)
 RUN_DIR ?=        ## make verify: an existing run directory
+PORT ?=           ## make dashboard: the local port to open (default 8265, else a free one)
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -90,7 +91,7 @@ status: $(VENV)/.rlaunch-setup ## Nodes and job state of the last launch (or INF
 logs: $(VENV)/.rlaunch-setup ## Follow the job's log (the run directory's, once the cluster is gone)
 	@$(RLAUNCH) logs
 
-dashboard: $(VENV)/.rlaunch-setup ## Show or port-forward the Ray dashboard (8265)
+dashboard: $(VENV)/.rlaunch-setup ## Open the Ray dashboard from this machine: prints the URL, forwards until Ctrl-C
 	@$(RLAUNCH) dashboard
 
 down: $(VENV)/.rlaunch-setup ## Remove everything the launch created, found from INFRA and RUN_ID alone; fine when nothing is up

@@ -203,6 +203,14 @@ logs -f job/${RUN_ID} -n default --pod-running-timeout=10m
 port-forward -n default service/${RUN_ID}-head-svc 8265:8265" ]
 }
 
+@test "dashboard on another local port forwards it to the head service's 8265" {
+  rendered
+  run rl dashboard --RUN_ID="${RUN_ID}" --OUT="${OUT}" --PORT=18265
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"http://localhost:18265"* ]]
+  [ "$(stub_calls kubectl)" = "port-forward -n default service/${RUN_ID}-head-svc 18265:8265" ]
+}
+
 @test "logs give up after cluster.formation_timeout_s when the submitter job never appears" {
   rl render --PRESET=rehearsal --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" --SET="cluster.formation_timeout_s=1" >/dev/null
   stub_fail kubectl get job 1 "Error from server (NotFound): jobs.batch \"${RUN_ID}\" not found"

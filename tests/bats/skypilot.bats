@@ -119,6 +119,15 @@ status --endpoint 8265 ${RUN_ID}
 down -y ${RUN_ID}" ]
 }
 
+@test "dashboard prints the cluster's endpoint as a URL to open" {
+  rl render --INFRA=gcp --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  stub_reply sky status --endpoint "34.1.2.3:8265"
+  run rl dashboard --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"skypilot: Ray dashboard of run ${RUN_ID}: open http://34.1.2.3:8265"* ]]
+  [ "$(stub_calls sky)" = "status --endpoint 8265 ${RUN_ID}" ]
+}
+
 @test "status, logs, dashboard, down of a managed job run the exact sky jobs commands" {
   rl render --INFRA=aws --SPOT=1 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   for verb in status logs dashboard down; do

@@ -191,9 +191,16 @@ class Cli:
         """Remove everything launch created; fine when nothing is up."""
         return self._act("down", **kw)
 
-    def dashboard(self, **kw):
-        """Show (or forward) the Ray dashboard."""
-        return self._act("dashboard", **kw)
+    def dashboard(self, RUN_ID="", OUT="", PORT="", **_ignored):  # noqa: N803
+        """Open the Ray dashboard from this machine: a forward (local, KubeRay) or the endpoint."""
+        given = _with_env({"RUN_ID": RUN_ID, "OUT": OUT, "PORT": PORT}, {"RUN_ID", "OUT", "PORT"})
+        spec, out_dir = self._existing(str(given.get("RUN_ID", "")), str(given.get("OUT", "")))
+        if spec is None:
+            return self._act("dashboard", RUN_ID=RUN_ID, OUT=OUT)
+        from . import backends
+
+        port = _port(given.get("PORT", ""))
+        return _exit(backends.get(spec["infra"]["name"]).dashboard(spec, out_dir, port=port))
 
     def runs(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
         """Every rlaunch run the reachable infrastructures know (INFRA=... for one), one line each."""
@@ -230,6 +237,16 @@ class Cli:
     def config(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
         """Print the merged, validated spec as JSON."""
         print(json.dumps(_spec(PRESET, SET, OUT, knobs), indent=2, sort_keys=True))
+
+
+def _port(value) -> int | None:
+    """PORT= as typed: empty means the verb's default; otherwise a TCP port (0: any free one)."""
+    text = str(value).strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) > 65535:
+        raise ConfigError("PORT", text, "a TCP port, 0-65535 (0: any free port)")
+    return int(text)
 
 
 def _exit(code) -> None:

@@ -425,7 +425,7 @@ class AIStudio(Backend):
               "storage; delete them there if you no longer need them.")
         return 0
 
-    def dashboard(self, spec: dict, out: Path | None) -> int:
+    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
         spec = self._which(spec, out, "dashboard")
         if spec is None:
             return 1

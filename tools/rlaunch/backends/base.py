@@ -76,7 +76,8 @@ class Backend:
     def down(self, spec: dict, out: Path | None) -> int:
         raise NotImplementedError
 
-    def dashboard(self, spec: dict, out: Path | None) -> int:
+    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
+        """Make the Ray dashboard openable from this machine (port: the local one, None = default)."""
         print(f"{self.name}: no dashboard command for this infrastructure")
         return 0
 

@@ -674,11 +674,12 @@ class KubeRay(Backend):
         args = ["logs", "-f", f"job/{name}", "-n", ns, "--pod-running-timeout=10m"]
         return _kubectl(args, capture=False, timeout=None).returncode
 
-    def dashboard(self, spec: dict, out: Path | None) -> int:
-        port = spec["cluster"]["dashboard_port"]
-        print(f"kuberay: Ray dashboard on http://localhost:{port} (Ctrl-C stops the port-forward)")
+    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
+        remote = spec["cluster"]["dashboard_port"]
+        local = remote if port is None else port
+        print(f"kuberay: Ray dashboard on http://localhost:{local} (Ctrl-C stops the port-forward)")
         args = ["port-forward", "-n", spec["infra"]["namespace"], f"service/{head_service(spec)}",
-                f"{port}:{port}"]
+                f"{local}:{remote}"]
         return _kubectl(args, capture=False, timeout=None).returncode
 
     def down(self, spec: dict, out: Path | None) -> int:

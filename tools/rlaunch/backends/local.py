@@ -259,12 +259,36 @@ class Local(Backend):
         # local-cluster removes what the host has under the run's name, and says so when nothing is there.
         return self._local_cluster(spec, out, "down").returncode
 
-    def dashboard(self, spec: dict, out: Path | None) -> int:
-        address = self._address(spec)
-        print(f"local: Ray dashboard at {address} (inside the head's network namespace: "
-              f"scripts/local-cluster exec 0 -- curl {address})")
-        return 0
+    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
+        """Forward 127.0.0.1:<port> on the host to the head's dashboard until Ctrl-C: the nodes stay
+        off the host's network. On loopback the dashboard already listens on 127.0.0.1."""
+        from .. import forward
 
+        info = self._info(spec)
+        target_port = int(info["dashboard_port"])
+        run_id = spec["run"]["id"]
+
+        def banner(url: str, answer: bytes) -> str:
+            try:
+                version = " (Ray " + json.loads(answer).get("ray_version", "?") + ")"
+            except ValueError:
+                version = ""
+            return (f"local: Ray dashboard of run {run_id}{version}: open {url}\n"
+                    f"local: forwarding to {info['head_ip']}:{target_port} in the head's network "
+                    "namespace; Ctrl-C stops it")
+
+        if info["mode"] != "netns":
+            url = f"http://127.0.0.1:{target_port}"
+            try:
+                answer = forward.http_get(f"{url}/api/version")
+            except OSError as err:
+                raise MissingPrerequisite(f"an answer from {url}/api/version ({err})",
+                                          "the cluster's head is not serving it: `make status`") from None
+            print(banner(url, answer).splitlines()[0] + " (loopback: no forward needed)")
+            return 0
+        head_ns = info["nodes"][0]["ns"]
+        return forward.forward(head_ns, info["head_ip"], target_port,
+                               target_port if port is None else port, "/api/version", banner)
 
 def _run(entry: dict) -> Run:
     nodes, alive = entry["nodes"], entry["alive"]

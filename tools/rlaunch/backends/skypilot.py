@@ -430,7 +430,7 @@ class SkyPilot(Backend):
             return self._run("logs", cluster_name(spec)).returncode
         return self._run("jobs", "logs", "-n", cluster_name(spec)).returncode
 
-    def dashboard(self, spec: dict, out: Path | None) -> int:
+    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
         kinds = ({"managed-job" if spec["infra"]["spot"] else "cluster"} if out is not None
                  else {r.kind for r in self._found(spec, "cluster or managed job", active=True)})
         if not kinds:
@@ -439,8 +439,16 @@ class SkyPilot(Backend):
             print(f"skypilot: a managed job's cluster belongs to the jobs controller and has no endpoint "
                   f"command; follow the job with `make logs RUN_ID={spec['run']['id']}`")
             return 0
-        return self._run("status", "--endpoint", str(spec["cluster"]["dashboard_port"]),
-                         cluster_name(spec)).returncode
+        # The task opens the dashboard port (resources.ports); SkyPilot knows its public endpoint.
+        proc = self._run("status", "--endpoint", str(spec["cluster"]["dashboard_port"]),
+                         cluster_name(spec), capture=True)
+        sys.stdout.write(proc.stdout)
+        sys.stderr.write(proc.stderr)
+        endpoint = proc.stdout.strip().splitlines()[-1].strip() if proc.stdout.strip() else ""
+        if proc.returncode == 0 and endpoint and " " not in endpoint:
+            url = endpoint if "://" in endpoint else f"http://{endpoint}"
+            print(f"skypilot: Ray dashboard of run {spec['run']['id']}: open {url}")
+        return proc.returncode
 
     def _found(self, spec: dict, what: str, active: bool = False) -> list[Run]:
         answer = self.find(spec)
