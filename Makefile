@@ -37,8 +37,9 @@ REGISTRY ?=       ## make image-push: registry/owner to push to
 TAG ?=            ## make image-build/image-push: image tag (default: the tag pinned in configs/versions.yaml)
 BASE ?=           ## make image-build: official (default) | standin: build on a local stand-in for the pinned base (no registry needed; never pushed)
 BUILDER ?=        ## make image-*: docker | podman | buildah (default: the first that works)
-RUN_DIR ?=        ## make verify: an existing run directory
-PORT ?=           ## make dashboard: the local port to open (default 8265, else a free one)
+RUN_DIR ?=        ## make verify/tensorboard: an existing run directory (e.g. a synced bucket's copy)
+RUNS ?=           ## make compare/tensorboard: run ids or run directories, space-separated
+PORT ?=           ## make dashboard/tensorboard: the local port to open (default 8265 / 6006, else a free one)
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -75,7 +76,7 @@ crds: $(VENV)/.rlaunch-setup ## Fetch the pinned KubeRay/PodMonitor CRDs into bu
 	@$(PY) -m rlaunch.validate.crds fetch
 
 ##@ Launch
-.PHONY: render plan launch status logs down dashboard verify runs
+.PHONY: render plan launch status logs down dashboard tensorboard compare verify runs
 render: $(VENV)/.rlaunch-setup ## Write every artifact of a launch under OUT; touch nothing else
 	@$(RLAUNCH) render
 
@@ -93,6 +94,12 @@ logs: $(VENV)/.rlaunch-setup ## Follow the job's log (the run directory's, once 
 
 dashboard: $(VENV)/.rlaunch-setup ## Open the Ray dashboard from this machine: prints the URL, forwards until Ctrl-C
 	@$(RLAUNCH) dashboard
+
+tensorboard: $(VENV)/.rlaunch-setup ## Serve the run's TensorBoard on localhost (RUNS="id1 id2": side by side)
+	@$(RLAUNCH) tensorboard
+
+compare: $(VENV)/.rlaunch-setup ## Reward curves of RUNS="id1 id2 ..." in one PNG, and a table of each run
+	@$(RLAUNCH) compare
 
 down: $(VENV)/.rlaunch-setup ## Remove everything the launch created, found from INFRA and RUN_ID alone; fine when nothing is up
 	@$(RLAUNCH) down

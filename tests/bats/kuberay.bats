@@ -211,6 +211,31 @@ port-forward -n default service/${RUN_ID}-head-svc 8265:8265" ]
   [ "$(stub_calls kubectl)" = "port-forward -n default service/${RUN_ID}-head-svc 18265:8265" ]
 }
 
+@test "tensorboard runs next to the head pod on the run directory and port-forwards to it" {
+  rendered
+  stub_reply kubectl get pods "pod/${RUN_ID}-head-abc"
+  run rl tensorboard --RUN_ID="${RUN_ID}" --OUT="${OUT}" --PORT=16006
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"TensorBoard of run ${RUN_ID} (pod/${RUN_ID}-head-abc, /data/runs/rehearsal/${RUN_ID}): open http://localhost:16006"* ]]
+  local calls
+  calls="$(stub_calls kubectl)"
+  [[ "${calls}" == *"get pods -n default -l rlaunch.io/run=${RUN_ID}\,ray.io/node-type=head -o name"* ]]
+  # TensorBoard on the pod's loopback, stopped by its shell when our exec's stdin closes.
+  local serve="python3 -m tensorboard.main --logdir /data/runs/rehearsal/${RUN_ID} --host 127.0.0.1 --port 6006 & tb=\$!; cat >/dev/null; kill \$tb"
+  local exec_call
+  exec_call="$(printf '%q ' exec -i -n default "pod/${RUN_ID}-head-abc" -- sh -c "${serve}")"
+  [[ "${calls}" == *"${exec_call% }"* ]]
+  [[ "${calls}" == *"port-forward -n default pod/${RUN_ID}-head-abc 16006:6006"* ]]
+}
+
+@test "tensorboard without a head pod: exit 3, says the cluster is gone and what to do" {
+  rendered
+  run rl tensorboard --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing a running head pod of run ${RUN_ID} in namespace default"*"make tensorboard RUN_DIR="* ]]
+  if stub_calls kubectl | grep -E "^(exec|port-forward)"; then return 1; fi
+}
+
 @test "logs give up after cluster.formation_timeout_s when the submitter job never appears" {
   rl render --PRESET=rehearsal --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" --SET="cluster.formation_timeout_s=1" >/dev/null
   stub_fail kubectl get job 1 "Error from server (NotFound): jobs.batch \"${RUN_ID}\" not found"

@@ -191,15 +191,12 @@ class Cli:
         """Remove everything launch created; fine when nothing is up."""
         return self._act("down", **kw)
 
-    def dashboard(self, RUN_ID="", OUT="", PORT="", **_ignored):  # noqa: N803
+    def dashboard(self, PORT="", **kw):  # noqa: N803
         """Open the Ray dashboard from this machine: a forward (local, KubeRay) or the endpoint."""
-        given = _with_env({"RUN_ID": RUN_ID, "OUT": OUT, "PORT": PORT}, {"RUN_ID", "OUT", "PORT"})
-        spec, out_dir = self._existing(str(given.get("RUN_ID", "")), str(given.get("OUT", "")))
-        if spec is None:
-            return self._act("dashboard", RUN_ID=RUN_ID, OUT=OUT)
+        port = _port(_with_env({"PORT": PORT}, {"PORT"}).get("PORT", ""))
+        spec, out_dir = self._which(**kw)
         from . import backends
 
-        port = _port(given.get("PORT", ""))
         return _exit(backends.get(spec["infra"]["name"]).dashboard(spec, out_dir, port=port))
 
     def runs(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
@@ -209,6 +206,36 @@ class Cli:
 
         infra = str(_with_env(_knobs(knobs), set(KNOBS)).get("INFRA", ""))
         print(runs.report(runs.collect(infra, lambda name: _spec(PRESET, SET, "", {**knobs, "INFRA": name}))))
+
+    def tensorboard(self, RUN_ID="", OUT="", RUNS="", RUN_DIR="", PORT="", **_ignored):  # noqa: N803
+        """Serve TensorBoard on localhost for a run (default: the last launch) or several side by side."""
+        from . import board, runref
+
+        given = _with_env({"RUN_ID": RUN_ID, "OUT": OUT, "RUNS": RUNS, "RUN_DIR": RUN_DIR, "PORT": PORT},
+                          {"RUN_ID", "OUT", "RUNS", "RUN_DIR", "PORT"})
+        refs = runref.split_refs(given.get("RUNS", "")) + ([str(given["RUN_DIR"])] if given.get("RUN_DIR") else [])
+        if not refs:  # one run, found as status/logs/down find it, else by id on the local storage
+            run_id = str(given.get("RUN_ID", "")).strip()
+            spec, out_dir = self._existing(run_id, str(given.get("OUT", "")))
+            refs = [str(out_dir) if spec is not None else run_id]
+            if not refs[0]:
+                raise ConfigError("RUN_ID", "", "a run id (or RUNS=\"id1 id2\", RUN_DIR=...): no launch "
+                                  "recorded in build/last-run")
+        port = _port(given.get("PORT", ""))
+        return _exit(board.serve(runref.find_all(refs), port))
+
+    def compare(self, RUNS="", OUT="", **_ignored):  # noqa: N803
+        """One PNG of the runs' reward curves (smoothed, labelled by id and differing config), and a table."""
+        from . import compare, runref
+
+        given = _with_env({"RUNS": RUNS, "OUT": OUT}, {"RUNS", "OUT"})
+        refs, out = str(given.get("RUNS", "")), str(given.get("OUT", "")).strip()
+        found = runref.find_all(refs)
+        if len(found) < 1:
+            raise ConfigError("RUNS", refs, 'one or more run ids or run directories, e.g. RUNS="id1 id2"')
+        png, text = compare.compare(found, Path(out) if out else None)
+        print(text)
+        print(f"compare: reward curves of {len(found)} run(s) in {png}")
 
     def verify(self, stage="postflight", *args, **kw):
         """preflight | postflight: run a verification stage (see rlaunch.verify)."""

@@ -32,6 +32,7 @@ import base64
 import datetime as _dt
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -50,6 +51,7 @@ RUN_LABEL = "rlaunch.io/run"
 ONE_PER_HOST_LABEL = "rlaunch.io/one-per-host"
 # Ray's default ports (not versions): client, metrics export, autoscaler and dashboard metrics.
 CLIENT_PORT, METRICS_PORT, AUTOSCALER_METRICS_PORT, DASHBOARD_METRICS_PORT = 10001, 8080, 44217, 44227
+TENSORBOARD_POD_PORT = 6006  # `make tensorboard`: TensorBoard on the head pod's loopback
 LOGS_POLL_S = 5  # `make logs` polls for the submitter job this often, until formation_timeout_s
 # A ConfigMap holds at most 1 MiB; leave room for its metadata.
 CONFIGMAP_MAX_BYTES = 900 * 1024
@@ -681,6 +683,46 @@ class KubeRay(Backend):
         args = ["port-forward", "-n", spec["infra"]["namespace"], f"service/{head_service(spec)}",
                 f"{local}:{remote}"]
         return _kubectl(args, capture=False, timeout=None).returncode
+
+    def tensorboard(self, spec: dict, port: int) -> int:
+        """TensorBoard next to the head, on the run directory of the cluster's shared volume, and
+        `kubectl port-forward` to it, until Ctrl-C. The pod runs it under a shell that stops it when
+        our `kubectl exec` goes (stdin closes), so nothing is left running in the pod."""
+        ns, run_dir = spec["infra"]["namespace"], spec["paths"]["run_dir"]
+        selector = f"{RUN_LABEL}={spec['run']['id']},ray.io/node-type=head"
+        found = _kubectl(["get", "pods", "-n", ns, "-l", selector, "-o", "name"])
+        pod = (found.stdout.split() or [""])[0] if found.returncode == 0 else ""
+        if not pod:
+            raise MissingPrerequisite(
+                f"a running head pod of run {spec['run']['id']} in namespace {ns}",
+                "its Ray cluster is deleted when the job ends (shutdownAfterJobFinishes): copy the run "
+                f"directory {run_dir} off the shared volume (kubectl cp, or the bucket) and pass it: "
+                "make tensorboard RUN_DIR=...")
+        serve = (f"python3 -m tensorboard.main --logdir {shlex.quote(run_dir)} --host 127.0.0.1 "
+                 f"--port {TENSORBOARD_POD_PORT} & tb=$!; cat >/dev/null; kill $tb")
+        kubectl = _require_kubectl()
+        board = subprocess.Popen([kubectl, "exec", "-i", "-n", ns, pod, "--", "sh", "-c", serve],
+                                 stdin=subprocess.PIPE)
+        forward = subprocess.Popen([kubectl, "port-forward", "-n", ns, pod, f"{port}:{TENSORBOARD_POD_PORT}"])
+        print(f"kuberay: TensorBoard of run {spec['run']['id']} ({pod}, {run_dir}): open "
+              f"http://localhost:{port} (Ctrl-C stops it)", flush=True)
+        rc = 0
+        try:
+            while board.poll() is None and forward.poll() is None:
+                time.sleep(0.5)
+            rc = board.returncode or forward.returncode or 0
+            if board.returncode:
+                print(f"kuberay: TensorBoard in {pod} exited {board.returncode} (does the image have "
+                      "tensorboard? the rlaunch images do)", file=sys.stderr)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            board.stdin.close()
+            for proc in (forward, board):
+                if proc.poll() is None:
+                    proc.terminate()
+                proc.wait()
+        return rc
 
     def down(self, spec: dict, out: Path | None) -> int:
         """Delete every object labelled with the run, after asking the API server which exist."""

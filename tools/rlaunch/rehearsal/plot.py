@@ -18,7 +18,7 @@ def _rows(metrics_path: Path) -> list[dict]:
     return rows
 
 
-def _moving_average(values: list[float], window: int) -> list[float]:
+def moving_average(values: list[float], window: int) -> list[float]:
     out, total = [], 0.0
     for i, val in enumerate(values):
         total += val
@@ -42,7 +42,7 @@ def plot_reward(metrics_path, out_path) -> Path:
     ax.plot(steps, rewards, color="tab:blue", alpha=0.35, linewidth=1, label="reward (step mean)")
     if rows:
         window = max(1, len(rows) // 20)
-        ax.plot(steps, _moving_average(rewards, window), color="tab:blue", linewidth=2,
+        ax.plot(steps, moving_average(rewards, window), color="tab:blue", linewidth=2,
                 label=f"moving average ({window} steps)")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("mean reward")
