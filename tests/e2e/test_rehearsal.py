@@ -12,31 +12,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from e2e_support import make
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 
 
-def make(*args: str, timeout: int) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "WANDB_API_KEY": "sekret-value"})
-
-
 def netns() -> str:
     return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-
-
-@pytest.fixture(scope="module")
-def rehearsal():
-    if os.geteuid() != 0:
-        pytest.skip("the 2-node rehearsal needs root for network namespaces")
-    run_id = f"e2e-{os.getpid()}"
-    from rlaunch.backends.local import cluster_name
-
-    name = cluster_name({"run": {"id": run_id}})
-    proc = make("launch", f"RUN_ID={run_id}", timeout=600)
-    yield run_id, name, proc
-    make("down", "INFRA=local", f"RUN_ID={run_id}", timeout=120)
 
 
 def run_dir_of(run_id: str) -> Path:

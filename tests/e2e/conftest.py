@@ -1,0 +1,23 @@
+"""The README's rehearsal, launched once per session for every end-to-end test that reads a real run
+(test_rehearsal: the launch itself; test_observe: tensorboard, compare, progress in a pipe)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from e2e_support import make
+
+
+@pytest.fixture(scope="session")
+def rehearsal():
+    """`make launch` of the rehearsal through a pipe (no TTY): (run_id, cluster name, the process)."""
+    if os.geteuid() != 0:
+        pytest.skip("the 2-node rehearsal needs root for network namespaces")
+    run_id = f"e2e-{os.getpid()}"
+    from rlaunch.backends.local import cluster_name
+
+    name = cluster_name({"run": {"id": run_id}})
+    proc = make("launch", f"RUN_ID={run_id}", timeout=600)
+    yield run_id, name, proc
+    make("down", "INFRA=local", f"RUN_ID={run_id}", timeout=120)
