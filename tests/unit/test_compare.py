@@ -58,23 +58,23 @@ def test_unknown_run_is_bad_input_naming_the_key(tmp_path):
         runref.find(str(tmp_path))
     fake_run(tmp_path, "twice", [0.1])
     with pytest.raises(ConfigError, match="named twice"):
-        runs.find_all(f"{tmp_path}/build/storage/runs/rehearsal/twice {tmp_path}/build/storage/runs/rehearsal/twice")
+        runref.find_all(f"{tmp_path}/build/storage/runs/rehearsal/twice {tmp_path}/build/storage/runs/rehearsal/twice")
 
 
 def test_a_run_dir_on_a_bucket_says_where_it_is_and_how_to_get_it(tmp_path):
     run_dir = fake_run(tmp_path, "r-cloud", [0.1], storage_source="gs://bucket/rl")
     run = runref.find(str(run_dir))
-    remote = runs.Run(run.id, {**run.spec, "paths": {**run.spec["paths"],
+    remote = runref.Run(run.id, {**run.spec, "paths": {**run.spec["paths"],
                                                      "run_dir": run.spec["storage"]["mount"] + "/runs/x/r-cloud"}},
                       Path("/nonexistent/r-cloud"))
     with pytest.raises(MissingPrerequisite, match=r"it is at gs://bucket/rl/runs/x/r-cloud\).*sync"):
-        runs.require_local(remote)
+        runref.require_local(remote)
 
 
 def test_compare_labels_by_differing_config_and_tables_each_run(tmp_path):
     first = fake_run(tmp_path, "r-fast", [i / 40 for i in range(40)])
     second = fake_run(tmp_path, "r-slow", [i / 120 for i in range(40)], lr=0.001, passed=False)
-    found = runs.find_all(f"{first} {second}")
+    found = runref.find_all(f"{first} {second}")
     png, table = compare.compare(found, tmp_path / "out" / "c.png")
     assert png.read_bytes()[:8] == PNG_MAGIC
     lines = table.splitlines()
@@ -88,7 +88,7 @@ def test_compare_labels_by_differing_config_and_tables_each_run(tmp_path):
 
 def test_compare_of_a_run_without_rewards_still_draws_and_says_so(tmp_path):
     run_dir = fake_run(tmp_path, "r-empty", [])
-    found = runs.find_all(str(run_dir))
+    found = runref.find_all(str(run_dir))
     png, table = compare.compare(found, tmp_path / "c.png")
     assert png.is_file() and "0/?" in table
     assert compare.label(compare.read(found[0]), []).endswith("(no reward logged)")
