@@ -110,14 +110,15 @@ def tty_run(tmp_path_factory):
                "history": history, "raw": pane.raw.read_bytes()}
     finally:
         pane.close()
-        make("down", f"RUN_ID={run_id}", timeout=120)
+        make("down", "INFRA=local", f"RUN_ID={run_id}", timeout=120)
 
 
 def test_tty_shows_formation_then_one_live_training_line(tty_run):
     history, screens = tty_run["history"], tty_run["screens"]
     assert tty_run["rc"] in (0, 1, 2), history[-3000:]  # a run that did not learn enough is fine here
     # Formation: nodes joined out of expected, elapsed against the deadline (10m00s by default).
-    assert re.search(r"cluster r[0-9a-f]{6}: 2/2 nodes joined \(\d+ s of 10m00s\)", history), history[:3000]
+    name = re.escape(tty_run["run_id"])  # the local cluster is named after the run
+    assert re.search(rf"cluster {name}: 2/2 nodes joined \(\d+ s of 10m00s\)", history), history[:3000]
     # While training, the screen held one progress line, and it moved.
     live = [BAR.findall(s) for s in screens if BAR.search(s)]
     assert live, "no live training line on any screen:\n" + "\n---\n".join(screens[-5:])
@@ -132,11 +133,11 @@ def test_tty_shows_formation_then_one_live_training_line(tty_run):
 
 
 def test_pipe_gets_plain_progress_lines(rehearsal):
-    _, _, proc = rehearsal
-    out = proc.stdout
+    _, name, proc = rehearsal
+    out, name = proc.stdout, re.escape(name)
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
-    assert re.search(r"^cluster r[0-9a-f]{6}: starting Ray on 2 node\(s\) \(0 s of 10m00s\)$", out, re.M), out[:3000]
-    assert re.search(r"^cluster r[0-9a-f]{6}: 2/2 nodes joined \(\d+ s of 10m00s\)$", out, re.M), out[:3000]
+    assert re.search(rf"^cluster {name}: starting Ray on 2 node\(s\) \(0 s of 10m00s\)$", out, re.M), out[:3000]
+    assert re.search(rf"^cluster {name}: 2/2 nodes joined \(\d+ s of 10m00s\)$", out, re.M), out[:3000]
     steps = re.findall(r"^step (\d+)/300 reward \S+ .* \| \S+ s/step, ETA .+$", out, re.M)
     assert steps[-1] == "300" and len(steps) >= 20, steps  # every 10 steps, as plain lines
     assert "\r" not in out and "\x1b[2K" not in out and "\x1b[?25l" not in out
