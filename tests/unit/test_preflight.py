@@ -164,6 +164,22 @@ def test_kuberay_cpu_head_counts_as_a_node_without_gpus(gpu_spec):
     assert not failures(evaluate(gpu_spec, probes))
 
 
+def test_trl_needs_a_cpu_on_every_node_but_a_kuberay_cpu_only_head(tmp_path):
+    # The CPU-only head (num-cpus 0) runs the driver, not one of trl's Ray Train workers.
+    spec = runtrees.make_spec("trl", tmp_path, cluster__nodes=2)
+    nodes = [node(1, head=True, cpus=0), node(2, cpus=2), node(3, cpus=2)]
+    probes = [probe(i) for i in (1, 2, 3)]
+    bad = failures(preflight.evaluate(spec, nodes, {p["node_id"]: p for p in probes}, peers(3), 3, []))
+    assert bad["ray cpus"]["node"] == "10.0.0.1" and "every node" in bad["ray cpus"]["detail"]
+    spec["infra"]["name"] = "kuberay"
+    spec["cluster"]["cpu_head"] = True
+    assert "ray cpus" not in failures(preflight.evaluate(spec, nodes, {p["node_id"]: p for p in probes},
+                                                         peers(3), 3, []))
+    nodes[2]["cpus"] = 0  # a worker without CPUs still fails, named
+    bad = failures(preflight.evaluate(spec, nodes, {p["node_id"]: p for p in probes}, peers(3), 3, []))
+    assert bad["ray cpus"]["node"] == "10.0.0.3"
+
+
 def test_unreachable_cluster_is_one_failed_check_within_the_deadline(tmp_path, monkeypatch):
     import socket
 

@@ -421,12 +421,20 @@ def _same_everywhere(name: str, values: dict[str, object], what: str) -> dict:
     return check(name, True, f"{what} {majority} on all {len(values)} nodes")
 
 
+def _kuberay_cpu_head(spec: dict) -> bool:
+    """A KubeRay CPU-only head (cluster.cpu_head): no GPUs, and no training worker, by design."""
+    return spec["infra"]["name"] == "kuberay" and bool(spec["cluster"].get("cpu_head"))
+
+
 def check_cpus(spec: dict, nodes: list[dict]) -> dict:
     rule = CPU_RULES.get(spec["framework"]["name"])
     if rule is None:
         return skipped("ray cpus", f"no CPU rule for {spec['framework']['name']}")
     where, need, why = rule
-    pool = [n for n in nodes if n["is_head"]] if where == "head" else nodes
+    if where == "head":
+        pool = [n for n in nodes if n["is_head"]]
+    else:  # every node that runs the framework's workers: not a CPU-only head (num-cpus 0)
+        pool = [n for n in nodes if not (n["is_head"] and _kuberay_cpu_head(spec))]
     short = next((n for n in pool if n["cpus"] < need), None)
     if short:
         return check("ray cpus", False, f"{short['cpus']:g} Ray CPUs there, {spec['framework']['name']} needs "
@@ -489,8 +497,7 @@ def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[d
         return [skipped("gpus", "cluster.gpus_per_node=0")]
     heads = {_label(n) for n in nodes if n["is_head"]}
     # A KubeRay CPU-only head has no GPUs by design; every other node must have exactly `want`.
-    gpu_probes = {ip: p for ip, p in probes.items()
-                  if not (spec["infra"]["name"] == "kuberay" and cluster.get("cpu_head") and ip in heads)}
+    gpu_probes = {ip: p for ip, p in probes.items() if not (_kuberay_cpu_head(spec) and ip in heads)}
     out = []
     wrong = [(ip, p["gpu"]["count"]) for ip, p in gpu_probes.items() if p["gpu"]["count"] != want]
     out.append(check("gpu count", not wrong, f"{wrong[0][1]} GPUs, cluster.gpus_per_node={want}" if wrong
