@@ -333,6 +333,8 @@ def test_rehearsal_rayjob_trains_verifies_and_passes_postflight(host_ok, tmp_pat
     summary = json.loads((run_dir / "train_summary.json").read_text())
     assert summary["num_workers"] == workers and len(set(summary["worker_nodes"])) == workers
     assert summary["steps"] == 150 and summary["reward_last"] >= 0.9
+    # job.sh keeps the plan it ran from the ConfigMap volume: the files, not the kubelet's ..data.
+    assert sorted(p.name for p in (run_dir / "plan").iterdir()) == ["job.sh", "spec.json", "trl.json"]
 
 
 def mutate_worker_mount(objects):

@@ -27,7 +27,9 @@ say() { printf 'rlaunch-job: %s\n' "$*"; }
 keep_plan() {
   local rel
   cp "$SPEC" "$RUN_DIR/spec.json"
-  (cd "$RLAUNCH_ARTIFACTS" && find . \( -path ./cluster -o -path ./home \) -prune -o -type f -print) |
+  # -L and `..?*`: on KubeRay the artifacts are a ConfigMap volume, each file a symlink through the
+  # kubelet's ..data -> ..<timestamp>/ (copy the files by their names, not the kubelet's folders).
+  (cd "$RLAUNCH_ARTIFACTS" && find -L . \( -path ./cluster -o -path ./home -o -name '..?*' \) -prune -o -type f -print) |
     while IFS= read -r rel; do
       install -D -m 0644 "$RLAUNCH_ARTIFACTS/$rel" "$RUN_DIR/plan/${rel#./}"
     done
