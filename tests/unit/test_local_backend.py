@@ -15,8 +15,20 @@ def spec(**knobs):
 
 def test_multi_node_without_root_is_refused_with_the_fix(monkeypatch, tmp_path):
     monkeypatch.setattr(local.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(local, "_passwordless_sudo", lambda: False)
     with pytest.raises(MissingPrerequisite, match="NODES=1"):
         local.BACKEND.launch(spec(), tmp_path)
+
+
+def test_multi_node_as_a_user_with_passwordless_sudo_goes_to_local_cluster(monkeypatch, tmp_path):
+    # As on a GitHub-hosted runner: local-cluster makes the namespaces through sudo (tested for real
+    # by tests/e2e/test_workflow_launch.py).
+    monkeypatch.setattr(local.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(local, "_passwordless_sudo", lambda: True)
+    formed = []
+    monkeypatch.setattr(local.Local, "_form", lambda self, spec, out: formed.append(out) or 4)
+    assert local.BACKEND.launch(spec(), tmp_path) == 4  # `local-cluster up`'s exit, passed on
+    assert formed == [tmp_path]
 
 
 def test_gpu_preset_without_gpus_is_refused(monkeypatch, tmp_path):

@@ -109,8 +109,8 @@ class Local(Backend):
     def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
         out = spec["run"]["out"]
         return [
-            f"scripts/local-cluster up   ({spec['cluster']['nodes']} nodes, one network namespace each; "
-            f"one node on 127.0.0.1 without root)",
+            f"scripts/local-cluster up   ({spec['cluster']['nodes']} nodes, one network namespace each "
+            f"(as root, or through passwordless sudo); one node on 127.0.0.1 without either)",
             f"ray job submit {spec['run']['id']}: bash {out}/job.sh   (from the head's namespace)",
             f"ray job logs --follow {spec['run']['id']}",
             f"then: make status / make logs / make down RUN_ID={spec['run']['id']}",
@@ -144,11 +144,12 @@ class Local(Backend):
 
     def launch(self, spec: dict, out: Path) -> int:
         nodes = spec["cluster"]["nodes"]
-        if nodes > 1 and (os.geteuid() != 0 or shutil.which("ip") is None):
+        if nodes > 1 and (shutil.which("ip") is None or not (os.geteuid() == 0 or _passwordless_sudo())):
             raise MissingPrerequisite(
                 f"root and `ip` for a {nodes}-node local cluster",
                 "network namespaces need CAP_NET_ADMIN and iproute2: run as root (sudo make launch), "
-                "or NODES=1 for a one-node run on 127.0.0.1")
+                "or as a user with passwordless sudo (local-cluster then uses it for the namespaces "
+                "and runs Ray as you), or NODES=1 for a one-node run on 127.0.0.1")
         if spec["cluster"]["gpus_per_node"] > 0 and shutil.which("nvidia-smi") is None:
             raise MissingPrerequisite(
                 "GPUs", f"{spec['framework']['name']} with cluster.gpus_per_node="
@@ -289,6 +290,15 @@ class Local(Backend):
         head_ns = info["nodes"][0]["ns"]
         return forward.forward(head_ns, info["head_ip"], target_port,
                                target_port if port is None else port, "/api/version", banner)
+
+def _passwordless_sudo() -> bool:
+    """sudo works here without a prompt and may keep the environment, as scripts/local-cluster asks it."""
+    if not (shutil.which("sudo") and shutil.which("setpriv")):
+        return False
+    probe = subprocess.run(["sudo", "-n", "--preserve-env", "true"], stdin=subprocess.DEVNULL,
+                           capture_output=True, check=False, timeout=30)
+    return probe.returncode == 0
+
 
 def _run(entry: dict) -> Run:
     nodes, alive = entry["nodes"], entry["alive"]
