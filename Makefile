@@ -76,7 +76,7 @@ crds: $(VENV)/.rlaunch-setup ## Fetch the pinned KubeRay/PodMonitor CRDs into bu
 	@$(PY) -m rlaunch.validate.crds fetch
 
 ##@ Launch
-.PHONY: render plan launch status logs down dashboard tensorboard compare verify runs
+.PHONY: render plan launch status logs down dashboard tensorboard compare verify runs summary
 render: $(VENV)/.rlaunch-setup ## Write every artifact of a launch under OUT; touch nothing else
 	@$(RLAUNCH) render
 
@@ -106,6 +106,9 @@ down: $(VENV)/.rlaunch-setup ## Remove everything the launch created, found from
 
 runs: $(VENV)/.rlaunch-setup ## Every rlaunch run the reachable infrastructures know (INFRA=... for one)
 	@$(RLAUNCH) runs
+
+summary: $(VENV)/.rlaunch-setup ## The closing summary of the last launch (or RUN_ID's) again, from its run directory (GitHub: also to the job summary)
+	@$(RLAUNCH) summary
 
 verify: $(VENV)/.rlaunch-setup ## Postflight on an existing run directory: make verify RUN_DIR=...
 	@$(PY) -m rlaunch.verify.postflight --run-dir="$$RLAUNCH_KNOB_RUN_DIR"

@@ -6,7 +6,7 @@ here byte for byte (fire would parse a flag's value: '"x"' -> x, '[a]' -> a list
 wins over that environment. SET is dotted.key=value overrides split like a shell command line. Every
 verb that acts renders and checks first.
 
-status/logs/down/dashboard act on a run named by RUN_ID (default: the last launch from here). The
+status/logs/down/dashboard/summary act on a run named by RUN_ID (default: the last launch from here). The
 launch's artifacts in build/<run_id> (or OUT) are a cache: with INFRA=... and RUN_ID=... and no
 cache, the backend asks the infrastructure what exists of that run.
 """
@@ -198,6 +198,20 @@ class Cli:
         from . import backends
 
         return _exit(backends.get(spec["infra"]["name"]).dashboard(spec, out_dir, port=port))
+
+    def summary(self, **kw):
+        """The closing summary of the last (or RUN_ID's) launch, from its run directory. In a GitHub
+        Actions job ($GITHUB_STEP_SUMMARY set) it is also appended there as Markdown, with the
+        verification table."""
+        spec, out_dir = self._which(**kw)
+        from .summary import closing_summary, markdown_summary
+
+        run_dir, out = Path(spec["paths"]["run_dir"]), out_dir or Path(spec["run"]["out"])
+        print(closing_summary(spec, run_dir, out))
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if step_summary:
+            with open(step_summary, "a", encoding="utf-8") as fh:
+                fh.write(markdown_summary(spec, run_dir, out))
 
     def runs(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
         """Every rlaunch run the reachable infrastructures know (INFRA=... for one), one line each."""

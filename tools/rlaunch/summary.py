@@ -1,4 +1,8 @@
-"""The closing summary a person reads after a launch: what ran, what it learned, where the files are."""
+"""The closing summary a person reads after a launch: what ran, what it learned, where the files are.
+
+The same facts two ways: the text `make launch` prints, and Markdown with the verification table
+for a CI job's summary page (`make summary` appends it to $GITHUB_STEP_SUMMARY in a GitHub job).
+"""
 
 from __future__ import annotations
 
@@ -13,29 +17,62 @@ def _read(path: Path) -> dict:
         return {}
 
 
-def closing_summary(spec: dict, run_dir: Path, out: Path) -> str:
+def _facts(spec: dict, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]], dict]:
+    """(label, value) rows in the order people read them, and verification.json (or {})."""
     train = _read(run_dir / "train_summary.json")
     evaluation = _read(run_dir / "eval.json")
     verification = _read(run_dir / "verification.json")
     preflight = _read(run_dir / "preflight.json")
-    lines = [f"run {spec['run']['id']} ({spec['framework']['name']} on {spec['infra']['name']})"]
+    rows = []
     if preflight:
-        lines.append(f"  preflight     {'passed' if preflight.get('passed') else 'FAILED'} on "
-                     f"{len(preflight.get('nodes', []))} nodes")
+        rows.append(("preflight", f"{'passed' if preflight.get('passed') else 'FAILED'} on "
+                                  f"{len(preflight.get('nodes', []))} nodes"))
     if train:
-        nodes = ", ".join(train.get("worker_nodes", []))
-        lines.append(f"  nodes used    {train.get('num_workers')} ({nodes})")
-        lines.append(f"  steps         {train.get('steps')}/{train.get('target_steps')}")
+        rows.append(("nodes used", f"{train.get('num_workers')} ({', '.join(train.get('worker_nodes', []))})"))
+        rows.append(("steps", f"{train.get('steps')}/{train.get('target_steps')}"))
         if "reward_first" in train:
-            lines.append(f"  reward        {train['reward_first']:.2f} -> {train['reward_last']:.2f}")
+            rows.append(("reward", f"{train['reward_first']:.2f} -> {train['reward_last']:.2f}"))
     if evaluation:
-        lines.append(f"  greedy score  {evaluation.get('greedy_correct')}/{evaluation.get('greedy_total')}")
+        rows.append(("greedy score", f"{evaluation.get('greedy_correct')}/{evaluation.get('greedy_total')}"))
     if verification:
         failed = [c["name"] for c in verification.get("checks", []) if not c.get("passed")]
-        lines.append("  verification  " + ("passed" if verification.get("passed")
-                                           else "FAILED: " + ", ".join(failed)))
+        rows.append(("verification", "passed" if verification.get("passed") else "FAILED: " + ", ".join(failed)))
+    elif run_dir.is_dir():
+        rows.append(("verification", "no report (the job did not reach postflight)"))
     else:
-        lines.append("  verification  no report (the job did not reach postflight)")
-    lines.append(f"  run dir       {run_dir}")
-    lines.append(f"  artifacts     {out}")
-    return "\n".join(lines)
+        rows.append(("verification", "not on this machine: the reports are in the run directory on the "
+                                     "run's shared storage (`make verify RUN_DIR=...` where it is mounted)"))
+    rows.append(("run dir", str(run_dir)))
+    rows.append(("artifacts", str(out)))
+    return rows, verification
+
+
+def _title(spec: dict) -> str:
+    return f"run {spec['run']['id']} ({spec['framework']['name']} on {spec['infra']['name']})"
+
+
+def closing_summary(spec: dict, run_dir: Path, out: Path) -> str:
+    rows, _ = _facts(spec, run_dir, out)
+    return "\n".join([_title(spec), *(f"  {label:<13} {value}" for label, value in rows)])
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+
+
+def markdown_summary(spec: dict, run_dir: Path, out: Path) -> str:
+    """GitHub-flavoured Markdown: the facts, then one row per verification check."""
+    rows, verification = _facts(spec, run_dir, out)
+    lines = [f"### rlaunch: {_title(spec)}", "", "| | |", "|---|---|"]
+    lines += [f"| {label} | {_cell(value)} |" for label, value in rows]
+    checks = verification.get("checks") or []
+    if checks:
+        with_node = any(c.get("node") for c in checks)
+        lines += ["", "#### Verification", "",
+                  "| | check |" + (" node |" if with_node else "") + " detail |",
+                  "|---|---|" + ("---|" if with_node else "") + "---|"]
+        for c in checks:
+            mark = "ok" if c.get("passed") else "**FAIL**"
+            node = f" {_cell(c.get('node', ''))} |" if with_node else ""
+            lines.append(f"| {mark} | {_cell(c.get('name', '?'))} |{node} {_cell(c.get('detail', ''))} |")
+    return "\n".join(lines) + "\n"
