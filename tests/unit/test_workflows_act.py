@@ -90,3 +90,66 @@ def test_harness_runs_any_workflow_with_inputs_env_secrets_stubs_and_uploads(tmp
     assert not (art / ".hidden").exists()  # upload-artifact v4 leaves hidden files out
     assert (run.workdir / "out" / "token").is_file()
     assert json.loads(json.dumps(run.events[0]))  # the raw JSON events are there for anything else
+
+
+PATHS_WORKFLOW = """
+name: paths
+on: workflow_dispatch
+jobs:
+  one:
+    runs-on: ubuntu-24.04
+    steps:
+      - uses: actions/checkout@fbc6f3992d24b796d5a048ff273f7fcc4a7b6c09
+      - name: Make files
+        env:
+          TOKEN: ${{ secrets.TOKEN }}
+          WHERE: ${{ vars.WHERE }}
+        run: |
+          mkdir -p b/r1 b/s/runs/x/r1/ckpt b/s/runs/x/r1/logs
+          echo plan >b/r1/plan.txt; echo rep >b/s/runs/x/r1/v.json; echo log >b/s/runs/x/r1/logs/job.log
+          echo big >b/s/runs/x/r1/ckpt/w.pt; echo one >b/lone.txt
+          kubectl config current-context; kubectl get pods -n x || echo "get exit $?"; kubectl version
+          kubectl apply -f - || echo "apply exit $?"
+          printf '### title\\n| a | b |\\n' >>"$GITHUB_STEP_SUMMARY"; echo "where=$WHERE" >>"$GITHUB_STEP_SUMMARY"
+      - name: Two paths, one excluded folder
+        uses: actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02
+        with:
+          name: two
+          path: |
+            b/r1/
+            b/s/runs/*/r1/
+            !b/s/runs/*/r1/ckpt/
+      - name: A lone file
+        uses: actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02
+        with:
+          name: lone
+          path: b/lone.txt
+      - name: A wildcard
+        uses: actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02
+        with:
+          name: glob
+          path: b/s/runs/*/r1/logs/
+"""
+
+
+def test_harness_upload_roots_excludes_stub_replies_and_the_job_summary(tmp_path):
+    workflow = tmp_path / "paths.yml"
+    workflow.write_text(textwrap.dedent(PATHS_WORKFLOW))
+    kubectl = Stub(stdout="v1\n", env=("TOKEN", "UNSET_ONE"),
+                   replies={"config current-context": "ctx-a\n", "get pods": Stub(stderr="Forbidden\n", exit=1),
+                            "apply": Stub(exit=4)})
+    run = run_workflow(workflow, {}, tmp=tmp_path, secrets={"TOKEN": "t0k"}, variables={"WHERE": "here"},
+                       stubs={"kubectl": kubectl})
+    assert run.ok, run.log
+    files = {name: sorted(p.relative_to(art).as_posix() for p in art.rglob("*") if p.is_file())
+             for name, art in run.uploaded.items()}
+    # upload-artifact v4: several paths -> their common folder is the root; `!` drops a folder and
+    # all under it; a lone file -> its folder; one wildcard path -> the part before the wildcard.
+    assert files == {"two": ["r1/plan.txt", "s/runs/x/r1/logs/job.log", "s/runs/x/r1/v.json"],
+                     "lone": ["lone.txt"], "glob": ["x/r1/logs/job.log"]}
+    out = run.output("Make files")
+    assert "ctx-a" in out and "Forbidden" in out and "get exit 1" in out and "v1" in out and "apply exit 4" in out
+    assert run.calls("kubectl") == [["config", "current-context"], ["get", "pods", "-n", "x"], ["version"],
+                                    ["apply", "-f", "-"]]
+    assert run.call_env("kubectl") == [{"TOKEN": "t0k"}] * 4
+    assert run.summary() == "### title\n| a | b |\nwhere=here\n"
