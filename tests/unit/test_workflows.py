@@ -25,7 +25,7 @@ MAKE_VARS = {"infra": "INFRA", "algo": "ALGO", "preset": "PRESET", "nodes": "NOD
              "gpus_per_node": "GPUS_PER_NODE", "spot": "SPOT", "run_id": "RUN_ID"}
 SECRET_NAMES = ["WANDB_API_KEY", "HF_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
                 "GCP_CREDENTIALS_JSON", "KUBECONFIG_DATA", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET",
-                "AZURE_TENANT_ID", "AZURE_SUBSCRIPTION_ID"]
+                "AZURE_TENANT_ID", "AZURE_SUBSCRIPTION_ID", "SKYPILOT_SERVICE_ACCOUNT_TOKEN"]
 
 
 def load(name: str) -> dict:
@@ -179,13 +179,13 @@ class Run:
 
 
 def run_workflow(tmp_path: Path, name: str, inputs: dict, secrets: dict | None = None,
-                 fail: str | None = None) -> Run:
+                 fail: str | None = None, variables: dict | None = None) -> Run:
     wf = load(name)
     secrets = secrets or {}
     declared = wf["on"]["workflow_dispatch"]["inputs"]
     given = {k: v.get("default") for k, v in declared.items()} | inputs
     ctx = {"inputs": given, "secrets": secrets, "github": {"run_id": "4242", "run_attempt": "1"},
-           "env": {}, "steps": {}}
+           "env": {}, "steps": {}, "vars": variables or {}}
     (job,) = wf["jobs"].values()
     job_env = {k: interpolate(v, ctx) for k, v in (job.get("env") or {}).items()}
     ctx["env"] = dict(job_env)
@@ -314,9 +314,10 @@ def test_each_launch_input_reaches_make(tmp_path):
     assert run.status == "success", run.outputs
     want = {"INFRA": "gcp", "ALGO": "ppo", "PRESET": "verl-ppo-gsm8k-0.5b", "NODES": "3",
             "GPUS_PER_NODE": "8", "SPOT": "1", "RUN_ID": "exp-1"}
-    assert [c["argv"][0] for c in run.calls] == ["setup", "plan", "launch"]
+    assert [c["argv"][0] for c in run.calls] == ["setup", "plan", "launch", "summary"]
     for target in ("plan", "launch"):
         assert make_vars(run.make(target)) == want, target
+    assert make_vars(run.make("summary")) == {"RUN_ID": "exp-1"}
 
 
 def test_each_input_alone_changes_only_its_variable(tmp_path):
@@ -438,7 +439,10 @@ def test_success_does_not_run_down_and_uploads_the_run_folder(tmp_path):
     assert condition(upload["if"], ctx, "failure") and condition(upload["if"], ctx, "cancelled")
     # A refused input names no artifact: nothing is uploaded.
     assert not condition(upload["if"], ctx | {"steps": {"inputs": {"outcome": "failure"}}}, "failure")
-    assert interpolate(upload["with"]["path"], ctx).rstrip("/") == "build/r2"
+    # The plan, and the local run directory on build/storage without its checkpoints.
+    assert interpolate(upload["with"]["path"], ctx).split() == [
+        "build/r2/", "build/storage/runs/*/r2/", "!build/storage/runs/*/r2/checkpoint*/",
+        "!build/storage/runs/*/r2/ray-train/"]
     assert interpolate(upload["with"]["name"], ctx) == "rlaunch-r2"
 
 
@@ -450,6 +454,49 @@ def test_down_workflow_passes_infra_and_run_id(tmp_path):
     run = run_workflow(tmp_path, "down.yml", {"infra": "kuberay", "run_id": "exp-3"})
     assert run.status == "success", run.outputs
     assert make_vars(run.make("down")) == {"INFRA": "kuberay", "RUN_ID": "exp-3"}
+
+
+def test_summary_runs_after_a_failed_launch_not_after_a_failed_plan(tmp_path):
+    failed = run_workflow(tmp_path / "launch", "launch.yml", {"run_id": "r3"}, fail="launch")
+    assert [c["argv"][0] for c in failed.calls] == ["setup", "plan", "launch", "summary", "down"]
+    assert "summary" not in [c["argv"][0] for c in run_workflow(tmp_path / "plan", "launch.yml",
+                                                                {"run_id": "r3"}, fail="plan").calls]
+
+
+SKY_SERVER = "https://sky.example.org:46580"
+
+
+@pytest.mark.parametrize("name", ["launch.yml", "down.yml"])
+def test_the_skypilot_api_server_variable_reaches_make_only_when_set(tmp_path, name):
+    """SkyPilot reads an empty SKYPILOT_API_SERVER_ENDPOINT as a URL: set it, or leave it out."""
+    inputs = {"infra": "gcp", "run_id": "r4"}
+    target = "launch" if name == "launch.yml" else "down"
+    run = run_workflow(tmp_path / "set", name, inputs, variables={"SKYPILOT_API_SERVER_ENDPOINT": SKY_SERVER},
+                       secrets={"SKYPILOT_SERVICE_ACCOUNT_TOKEN": "sky_sekret"})
+    assert run.status == "success", run.outputs
+    env = run.make(target)["env"]
+    assert env["SKYPILOT_API_SERVER_ENDPOINT"] == SKY_SERVER and env["SKYPILOT_SERVICE_ACCOUNT_TOKEN"] == "sky_sekret"
+    assert "SKYPILOT_SERVICE_ACCOUNT_TOKEN" not in run.make("setup")["env"]
+    local = run_workflow(tmp_path / "local", name, {"infra": "local", "run_id": "r4"})
+    assert "SKYPILOT_API_SERVER_ENDPOINT" not in local.make(target)["env"]
+    bad = run_workflow(tmp_path / "bad", name, inputs, variables={"SKYPILOT_API_SERVER_ENDPOINT": "sky.example\nX=1"})
+    assert bad.status == "failure" and target not in [c["argv"][0] for c in bad.calls]
+
+
+def test_launch_without_a_skypilot_server_warns_that_down_cannot_find_the_run(tmp_path):
+    run = run_workflow(tmp_path, "launch.yml", {"infra": "aws", "run_id": "r5"})
+    assert run.status == "success"
+    assert "::warning::no SKYPILOT_API_SERVER_ENDPOINT variable" in run.outputs["Credentials"]
+    assert "::warning::" not in run_workflow(tmp_path / "k", "launch.yml", {"infra": "kuberay"}).outputs["Credentials"]
+
+
+@pytest.mark.parametrize("infra", ["gcp", "aws", "azure", "k8s"])
+def test_down_of_a_skypilot_run_without_the_server_stops_before_setup(tmp_path, infra):
+    """A fresh runner's own SkyPilot API server would answer "nothing" about a run that bills."""
+    run = run_workflow(tmp_path, "down.yml", {"infra": infra, "run_id": "r6"})
+    assert run.status == "failure" and run.calls == []
+    assert f"::error::infra={infra} needs the repository variable SKYPILOT_API_SERVER_ENDPOINT" in \
+        run.outputs["SkyPilot API server"]
 
 
 def test_simulator_rejects_expressions_it_does_not_know():
