@@ -1,20 +1,27 @@
 # shellcheck shell=bash
 # lib.sh: shared helpers for rlaunch's bash scripts (sourced, never run).
 #
-# Usage: source "$(dirname "$(readlink -f "$0")")/lib.sh"
-# Provides: die, log, usage, now, epoch_in, since, wait_until, require_uint, split_list, pid_alive,
-#   session_pids, stop_pids, stop_ray_pids, cpu_torch. Reads no environment variables of its own.
-# Exit codes used by the scripts: 0 ok, 1 unexpected error, 2 bad input, 3 a deadline passed,
-#   4 a command the script depends on failed.
+# Usage: source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"
+# Provides: ROOT, PROG, die, log, usage, find_python, rlaunch_py, pin, now, epoch_in, since,
+#   wait_until, require_uint, split_list, pid_alive, session_pids, stop_pids, stop_ray_pids,
+#   cpu_torch, and ray-up's state: ray_state_file, state_get, ray_pids, ray_lock.
+# Reads: PY (rlaunch_py and pin: the python that reads the pins; default: find_python's),
+#   RLAUNCH_VERSIONS (through rlaunch.pins).
+# Exit codes used by the scripts: 0 ok, 1 unexpected error, 2 bad input, 3 a deadline passed or a
+#   prerequisite is missing, 4 a command the script depends on failed.
 
 PROG="$(basename "$0")"
+# The repository (or /opt/rlaunch in an image): lib.sh lives in its scripts/.
+ROOT="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 
-# die [CODE] MESSAGE...: the one way out on error; CODE defaults to 1.
+# die CODE MESSAGE...: the one way out on error: "PROG: MESSAGE" on stderr, exit CODE.
 die() {
-  local code=1
-  if [[ $# -gt 1 && "$1" =~ ^[0-9]+$ ]]; then
-    code="$1"
-    shift
+  local code="${1:-}"
+  [[ $# -gt 0 ]] && shift
+  if [[ ! "${code}" =~ ^[0-9]+$ ]]; then
+    # A call without a code is a bug in the script: still stop, with the message and exit 1.
+    set -- "${code}" "$@" "(die called without an exit code)"
+    code=1
   fi
   printf '%s: %s\n' "${PROG}" "$*" >&2
   exit "${code}"
@@ -28,6 +35,34 @@ log() {
 # usage: print the calling script's header (line 2 up to `set -E...`) without the comment marks.
 usage() {
   sed -n '2,/^set -E/p' "$0" | sed '$d; s/^# \{0,1\}//'
+}
+
+# find_python [VAR]: the python that runs rlaunch's own tools (rlaunch.pins needs only pyyaml):
+# $VAR when the script documents one and it is set, else the repository's .venv, else python3.
+find_python() {
+  local var="${1:-}"
+  if [[ -n "${var}" && -n "${!var:-}" ]]; then
+    printf '%s\n' "${!var}"
+  elif [[ -x "${ROOT}/.venv/bin/python" ]]; then
+    printf '%s\n' "${ROOT}/.venv/bin/python"
+  else
+    printf '%s\n' python3
+  fi
+}
+
+# rlaunch_py ARGS...: run python ARGS with rlaunch importable from this repository's tools/
+# (python: $PY, else find_python's).
+rlaunch_py() {
+  PYTHONPATH="${ROOT}/tools" "${PY:-$(find_python)}" "$@"
+}
+
+# pin KEY VAR: the pin KEY of configs/versions.yaml (RLAUNCH_VERSIONS) into the variable named VAR.
+# A missing, empty or non-scalar pin exits 2 with the reader's message, which names the key and the
+# keys that do exist. (Assigned, never expanded inline, so a failure stops the script.)
+pin() {
+  local _pin_value
+  _pin_value="$(rlaunch_py -m rlaunch.pins get "$1")" || exit 2
+  printf -v "$2" '%s' "${_pin_value}"
 }
 
 # now: seconds since the epoch, with microseconds (bash builtin, no fork).
@@ -169,3 +204,38 @@ cpu_torch() {
   [[ "${got}" == *+cpu ]] || log "warning: torch ${got} is not the CPU build (${index} has ${version}+cpu)"
   return 0
 }
+
+# --- ray-up's state: what runs under a node's Ray temp dir, for idempotence and for ray-down ----
+
+# ray_state_file TEMP_DIR: where ray-up records the Ray it started under TEMP_DIR.
+ray_state_file() {
+  printf '%s/rlaunch-ray.state\n' "$1"
+}
+
+# state_get FILE KEY: the value of KEY=... in a state file (empty when absent).
+state_get() {
+  sed -n "s/^$2=//p" "$1" 2>/dev/null | head -n1
+}
+
+# ray_pids TEMP_DIR: the live processes of the Ray that ray-up started under TEMP_DIR, one per
+# line; nothing when none runs. A session id can be reused once all its processes are gone, so
+# the recorded session counts only while one of its processes has TEMP_DIR on its command line.
+ray_pids() {
+  local sid pid pids=() ours=""
+  sid="$(state_get "$(ray_state_file "$1")" sid)"
+  [[ "${sid}" =~ ^[0-9]+$ ]] || return 0
+  mapfile -t pids < <(session_pids "${sid}")
+  for pid in "${pids[@]}"; do
+    grep -qF -- "$1/" "/proc/${pid}/cmdline" 2>/dev/null && ours=1
+  done
+  [[ -n "${ours}" ]] && printf '%s\n' "${pids[@]}"
+  return 0
+}
+
+# ray_lock TEMP_DIR WAIT_S: take the lock that ray-up and ray-down share per temp dir (one start or
+# stop at a time), waiting up to WAIT_S; its descriptor is in lock_fd. False when it stayed taken.
+ray_lock() {
+  exec {lock_fd}>"$1/rlaunch-ray.lock"
+  flock -w "$2" "${lock_fd}"
+}
+

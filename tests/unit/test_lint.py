@@ -44,8 +44,9 @@ def lint(*argv: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def shell_scripts() -> list[Path]:
-    """Every file in scripts/ and .ci/ (bash, with or without an extension)."""
-    files = sorted(p for top in ("scripts", ".ci") for p in (ROOT / top).rglob("*") if p.is_file())
+    """Every file in scripts/ and .ci/ but the Python ones (bash, with or without an extension)."""
+    files = sorted(p for top in ("scripts", ".ci") for p in (ROOT / top).rglob("*")
+                   if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts)
     assert any(p.parent.name == "scripts" for p in files), "scripts/ has no files to check"
     return files
 
@@ -81,6 +82,34 @@ def test_shellcheck_catches_broken_script():
     result = lint(tool("shellcheck"), "--format=gcc", FIXTURES / "broken.sh")
     assert result.returncode != 0
     assert "SC2164" in result.stdout and "SC2086" in result.stdout, result.stdout
+
+
+# The helpers every script takes from scripts/lib.sh instead of defining its own.
+SHARED = ("die", "log", "usage", "find_python", "rlaunch_py", "pin", "state_get", "ray_pids")
+SOURCE_LIB = 'source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"'
+
+
+def test_every_script_sources_lib_sh_and_defines_none_of_its_helpers():
+    scripts = [p for p in shell_scripts() if p.parent.name == "scripts" and p.name != "lib.sh"]
+    assert {"ray-up", "image", "setup", "test"} <= {p.name for p in scripts}
+    for path in scripts:
+        text = path.read_text()
+        assert SOURCE_LIB in text, f"{path.name} does not source lib.sh"
+        defined = re.findall(rf"^\s*({'|'.join(SHARED)})\(\)", text, re.MULTILINE)
+        assert defined == [], f"{path.name} defines its own {defined}"
+    lib = (ROOT / "scripts" / "lib.sh").read_text()
+    assert [n for n in SHARED if len(re.findall(rf"^{n}\(\) {{", lib, re.MULTILINE)) != 1] == []
+
+
+def test_every_die_names_its_exit_code_first():
+    """One signature, `die CODE MSG`: a call without a code would exit 1 whatever the case."""
+    calls = []
+    for path in shell_scripts():
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0] if not line.lstrip().startswith("#") else ""
+            calls += [f"{path.name}:{n}: {line.strip()}" for m in re.finditer(r"(?:^|[\s;|&])die\s+(\S+)", code)
+                      if not re.fullmatch(r'[0-9]+|"\$\{rc\}"', m.group(1))]
+    assert calls == []
 
 
 # ---------------------------------------------------------------- hadolint
