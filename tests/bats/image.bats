@@ -111,11 +111,11 @@ has_pair() {
   [[ "${output}" != *"set -Eeuo"* ]]
 }
 
-@test "build passes the pinned base image as BASE_IMAGE and tags the pinned rlaunch name" {
+@test "build passes the pinned base image as BASE_IMAGE and tags the rlaunch name made from the pins" {
   run "${REPO}/scripts/image" build verl
   [ "${status}" -eq 0 ]
   has_pair build --build-arg BASE_IMAGE=example.org/base/verl:fixture-verl
-  has_pair build --tag ghcr.io/fixture/rlaunch-verl:t-verl
+  has_pair build --tag registry.example:5000/fixture/rlaunch-verl:8.8.8
   has_pair build --label org.opencontainers.image.base.name=example.org/base/verl:fixture-verl
   call_args build | grep -q '/docker/verl/Dockerfile$'
   # verl's Dockerfile also installs the pinned verl: FRAMEWORK_VERSION from frameworks.verl.version.
@@ -139,8 +139,8 @@ has_pair() {
   [ "${status}" -eq 0 ]
   [ "$(cat "${STUB_DIR}/constraints")" = $'ray==9.9.1\npyyaml==6.0.99\njinja2==3.1.99\nfire==0.7.99' ]
   has_pair build --build-arg BASE_IMAGE=example.org/base/ray:fixture-cpu
-  # the pinned name has a registry port: the tag is only what follows the last ':'.
-  has_pair build --tag registry.example:5000/fixture/rlaunch-trl:t-trl
+  # rlaunch_registry has a port; the tag is frameworks.trl.version.
+  has_pair build --tag registry.example:5000/fixture/rlaunch-trl:7.7.7
 }
 
 @test "REGISTRY and TAG replace the registry part and the tag" {
@@ -167,7 +167,7 @@ has_pair() {
   for fw in verl areal rlinf trl; do
     grep -q "^build .*--tag [^ ]*/rlaunch-${fw}:" "${STUB_LOG}"
   done
-  grep -q "BASE_IMAGE=example.org/base/areal:fixture-areal .*rlaunch-areal:t-areal" "${STUB_LOG}"
+  grep -q "BASE_IMAGE=example.org/base/areal:fixture-areal .*rlaunch-areal:6.6.6" "${STUB_LOG}"
 }
 
 @test "no Docker engine: build and push fail naming it, before any other docker call" {
@@ -187,12 +187,12 @@ has_pair() {
 }
 
 @test "push re-tags the pinned build under REGISTRY and pushes that" {
-  STUB_IMAGES="ghcr.io/fixture/rlaunch-verl:t-verl" REGISTRY=reg.example/team \
+  STUB_IMAGES="registry.example:5000/fixture/rlaunch-verl:8.8.8" REGISTRY=reg.example/team \
     run "${REPO}/scripts/image" push verl
   [ "${status}" -eq 0 ]
-  grep -qx "tag ghcr.io/fixture/rlaunch-verl:t-verl reg.example/team/rlaunch-verl:t-verl" "${STUB_LOG}"
-  grep -qx "push reg.example/team/rlaunch-verl:t-verl" "${STUB_LOG}"
-  [ "$(tail -n1 "${STUB_LOG}")" = "push reg.example/team/rlaunch-verl:t-verl" ]
+  grep -qx "tag registry.example:5000/fixture/rlaunch-verl:8.8.8 reg.example/team/rlaunch-verl:8.8.8" "${STUB_LOG}"
+  grep -qx "push reg.example/team/rlaunch-verl:8.8.8" "${STUB_LOG}"
+  [ "$(tail -n1 "${STUB_LOG}")" = "push reg.example/team/rlaunch-verl:8.8.8" ]
 }
 
 @test "push of an image built under REGISTRY pushes it without re-tagging" {
@@ -247,7 +247,7 @@ has_pair() {
   has_pair build --isolation chroot
   has_pair build --format docker
   has_pair build --build-arg BASE_IMAGE=example.org/base/verl:fixture-verl
-  has_pair build --tag ghcr.io/fixture/rlaunch-verl:t-verl
+  has_pair build --tag registry.example:5000/fixture/rlaunch-verl:8.8.8
   # The base was not here, so podman pulled it first (docker leaves that to its build).
   grep -qx "pull example.org/base/verl:fixture-verl" "${STUB_LOG}"
 }
@@ -258,7 +258,7 @@ has_pair() {
   [ "${status}" -eq 0 ]
   [[ "${output}" == *"builder: buildah (no Docker client: 'docker-not-installed' is not on PATH)"* ]]
   has_pair bud --isolation chroot
-  has_pair bud --tag registry.example:5000/fixture/rlaunch-trl:t-trl
+  has_pair bud --tag registry.example:5000/fixture/rlaunch-trl:7.7.7
   rm -rf "${STUB_DIR:?}"/* "${STUB_LOG}"
   BUILDAH_ISOLATION=oci BUILDER=buildah run "${REPO}/scripts/image" build trl
   [ "${status}" -eq 0 ]
@@ -285,10 +285,10 @@ has_pair() {
 }
 
 @test "build prints the builder, the build time and the image size" {
-  STUB_IMAGES=ghcr.io/fixture/rlaunch-verl:t-verl run "${REPO}/scripts/image" build verl
+  STUB_IMAGES=registry.example:5000/fixture/rlaunch-verl:8.8.8 run "${REPO}/scripts/image" build verl
   [ "${status}" -eq 0 ]
   [[ "${output}" == *"image: builder: docker"* ]]
-  [[ "${output}" =~ "built ghcr.io/fixture/rlaunch-verl:t-verl with docker in "[0-9]+s", size 2.10 GB" ]]
+  [[ "${output}" =~ "built registry.example:5000/fixture/rlaunch-verl:8.8.8 with docker in "[0-9]+s", size 2.10 GB" ]]
 }
 
 @test "BASE=official with podman: a base that cannot be pulled is exit 3 naming BASE=standin" {
@@ -343,7 +343,7 @@ STUB
   [[ "${last}" == *"--pull-never"* ]]
   [[ "${last}" == *"--label io.rlaunch.standin=example.org/base/ray:fixture-cpu"* ]]
   [[ "${last}" == *"--volume "*"/pip.conf:/etc/pip.conf:ro --volume ${BATS_TEST_TMPDIR}:${BATS_TEST_TMPDIR}:ro "* ]]
-  [[ "${last}" == *"--tag registry.example:5000/fixture/rlaunch-trl:t-trl "* ]]
+  [[ "${last}" == *"--tag registry.example:5000/fixture/rlaunch-trl:7.7.7 "* ]]
   # The root file system is cached for the next stand-in.
   ls "${RLAUNCH_CACHE}"/standin/rootfs-fixture-suite-*.tar
 }
@@ -376,11 +376,11 @@ STUB
 }
 
 @test "push refuses an image built on a stand-in, naming why, and tags or pushes nothing" {
-  ref=registry.example:5000/fixture/rlaunch-trl:t-trl
-  for target in "${ref}" reg.example/team/rlaunch-trl:t-trl; do
+  ref=registry.example:5000/fixture/rlaunch-trl:7.7.7
+  for target in "${ref}" reg.example/team/rlaunch-trl:7.7.7; do
     rm -f "${STUB_LOG}"
     STUB_IMAGES="${ref}" STUB_LABELS="${ref}|io.rlaunch.standin|example.org/base/ray:fixture-cpu" \
-      REGISTRY="${target%/rlaunch-trl:t-trl}" run "${REPO}/scripts/image" push trl
+      REGISTRY="${target%/rlaunch-trl:7.7.7}" run "${REPO}/scripts/image" push trl
     [ "${status}" -eq 2 ]
     [[ "${output}" == *"refusing to push ${target}: it is built on a local stand-in for example.org/base/ray:fixture-cpu (label io.rlaunch.standin)"* ]]
     not_called '^tag '
@@ -391,16 +391,16 @@ STUB
 # ---------------------------------------------------------------- check
 
 @test "check runs the image's own first steps in it, with the pinned versions" {
-  STUB_IMAGES=registry.example:5000/fixture/rlaunch-trl:t-trl run "${REPO}/scripts/image" check trl
+  STUB_IMAGES=registry.example:5000/fixture/rlaunch-trl:7.7.7 run "${REPO}/scripts/image" check trl
   [ "${status}" -eq 0 ]
-  grep -qx "run --rm registry.example:5000/fixture/rlaunch-trl:t-trl python3 -m rlaunch.verify.image trl --ray 9.9.1 --framework-version 7.7.7" "${STUB_LOG}"
+  grep -qx "run --rm registry.example:5000/fixture/rlaunch-trl:7.7.7 python3 -m rlaunch.verify.image trl --ray 9.9.1 --framework-version 7.7.7" "${STUB_LOG}"
 }
 
 @test "check with buildah: a working container in chroot isolation, removed afterwards" {
   stub_builder buildah
-  STUB_IMAGES=registry.example:5000/fixture/rlaunch-trl:t-trl BUILDER=buildah run "${REPO}/scripts/image" check trl
+  STUB_IMAGES=registry.example:5000/fixture/rlaunch-trl:7.7.7 BUILDER=buildah run "${REPO}/scripts/image" check trl
   [ "${status}" -eq 0 ]
-  grep -qx "from --pull-never --quiet registry.example:5000/fixture/rlaunch-trl:t-trl" "${STUB_LOG}"
+  grep -qx "from --pull-never --quiet registry.example:5000/fixture/rlaunch-trl:7.7.7" "${STUB_LOG}"
   grep -qx "run --isolation chroot stub-working-container -- python3 -m rlaunch.verify.image trl --ray 9.9.1 --framework-version 7.7.7" "${STUB_LOG}"
   [ "$(tail -n1 "${STUB_LOG}")" = "rm stub-working-container" ]
 }

@@ -35,7 +35,7 @@ LOCK_WAIT_S = 1800  # another suite's build on this machine takes up to ~10 min 
 BUILD_TIMEOUT_S = 2400
 VERSIONS = pins.load_versions(ROOT / "configs" / "versions.yaml")
 OFFICIAL = pins.get_str("images.trl.official", VERSIONS)
-REF = pins.get_str("images.trl.rlaunch", VERSIONS)
+REF = images.rlaunch_ref("trl", VERSIONS)
 
 
 def missing(what: str) -> None:
@@ -129,7 +129,7 @@ def test_labels_and_names_come_from_the_pins(built):
     assert standin[images.STANDIN_LABEL] == OFFICIAL
     assert standin[images.STANDIN_RECIPE_LABEL] == recipe["id"]
     assert "NOT " + OFFICIAL in standin["org.opencontainers.image.description"]
-    image = labels(REF)  # the rlaunch image, under images.trl.rlaunch
+    image = labels(REF)  # the rlaunch image, named from the pins
     assert image[images.STANDIN_LABEL] == OFFICIAL
     assert image["org.opencontainers.image.base.name"] == OFFICIAL
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()

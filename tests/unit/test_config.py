@@ -57,13 +57,12 @@ def test_local_storage_is_under_the_repo_and_paths_derive_from_it():
 
 
 def test_pins_come_from_versions_yaml():
-    from rlaunch import pins
+    from rlaunch import images, pins
 
     spec = load(RUN_ID="r1")
     assert spec["pins"]["ray"] == pins.get_str("ray")
     assert spec["pins"]["image"] == pins.get_str("images.trl.official")
-    assert load(RUN_ID="r1", SET="framework.image=rlaunch")["pins"]["image"] == pins.get_str(
-        "images.trl.rlaunch")
+    assert load(RUN_ID="r1", SET="framework.image=rlaunch")["pins"]["image"] == images.rlaunch_ref("trl")
 
 
 def test_model_and_data_live_under_their_pinned_revision(tmp_path, monkeypatch):

@@ -30,6 +30,34 @@ def cli(*args: str, stdin: str = "", versions: Path = FIXTURE) -> subprocess.Com
                           capture_output=True, text=True, timeout=60, check=False)
 
 
+# ---------------------------------------------------------------- names
+
+
+def test_the_rlaunch_image_is_named_from_the_pins_alone():
+    fixture = pins.load_versions(FIXTURE)
+    assert images.rlaunch_ref("verl", fixture) == "registry.example:5000/fixture/rlaunch-verl:8.8.8"
+    assert images.rlaunch_ref("trl", fixture, registry="reg.example/team/", tag="v9") == "reg.example/team/rlaunch-trl:v9"
+    for fw in VERSIONS["images"]:
+        assert images.rlaunch_ref(fw, VERSIONS) == (f"{VERSIONS['rlaunch_registry']}/rlaunch-{fw}:"
+                                                    f"{VERSIONS['frameworks'][fw]['version']}")
+        assert images.ref(fw, "official", VERSIONS) == VERSIONS["images"][fw]["official"]
+        assert images.ref(fw, "rlaunch", VERSIONS) == images.rlaunch_ref(fw, VERSIONS)
+
+
+def test_a_framework_without_images_or_an_unknown_kind_is_a_pin_error():
+    with pytest.raises(PinError, match="no images.vllm in versions.yaml; allowed: trl, verl, areal, rlinf"):
+        images.rlaunch_ref("vllm", VERSIONS)
+    with pytest.raises(PinError, match="image kind 'custom' is not one of official, rlaunch"):
+        images.ref("verl", "custom", VERSIONS)
+
+
+def test_cli_ref_prints_the_name_scripts_image_uses():
+    assert cli("ref", "areal").stdout == "registry.example:5000/fixture/rlaunch-areal:6.6.6\n"
+    assert cli("ref", "areal", "", "t1").stdout == "registry.example:5000/fixture/rlaunch-areal:t1\n"
+    bad = cli("ref", "vllm")
+    assert bad.returncode == 2 and "no images.vllm" in bad.stderr
+
+
 # ---------------------------------------------------------------- freshness: Dockerfiles vs pins
 
 

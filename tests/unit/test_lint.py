@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "lint"
 sys.path.insert(0, str(ROOT / "tools"))
 
-from rlaunch import pins  # noqa: E402  (after the path tweak, like the CLI's PYTHONPATH)
+from rlaunch import images, pins  # noqa: E402  (after the path tweak, like the CLI's PYTHONPATH)
 
 YAMLLINT_CONFIG = ROOT / ".yamllint"
 
@@ -131,8 +131,9 @@ def test_hadolint_catches_broken_dockerfile():
 
 
 def pin_values(versions: dict) -> dict[str, str]:
-    """The pins worth searching for: image references and commit SHAs (a bare "2.60.0" would
-    match unrelated text, so plain versions are checked where they are used instead)."""
+    """The pins worth searching for: image references (pinned, and the rlaunch images' names made
+    from the pins) and commit SHAs (a bare "2.60.0" would match unrelated text, so plain versions
+    are checked where they are used instead)."""
     out = {}
     for key, value in pins.leaves(versions):
         text = str(value) if value is not None else ""
@@ -140,6 +141,8 @@ def pin_values(versions: dict) -> dict[str, str]:
         is_commit = re.fullmatch(r"[0-9a-f]{40}", text) is not None
         if is_image or is_commit:
             out[text] = key
+    for fw in versions.get("images", {}):
+        out[images.rlaunch_ref(fw, versions)] = f"the rlaunch image of {fw}"
     return out
 
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "versions.yaml"
 sys.path.insert(0, str(ROOT / "tools"))
 
-from rlaunch import pins  # noqa: E402
+from rlaunch import images, pins  # noqa: E402
 
 
 def cli(*args: str, versions: Path | None = FIXTURE) -> subprocess.CompletedProcess[str]:
@@ -40,7 +40,7 @@ def test_unknown_key_names_what_exists_and_exits_2():
     result = cli("get", "images.verl.nightly")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == (
-        "pins: pin 'images.verl.nightly': no key 'nightly' under images.verl; allowed: official, rlaunch\n")
+        "pins: pin 'images.verl.nightly': no key 'nightly' under images.verl; allowed: official\n")
 
 
 @pytest.mark.parametrize(("key", "message"), [
@@ -77,7 +77,7 @@ def test_leaves_flattens_to_dotted_keys():
     versions = pins.load_versions(FIXTURE)
     flat = dict(pins.leaves(versions))
     assert flat["frameworks.rlinf.commit"] == "0123456789abcdef0123456789abcdef01234567"
-    assert flat["images.trl.rlaunch"] == "registry.example:5000/fixture/rlaunch-trl:t-trl"
+    assert flat["images.trl.official"] == "example.org/base/ray:fixture-cpu"
 
 
 def test_every_image_dockerfile_has_both_pins_in_the_real_file():
@@ -85,4 +85,4 @@ def test_every_image_dockerfile_has_both_pins_in_the_real_file():
     for dockerfile in sorted((ROOT / "docker").glob("*/Dockerfile")):
         fw = dockerfile.parent.name
         assert pins.get_str(f"images.{fw}.official", versions)
-        assert pins.get_str(f"images.{fw}.rlaunch", versions).rsplit("/", 1)[-1].startswith(f"rlaunch-{fw}:")
+        assert images.rlaunch_ref(fw, versions).rsplit("/", 1)[-1].startswith(f"rlaunch-{fw}:")

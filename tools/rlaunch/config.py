@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from . import CONFIGS, ROOT, knobs as _knobs, pins
+from . import CONFIGS, ROOT, images, knobs as _knobs, pins
 from .errors import ConfigError
 from .knobs import KNOBS, RUN_ID_RE  # noqa: F401 - re-exported: the CLI and tests read them here
 
@@ -509,7 +509,7 @@ def _pins(spec: dict) -> dict:
         raise ConfigError("model.name", model_name, "one of " + ", ".join(versions["models"]) +
                           " (models are pinned in configs/versions.yaml)")
     return {
-        "image": versions["images"][fw][spec["framework"]["image"]],
+        "image": images.ref(fw, spec["framework"]["image"], versions),
         "framework_version": str(fw_pins.get("version", "")),
         "framework_commit": str(fw_pins.get("commit", "")),
         "framework_repo": str(fw_pins.get("repo", "")),

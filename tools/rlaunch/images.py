@@ -1,5 +1,9 @@
-"""What scripts/image needs from configs/versions.yaml, as pure functions: build args, the stand-in.
+"""What scripts/image needs from configs/versions.yaml, as pure functions: image names, build args,
+the stand-in.
 
+- rlaunch_ref / ref: the one place an image's name is made. The official image is pinned as
+  images.<framework>.official; the rlaunch image (docker/<framework> built on it) is derived:
+  <rlaunch_registry>/rlaunch-<framework>:<frameworks.<framework>.version>.
 - build_args: the value each ARG a Dockerfile declares gets, every one from its pin.
 - standin: the recipe of a local stand-in for a pinned base image (a Containerfile rendered from
   images.<framework>.facts and .standin, its Debian suite and packages, and an id that changes with
@@ -11,6 +15,9 @@
 It needs pyyaml (and jinja2 for the stand-in's Containerfile), like the rest of the launcher.
 
 CLI (scripts/image calls these):
+    python -m rlaunch.images ref FRAMEWORK [REGISTRY [TAG]]    the rlaunch image's reference; a
+                                                               non-empty REGISTRY or TAG replaces
+                                                               the pinned registry or the tag
     python -m rlaunch.images build-args FRAMEWORK DOCKERFILE   NAME=VALUE, one per declared ARG
     python -m rlaunch.images standin FRAMEWORK DIR             writes DIR/Containerfile and
                                                                DIR/constraints.txt; prints id=,
@@ -46,6 +53,29 @@ STANDIN_RECIPE_LABEL = "io.rlaunch.standin.recipe"
 # machine's pip configuration (constraints, requirements, build options) leaks into an image.
 PIP_ACCESS_KEYS = ("index-url", "extra-index-url", "find-links", "cert", "client-cert", "trusted-host",
                    "proxy", "timeout", "default-timeout", "retries")
+
+
+IMAGE_KINDS = ("official", "rlaunch")
+
+
+def rlaunch_ref(framework: str, versions: dict[str, Any] | None = None, registry: str = "", tag: str = "") -> str:
+    """The rlaunch image of `framework`: <rlaunch_registry>/rlaunch-<framework>:<its version pin>.
+    A non-empty `registry` (registry and namespace, e.g. ghcr.io/acme) or `tag` replaces that part."""
+    versions = pins.load_versions() if versions is None else versions
+    if framework not in (pins.get("images", versions) or {}):
+        raise PinError(f"no images.{framework} in versions.yaml; allowed: {', '.join(pins.get('images', versions))}")
+    registry = (registry or pins.get_str("rlaunch_registry", versions)).rstrip("/")
+    tag = tag or pins.get_str(f"frameworks.{framework}.version", versions)
+    return f"{registry}/rlaunch-{framework}:{tag}"
+
+
+def ref(framework: str, kind: str, versions: dict[str, Any] | None = None) -> str:
+    """The image a launch runs for framework.image=`kind`: the pinned official one or rlaunch's."""
+    if kind == "rlaunch":
+        return rlaunch_ref(framework, versions)
+    if kind != "official":
+        raise PinError(f"image kind '{kind}' is not one of {', '.join(IMAGE_KINDS)}")
+    return pins.get_str(f"images.{framework}.official", versions)
 
 
 def declared_args(dockerfile_text: str) -> list[str]:
@@ -266,7 +296,10 @@ def main(argv: list[str]) -> int:
         return 0 if argv else EXIT_USAGE
     cmd, args = argv[0], argv[1:]
     try:
-        if cmd == "build-args" and len(args) == 2:
+        if cmd == "ref" and 1 <= len(args) <= 3:
+            print(rlaunch_ref(args[0], registry=args[1] if len(args) > 1 else "",
+                              tag=args[2] if len(args) > 2 else ""))
+        elif cmd == "build-args" and len(args) == 2:
             for name, value in build_args(args[0], Path(args[1]).read_text(encoding="utf-8")).items():
                 print(f"{name}={value}")
         elif cmd == "standin" and len(args) == 2:

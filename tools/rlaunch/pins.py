@@ -53,6 +53,8 @@ def get(dotted_key: str, versions: dict[str, Any] | None = None) -> Any:
     node: Any = load_versions() if versions is None else versions
     walked: list[str] = []
     for part in dotted_key.split("."):
+        if node is None and walked:  # `key:` with nothing under it: YAML's null, an empty mapping here
+            node = {}
         if not isinstance(node, dict):
             raise PinError(f"pin '{dotted_key}': '{'.'.join(walked)}' is a value, not a mapping")
         if part not in node:
