@@ -62,15 +62,18 @@ presets: $(VENV)/.rlaunch-setup ## List the presets
 	@$(RLAUNCH) presets
 
 ##@ Setup
-.PHONY: setup setup-validators crds
-setup: ## Build the launcher environment (.venv), pinned by configs/versions.yaml; fetches the CRDs too
+.PHONY: setup setup-validators lock crds
+setup: ## Build the launcher environment (.venv): exactly configs/locks/launcher.txt; fetches the CRDs too
 	@scripts/setup
 
 $(VENV)/.rlaunch-setup:
 	@scripts/setup
 
-setup-validators: ## Build the framework validator environments (verl, AReaL, RLinf loaders)
+setup-validators: ## Build the framework validator environments (verl, AReaL, RLinf loaders), each exactly its lock
 	@scripts/setup-validators
+
+lock: $(VENV)/.rlaunch-setup ## Resolve configs/locks/ again (uv) after a change to requirements.txt, a pin or a loader's needs
+	@scripts/setup --lock && scripts/setup-validators --lock
 
 crds: $(VENV)/.rlaunch-setup ## Fetch the pinned KubeRay/PodMonitor CRDs into build/crds, SHA256-checked (RLAUNCH_CRDS_DIR: copy local ones)
 	@$(PY) -m rlaunch.validate.crds fetch

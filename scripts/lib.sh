@@ -239,3 +239,91 @@ ray_lock() {
   flock -w "$2" "${lock_fd}"
 }
 
+# --- locks: every package of an environment at one exact version (uv pip compile, uv pip sync) --
+
+# find_uv [VENV]: uv from VENV (default: the repository's .venv, where scripts/setup installs it),
+# else from PATH; false when there is none.
+find_uv() {
+  local venv="${1:-${ROOT}/.venv}"
+  if [[ -x "${venv}/bin/uv" ]]; then
+    printf '%s\n' "${venv}/bin/uv"
+  else
+    command -v uv
+  fi
+}
+
+# lock_digest: the digest of stdin, the text of a lock's inputs (its "# inputs:" line).
+lock_digest() {
+  sha256sum | cut -c1-16
+}
+
+# lock_fresh LOCK DIGEST: LOCK exists and was made from inputs of DIGEST; else false, saying why.
+lock_fresh() {
+  local have
+  have="$(sed -n 's/^# inputs: //p' "$1" 2>/dev/null | head -n1)"
+  [[ -n "${have}" && "${have}" == "$2" ]] && return 0
+  if [[ -f "$1" ]]; then
+    log "${1#"${ROOT}/"} was made from other inputs than the repository's now (requirements, pins): run \`make lock\`"
+  else
+    log "${1#"${ROOT}/"} is missing: run \`make lock\`"
+  fi
+  return 1
+}
+
+# py_target PYTHON: "VERSION SYSTEM MACHINE" of that interpreter, e.g. "3.11 linux x86_64".
+py_target() {
+  "$1" -c 'import platform, sys; print("%d.%d %s %s" % (*sys.version_info[:2], sys.platform, platform.machine()))'
+}
+
+# lock_target PYTHON LOCK_PYTHON LOCK_PLATFORM: into the array TARGET, uv pip compile's flags for
+# the lock files' target (CPython LOCK_PYTHON on LOCK_PLATFORM, e.g. x86_64-manylinux_2_28) when
+# PYTHON is LOCK_PYTHON on x86_64 Linux, else for PYTHON itself (then false: not the committed lock).
+lock_target() {
+  if [[ -z "$1" || "$(py_target "$1")" == "$2 linux x86_64" ]]; then
+    TARGET=(--python-version "$2" --python-platform "$3")
+    return 0
+  fi
+  TARGET=(--python "$1")
+  return 1
+}
+
+# torch_local: the local version part of the CPU torch, on Linux (+cpu; elsewhere PyPI's is CPU).
+torch_local() {
+  [[ "$(uname -s)" == Linux ]] && printf '+cpu'
+  return 0
+}
+
+# torch_wheel DIR VERSION INDEX: the CPU torch wheel into DIR for uv's --find-links, taken as
+# cpu_torch takes it: by pip, from INDEX alone with a short timeout (and pip's own find-links).
+# uv cannot fall back from an unreachable index. Nothing to do off Linux.
+torch_wheel() {
+  mkdir -p "$1"
+  [[ "$(uname -s)" == Linux ]] || return 0
+  "${PY}" -m pip download --quiet --disable-pip-version-check --no-deps --dest "$1" --index-url "$3" \
+    --timeout 10 --retries 1 "torch==$2$(torch_local)" || die 1 "pip could not get torch==$2$(torch_local) from $3"
+}
+
+# lock_compile UV OUT DIGEST WHAT WHEELS [HEAD] -- ARGS...: `uv pip compile ARGS` (paths relative to
+# the repository) for the array TARGET, with WHEELS as find-links, into OUT under a header naming
+# WHAT the lock is for, how it is remade and the DIGEST of its inputs; HEAD (lines) goes first.
+lock_compile() {
+  local uv="$1" out="$2" digest="$3" what="$4" wheels="$5" head="" body
+  shift 5
+  if [[ "$1" != -- ]]; then
+    head="$1"
+    shift
+  fi
+  shift
+  body="$(cd "${ROOT}" && "${uv}" pip compile --quiet --no-header --find-links "${wheels}" "${TARGET[@]}" "$@")" ||
+    die 1 "uv pip compile for ${out#"${ROOT}/"} failed"
+  mkdir -p "$(dirname "${out}")"
+  {
+    printf '# %s: every package of %s, at one version each.\n' "${out#"${ROOT}/"}" "${what}"
+    printf '# Made by "make lock" (uv pip compile %s); do not edit. Installed with uv pip sync.\n' "${TARGET[*]}"
+    printf '# inputs: %s\n' "${digest}"
+    [[ -n "${head}" ]] && printf '%s\n' "${head}"
+    printf '%s\n' "${body}"
+  } >"${out}.tmp"
+  mv -f "${out}.tmp" "${out}"
+  log "wrote ${out#"${ROOT}/"} ($(grep -c '^[A-Za-z0-9]' "${out}") packages)"
+}

@@ -183,7 +183,8 @@ def test_plan_without_the_crds_exits_3_naming_make_crds_and_rlaunch_crds_dir(tmp
 
 def test_setup_finishes_when_the_crds_cannot_be_downloaded_and_says_so(pinned, tmp_path):
     stamp = ROOT / ".venv" / ".rlaunch-setup"
-    want = hashlib.sha256((ROOT / "requirements.txt").read_bytes() + (ROOT / "configs" / "versions.yaml").read_bytes())
+    want = hashlib.sha256(b"".join(p.read_bytes() for p in [ROOT / "requirements.txt", ROOT / "configs" / "versions.yaml",
+                                                             *sorted((ROOT / "configs" / "locks").glob("*.txt"))]))
     if not stamp.is_file() or stamp.read_text().strip() != f"{want.hexdigest()[:16]}:{ROOT}":
         if os.environ.get("CI") == "true":
             pytest.fail("CI=true: .venv is not up to date with requirements.txt and versions.yaml (make setup)")

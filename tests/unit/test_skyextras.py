@@ -5,6 +5,8 @@ The real first use (pip installing the azure extra) runs in test_skypilot_client
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -64,10 +66,39 @@ def test_a_cloud_without_an_extra_needs_nothing():
     assert skyextras.ensure("lambda") is False
 
 
-def test_install_argv_is_pip_with_the_pins(tmp_path):
-    argv = skyextras.install_argv("azure", "/c.txt", "/venv/bin/python")
-    assert argv == ["/venv/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
-                    "-c", "/c.txt", "skypilot[azure]"]
+def test_install_argv_is_the_venvs_uv_with_the_lock_and_nothing_resolved(tmp_path):
+    argv = skyextras.install_argv(Path("/l.txt"), "/venv/bin/python")
+    assert argv == ["/venv/bin/uv", "pip", "install", "--quiet", "--no-deps", "--python", "/venv/bin/python",
+                    "-r", "/l.txt"]
+
+
+def test_the_azure_lock_only_adds_to_the_launchers():
+    """Installing azure on first use must move none of the launcher's packages: the launcher's lock is
+    resolved under the azure lock (scripts/setup --lock), so each of its pins is in the azure lock."""
+    def read(name):
+        text = skyextras.lock_path(name).read_text()
+        return dict(re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", text, re.MULTILINE))
+
+    launcher, azure = read("launcher"), read("skypilot-azure")
+    assert "azure-cli" in azure and "azure-cli" not in launcher
+    assert {name: azure.get(name) for name in launcher} == launcher
+
+
+def test_a_broken_install_puts_the_venv_back_to_the_launchers_lock(monkeypatch, tmp_path):
+    calls = []
+
+    def run(argv, **kwargs):
+        calls.append(argv)
+        failed = argv[1:3] == ["-m", "pip"]  # pip check finds a conflict
+        return subprocess.CompletedProcess(argv, 1 if failed else 0, "a 1.0 has requirement b<2, but you have b 2.0.\n", "")
+
+    monkeypatch.setattr(skyextras.subprocess, "run", run)
+    python = sys.executable
+    with pytest.raises(MissingPrerequisite) as err:
+        skyextras.install("azure", python)
+    assert "pip check found a 1.0 has requirement b<2" in str(err.value) and err.value.exit_code == 3
+    assert calls[-1] == [str(Path(python).parent / "uv"), "pip", "sync", "--quiet", "--python", python,
+                         str(skyextras.lock_path("launcher", python))]
 
 
 def test_cli_rejects_an_unknown_extra(capsys):

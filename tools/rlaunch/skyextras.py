@@ -4,7 +4,9 @@
 seconds. The azure extra is left for its first use: azure-cli and the Azure SDKs add ~1.1 GB and
 ~85 s (measured on 2 cores), which users of the other clouds should not pay. The first `make launch`
 to Azure installs it into the launcher's venv, says so, and only then runs `sky check`. Versions come
-from configs/versions.yaml (the same constraints as scripts/setup).
+from its lock (locks.skypilot-azure in configs/versions.yaml): the launcher's lock is resolved under
+it, so the install adds packages and moves none of the launcher's; `pip check` runs after it, and
+should it fail, the venv goes back to exactly the launcher's lock.
 
 CLI:
     python -m rlaunch.skyextras missing [EXTRA...]   the unmet requirements of each (default: all)
@@ -13,10 +15,11 @@ CLI:
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
-import tempfile
 from importlib import metadata
+from pathlib import Path
 
 from . import pins
 from .errors import MissingPrerequisite
@@ -47,23 +50,52 @@ def missing(extra: str) -> list[str]:
     return unmet
 
 
-def install_argv(extra: str, constraints: str, python: str = sys.executable) -> list[str]:
-    return [python, "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "-c", constraints,
-            f"skypilot[{extra}]"]
+def lock_path(name: str, python: str = sys.executable) -> Path:
+    """The lock file locks.<name>: the committed one, or on another Python or platform than the
+    locks' the one scripts/setup resolved for this machine under build/locks/."""
+    versions = pins.load_versions()
+    committed = pins.ROOT / pins.get_str(f"locks.{name}", versions)
+    if python == sys.executable:
+        here = "%d.%d %s %s" % (*sys.version_info[:2], sys.platform, platform.machine())
+    else:
+        here = subprocess.run([python, "-c", "import platform, sys; print('%d.%d %s %s' % "
+                               "(*sys.version_info[:2], sys.platform, platform.machine()))"],
+                              capture_output=True, text=True, check=False).stdout.strip()
+    if here == f"{pins.get_str('locks.python', versions)} linux x86_64":
+        return committed
+    return pins.ROOT / "build" / "locks" / committed.name
+
+
+def install_argv(lock: Path, python: str = sys.executable) -> list[str]:
+    """uv (in the venv, from its lock) installs exactly the lock's packages, resolving nothing."""
+    return [str(Path(python).parent / "uv"), "pip", "install", "--quiet", "--no-deps", "--python", python,
+            "-r", str(lock)]
 
 
 def install(extra: str, python: str = sys.executable) -> None:
-    """pip install skypilot[extra] under the pins of configs/versions.yaml; raise if still unmet."""
-    with tempfile.NamedTemporaryFile("w", prefix="rlaunch-constraints-", suffix=".txt") as fh:
-        fh.write(pins.constraints())
-        fh.flush()
-        proc = subprocess.run(install_argv(extra, fh.name, python), check=False)
+    """Install skypilot[extra] from its lock; raise if pip check then fails (after putting the venv
+    back to the launcher's lock) or the extra is still unmet."""
+    lock = lock_path(f"skypilot-{extra}", python)
+    argv = install_argv(lock, python)
+    for needed in (Path(argv[0]), lock):
+        if not needed.is_file():
+            raise MissingPrerequisite(f"{needed} for SkyPilot's {extra} extra",
+                                      "run `make setup` (it installs uv and, off the locks' platform, resolves the locks)")
+    proc = subprocess.run(argv, check=False)
+    check = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True, check=False)
+    if check.returncode:
+        subprocess.run([argv[0], "pip", "sync", "--quiet", "--python", python,
+                        str(lock_path("launcher", python))], check=False)
+        raise MissingPrerequisite(
+            f"SkyPilot's {extra} extra: after installing {lock.name}, pip check found "
+            f"{check.stdout.strip().splitlines()[0] if check.stdout.strip() else 'broken requirements'}",
+            f"the venv is back to the launcher's lock; run `make lock` (the locks disagree), then `make setup`")
     left = missing(extra)
     if proc.returncode or left:
         raise MissingPrerequisite(
-            f"SkyPilot's {extra} extra ({', '.join(left) or 'pip failed'})",
-            f"pip install -c build/constraints.txt 'skypilot[{extra}]' into {sys.prefix} failed (exit "
-            f"{proc.returncode}); run it yourself to see why, then `make launch` again")
+            f"SkyPilot's {extra} extra ({', '.join(left) or 'uv failed'})",
+            f"{' '.join(argv)} failed (exit {proc.returncode}); run it yourself to see why, then "
+            "`make launch` again")
 
 
 def ensure(cloud: str) -> bool:
@@ -78,7 +110,7 @@ def ensure(cloud: str) -> bool:
         raise MissingPrerequisite(f"SkyPilot's {extra} extra ({', '.join(unmet)})",
                                   "run `make setup` (it installs skypilot[gcp,aws,kubernetes])")
     print(f"skypilot: first use of {cloud}: installing SkyPilot's {extra} extra into {sys.prefix} "
-          f"({ON_FIRST_USE[extra]}): pip install 'skypilot[{extra}]' with the pins of configs/versions.yaml",
+          f"({ON_FIRST_USE[extra]}): the packages of its lock, locks.skypilot-{extra} of configs/versions.yaml",
           flush=True)
     install(extra)
     print(f"skypilot: the {extra} extra is installed", flush=True)
