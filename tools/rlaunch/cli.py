@@ -119,8 +119,11 @@ class Cli:
         self._plan(spec)
 
     def _plan(self, spec: dict):
+        from . import memory
+
         backend, files = _render(spec)
-        checks = backend.check(spec, files)
+        # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
+        checks = [memory.check(spec), *backend.check(spec, files)]
         summary = _summary(spec, backend, files, checks)
         # plan.txt travels with the artifacts: job.sh copies them into the run directory.
         _write(Path(spec["run"]["out"]), {**files, PLAN_TXT: summary + "\n"})

@@ -515,6 +515,7 @@ def _pins(spec: dict) -> dict:
         "framework_repo": str(fw_pins.get("repo", "")),
         "ray": str(versions["ray"]),
         "kuberay": str(versions["kuberay"]),
-        "model": dict(versions["models"].get(model_name, {})),
+        # The model's config.json facts are the memory bound's (rlaunch.memory reads them there).
+        "model": {k: v for k, v in versions["models"].get(model_name, {}).items() if k != "config"},
         "dataset": dict(versions["datasets"][dataset]),
     }
