@@ -25,7 +25,13 @@ Usage:
   --expect-nodes  default: cluster.nodes (+1 for a KubeRay CPU-only head)
   --input         a file or directory every node must see identically (repeatable, or several
                   joined with ':' as in PATH); default: the framework adapter's inputs(spec)
-Env: RAY_ADDRESS (default: auto), RLAUNCH_PREFLIGHT_TIMEOUT_S (default 120): deadline per round.
+A last round runs the collective (rlaunch.verify.collective): one process per node joins a small
+all-reduce over the job's backend and interface settings within seconds, and names the node, its
+interface and the peer it cannot reach when it cannot; an interface it picks for unset variables is
+recorded under "network.exports" in the report for job.sh to export.
+
+Env: RAY_ADDRESS (default: auto), RLAUNCH_PREFLIGHT_TIMEOUT_S (default 120): deadline per round;
+RLAUNCH_COLLECTIVE_TIMEOUT_S (default 20): the collective's; RLAUNCH_PREFLIGHT_COLLECTIVE=0 skips it.
 Exit: 0 passed, 1 a check failed (the last stderr line names the check and the node), 2 bad arguments.
 """
 
@@ -295,9 +301,12 @@ def _ship_by_value() -> None:
     """Make cloudpickle send this module's functions as code: the nodes need not import rlaunch."""
     from ray import cloudpickle
 
+    from . import collective
+
     module = sys.modules[__name__]
     if __name__ != "__main__":  # __main__ functions already travel by value
         cloudpickle.register_pickle_by_value(module)
+    cloudpickle.register_pickle_by_value(collective)
 
 
 def _wait_for_gcs(address: str, timeout_s: float) -> None:
@@ -374,8 +383,9 @@ def _round(fn, nodes: list[dict], ctx: dict, env: dict, timeout_s: float) -> dic
     return out
 
 
-def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict], dict, dict]:
-    """Both probe rounds on the running cluster: (nodes, probes by node_id, peers by node_id)."""
+def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict], dict, dict, dict]:
+    """Both probe rounds and the collective on the running cluster: (nodes, probes by node_id, peers
+    by node_id, the collective's result)."""
     connected = _connect(timeout_s)
     try:
         _ship_by_value()
@@ -387,12 +397,18 @@ def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict]
         probes = _round(_probe, nodes, ctx, env, timeout_s)
         # Round 2 only after every token is written (round 1 finished everywhere): no race, no polling.
         peers = _round(_read_peers, nodes, {"run_dir": ctx["run_dir"], "tokens": tokens}, env, timeout_s)
+        if os.environ.get("RLAUNCH_PREFLIGHT_COLLECTIVE", "1") == "0":
+            network = {"checks": [skipped("collective", "RLAUNCH_PREFLIGHT_COLLECTIVE=0")], "exports": {}}
+        else:
+            from . import collective
+
+            network = collective.run(spec, nodes, env)
     finally:
         if connected:
             import ray
 
             ray.shutdown()
-    return nodes, probes, peers
+    return nodes, probes, peers, network
 
 
 # ---------------------------------------------------------------- the checks (pure)
@@ -609,10 +625,10 @@ def run(spec: dict, report_path: Path, *, expect_nodes: int | None = None,
         timeout_s = float(os.environ.get("RLAUNCH_PREFLIGHT_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
     started = time.monotonic()
     try:
-        nodes, probes, peers = collect(spec, inputs, timeout_s)
-        checks = evaluate(spec, nodes, probes, peers, expected, inputs)
+        nodes, probes, peers, network = collect(spec, inputs, timeout_s)
+        checks = evaluate(spec, nodes, probes, peers, expected, inputs) + network["checks"]
     except (ConnectionError, TimeoutError) as err:  # no cluster at RAY_ADDRESS: a finding, one line
-        nodes, probes, peers = [], {}, {}
+        nodes, probes, peers, network = [], {}, {}, {}
         address = os.environ.get("RAY_ADDRESS") or "auto"
         checks = [check("ray cluster", False, f"cannot connect to RAY_ADDRESS={address}: "
                                               f"{str(err).splitlines()[0] if str(err) else type(err).__name__}")]
@@ -624,6 +640,8 @@ def run(spec: dict, report_path: Path, *, expect_nodes: int | None = None,
         "inputs": inputs,
         "checks": checks,
         "nodes": [{**by_ip[k], **v, "peers": peers.get(k, {}).get("seen", {})} for k, v in probes.items()],
+        # The collective: the interface each node used per backend, and what the job gets exported.
+        "network": {k: network[k] for k in ("backend", "interfaces", "exports", "seconds") if k in network},
         "duration_s": round(time.monotonic() - started, 1),
     }
     write_json(Path(report_path), report)
