@@ -27,6 +27,7 @@ RUN_ID ?=         ## default <preset>-<UTC timestamp>; status/logs/down: the las
 SET ?=            ## dotted.key=value overrides, split like a shell command line: SET='train.steps=50 logging.project="exp 1"'
 OUT ?=            ## render directory (default build/<run_id>)
 SPOT ?=           ## 1: SkyPilot managed job with recovery
+SMOKE ?=          ## 1: the same run for train.smoke_steps steps (validation, checkpoint save + reload at step 1), timed
 RDMA ?=           ## 1: InfiniBand/RDMA (IPC_LOCK); off sets NCCL_IB_DISABLE=1
 INFRA_SPEC ?=     ## SkyPilot infra string: INFRA=sky any (gcp/us-central1, k8s/ctx); INFRA=gcp/aws/azure/k8s its region
 K8S_FLAVOR ?=     ## INFRA=kuberay: gke | vke | generic

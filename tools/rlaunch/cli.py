@@ -133,6 +133,7 @@ class Cli:
     def launch(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
         """Plan, then act: form the cluster / submit, follow, verify."""
         spec = _spec(PRESET, SET, OUT, knobs)
+        _smoke_guard(spec)
         backend = self._plan(spec)
         LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
         LAST_RUN.write_text(spec["run"]["out"] + "\n")
@@ -281,6 +282,18 @@ class Cli:
     def config(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
         """Print the merged, validated spec as JSON."""
         print(json.dumps(_spec(PRESET, SET, OUT, knobs), indent=2, sort_keys=True))
+
+
+def _smoke_guard(spec: dict) -> None:
+    """A real run never resumes from a smoke run's directory, nor a smoke run writes into a real
+    one's. Where the run directory is on this machine (INFRA=local) it is checked before anything
+    starts; everywhere, job.sh checks it again on the cluster."""
+    run_dir, smoke = Path(spec["paths"]["run_dir"]), spec["train"]["smoke"]
+    if (run_dir / "SMOKE").exists() and not smoke:
+        raise ConfigError("RUN_ID", spec["run"]["id"], f"an id whose run directory is not a smoke run's: {run_dir} "
+                          "holds SMOKE, and a real run never resumes from a smoke run")
+    if smoke and (run_dir / "spec.json").exists() and not (run_dir / "SMOKE").exists():
+        raise ConfigError("RUN_ID", spec["run"]["id"], f"a new id for the smoke run: {run_dir} holds a real run")
 
 
 def _port(value) -> int | None:

@@ -45,7 +45,7 @@ MINIMUMS: dict[str, float] = {
     "cluster.memory_gb": 0, "cluster.disk_gb": 1, "cluster.ray_port": 1, "cluster.dashboard_port": 1,
     "cluster.formation_timeout_s": 1, "algo.group_size": 1, "train.batch_size": 1,
     "train.mini_batch_size": 1, "train.micro_batch_size_per_gpu": 1, "train.steps": 0,
-    "train.epochs": 1, "rollout.tp": 1, "infra.autostop_idle_minutes": 0,
+    "train.epochs": 1, "train.smoke_steps": 2, "rollout.tp": 1, "infra.autostop_idle_minutes": 0,
     "data.max_prompt_length": 1, "data.max_response_length": 1,
 }
 MAXIMUMS: dict[str, float] = {"cluster.ray_port": 65535, "cluster.dashboard_port": 65535,
@@ -370,7 +370,8 @@ def derive(cfg: dict, preset: str, sources: dict[str, str], now: _dt.datetime | 
     run["name"] = run["name"] or re.sub(r"[^a-z0-9-]+", "-", preset.lower())  # 0.5b -> 0-5b
     if not run["id"]:
         stamp = (now or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y%m%d-%H%M%S")
-        run["id"] = f"{run['name']}-{stamp}"
+        # A smoke run's id says so: a real run's default id never names its directory.
+        run["id"] = f"{run['name']}-{'smoke-' if spec['train']['smoke'] else ''}{stamp}"
     problem = _knobs.run_id_problem(run["id"])
     if problem:
         raise ConfigError("run.id", run["id"], problem, sources.get("run.id", ""))

@@ -34,6 +34,11 @@ def _facts(spec: dict, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]],
             rows.append(("reward", f"{train['reward_first']:.2f} -> {train['reward_last']:.2f}"))
     if evaluation:
         rows.append(("greedy score", f"{evaluation.get('greedy_correct')}/{evaluation.get('greedy_total')}"))
+    smoke = _read(run_dir / "smoke.json")
+    if smoke:
+        from .verify.smoke import lines as smoke_lines
+
+        rows += [("smoke", line.removeprefix("smoke: ")) for line in smoke_lines(smoke)]
     if verification:
         failed = [c["name"] for c in verification.get("checks", []) if not c.get("passed")]
         rows.append(("verification", "passed" if verification.get("passed") else "FAILED: " + ", ".join(failed)))

@@ -39,11 +39,23 @@ keep_plan() {
 }
 
 job() {
+  # A real run never resumes from a smoke run's directory (its checkpoints are a few steps' worth).
+  if [[ -e "$RUN_DIR/SMOKE" ]]; then
+    say "$RUN_DIR is a smoke run's (it holds SMOKE): a real run never resumes from it; launch with another RUN_ID" >&2
+    return 2
+  fi
   keep_plan
   say "plan, spec and this log are kept in $RUN_DIR"
   if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
     say "preflight on every node"
     "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
+    # Where the job's env left GLOO/NCCL_SOCKET_IFNAME unset, the interface preflight picked (each
+    # node's route to the head): for this driver, and through the job's runtime env (which also holds
+    # its secrets: it only passes through this pipe) for every Ray worker the framework starts.
+    while IFS= read -r -d '' pair; do
+      export "${pair?}"
+      if [[ "${pair%%=*}" == *_SOCKET_IFNAME ]]; then say "preflight picked ${pair}"; fi
+    done < <("$RLAUNCH_PYTHON" -m rlaunch.verify.collective exports "$RUN_DIR/preflight.json")
   fi
 
   say 'starting areal: python3 /AReaL/examples/math/gsm8k_rl.py --config ${RLAUNCH_ARTIFACTS}/areal.yaml scheduler.type=ray experiment_name=areal-grpo-gsm8k trial_name=golden cluster.n_nodes=2 cluster.n_gpus_per_node=8 rollout.backend=sglang:d8 actor.backend=fsdp:d8 cluster.name_resolve.type=ray'

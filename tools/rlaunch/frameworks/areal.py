@@ -65,12 +65,16 @@ class Areal(Framework):
                   "fileroot": "${cluster.fileroot}"}
         freq = {"freq_epochs": None if train["save_freq"] > 0 else 1,
                 "freq_steps": train["save_freq"] if train["save_freq"] > 0 else None, "freq_secs": None}
+        evaluate = {"freq_epochs": 1, "freq_steps": None, "freq_secs": None}
+        if train["smoke"]:  # SMOKE=1: a few steps, evaluated and saved from step 1 on
+            freq = evaluate = {"freq_epochs": None, "freq_steps": 1, "freq_secs": None}
         mb = {"max_tokens_per_mb": 10240, "packing_algorithm": "ffd"}
         rollout_backend, actor_backend = self.backends(spec)
         dataset = self.dataset_path(spec)
         return {
             "experiment_name": run["name"], "trial_name": run["id"], "seed": 1, "enable_offload": train["offload"],
             "total_train_epochs": train["epochs"], "tokenizer_path": "${actor.path}",
+            **({"total_train_steps": train["smoke_steps"]} if train["smoke"] else {}),
             "cluster": {"n_nodes": spec["cluster"]["nodes"], "n_gpus_per_node": spec["cluster"]["gpus_per_node"],
                         "fileroot": self.fileroot(spec), "name_resolve": name_resolve},
             "scheduler": {"type": None},
@@ -120,7 +124,7 @@ class Areal(Framework):
             "saver": {**common, **freq},
             "recover": {**common, "mode": "auto" if spec["infra"]["spot"] else "disabled",
                         "freq_epochs": 1, "freq_steps": None, "freq_secs": 3600},
-            "evaluator": {**common, "freq_epochs": 1, "freq_steps": None, "freq_secs": None},
+            "evaluator": {**common, **evaluate},
             "stats_logger": {**common, "wandb": {"mode": "online" if spec["logging"]["wandb"] else "disabled",
                                                  "project": spec["logging"]["project"]},
                              "tensorboard": {"path": f"{paths['run_dir']}/tensorboard"}},

@@ -84,6 +84,9 @@ class Rlinf(Framework):
         seq = spec["data"]["max_prompt_length"] + spec["data"]["max_response_length"]
         steps = train["steps"] if train["steps"] > 0 else -1
         save = train["save_freq"] if train["save_freq"] > 0 else steps  # -1: only at the end
+        val = train["test_freq"] if train["test_freq"] > 0 else 1
+        if train["smoke"]:  # SMOKE=1: a few steps, validated and saved from step 1 on
+            steps, save, val = train["smoke_steps"], 1, 1
         loggers = ["tensorboard"] + (["wandb"] if spec["logging"]["wandb"] else [])
         tokenizer = {"tokenizer_model": model, "use_fast": True, "trust_remote_code": True,
                      "padding_side": "right"}
@@ -97,7 +100,7 @@ class Rlinf(Framework):
                 "logger": {"log_path": paths["run_dir"], "project_name": spec["logging"]["project"],
                            "experiment_name": run["id"], "logger_backends": loggers},
                 "max_epochs": train["epochs"], "max_steps": steps,
-                "val_check_interval": train["test_freq"] if train["test_freq"] > 0 else 1,
+                "val_check_interval": val,
                 "save_interval": save, "seq_length": seq, "enable_dynamic_batch_size": False,
                 "max_tokens_per_mbs": seq, "resume_dir": None, "per_worker_log": True,
                 # output_dir/experiment_name is the run directory (verify/layouts.py).

@@ -23,12 +23,13 @@ class Trl(Framework):
             "run_dir": spec["paths"]["run_dir"],
             "num_workers": spec["cluster"]["nodes"],
             "use_gpu": spec["cluster"]["gpus_per_node"] > 0,
-            "steps": train["steps"],
+            "steps": train["smoke_steps"] if train["smoke"] else train["steps"],
             "group_size": algo["group_size"],
             "learning_rate": algo["lr"],
             "per_device_batch": train["micro_batch_size_per_gpu"],
             "max_completion_length": spec["data"]["max_response_length"],
             "seed": 0,
+            **({"smoke": True} if train["smoke"] else {}),
         }
 
     def command(self, spec: dict) -> list[str]:

@@ -87,13 +87,16 @@ class Verl(Framework):
             f"trainer.nnodes={cluster['nodes']}",
             f"trainer.n_gpus_per_node={cluster['gpus_per_node']}",
             f"trainer.default_local_dir={paths['ckpt_dir']}",
-            f"trainer.save_freq={train['save_freq']}",
-            f"trainer.test_freq={train['test_freq']}",
+            # SMOKE=1: validated and saved from step 1 on, for train.smoke_steps steps.
+            f"trainer.save_freq={1 if train['smoke'] else train['save_freq']}",
+            f"trainer.test_freq={1 if train['smoke'] else train['test_freq']}",
             f"trainer.total_epochs={train['epochs']}",
             "trainer.val_before_train=False",
             f"hydra.run.dir={paths['run_dir']}/hydra",
         ]
-        if train["steps"] > 0:
+        if train["smoke"]:
+            out.append(f"trainer.total_training_steps={train['smoke_steps']}")
+        elif train["steps"] > 0:
             out.append(f"trainer.total_training_steps={train['steps']}")
         if spec["infra"]["spot"]:
             out.append("trainer.resume_mode=auto")  # a recovered managed job continues from the bucket

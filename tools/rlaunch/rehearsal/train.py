@@ -9,6 +9,11 @@ importable on every node (`env_vars.PYTHONPATH` or `working_dir`) and carry the 
 
 Writes into run_dir (shared storage, read by postflight): metrics.jsonl, tensorboard/,
 checkpoint/final/, eval.json, reward.png, train_summary.json (and ray-train/, Ray Train's own).
+With smoke=true (SMOKE=1), at step 1: rank 0 saves model, tokenizer and optimizer state to
+checkpoint/step-1/, every rank reloads them from there into its live model and optimizer (after
+checking they are what it holds), and rank 0 runs a validation pass (greedy on the held-out prompts)
+on the reloaded files: validation.json, reload.json. train_summary.json has each node's peak memory
+(RSS; GPU memory reserved on GPU) and the measured s/step.
 Prints a progress line every `progress_every` steps. Keys starting with "_" are ignored.
 
 Env:
@@ -46,9 +51,13 @@ INIT_CHECKPOINT = "checkpoint/init"  # only with beta > 0: the KL reference
 EVAL = "eval.json"
 PLOT = "reward.png"
 SUMMARY = "train_summary.json"
+STEP1_CHECKPOINT = "checkpoint/step-1"  # smoke: saved and reloaded at step 1
+VALIDATION = "validation.json"  # smoke: the validation pass at step 1
+RELOAD = "reload.json"  # smoke: what the reload at step 1 found
 RAY_TRAIN = "ray-train"  # Ray Train's storage for this run; also where rank 0 leaves WORKERS
 WORKERS = f"{RAY_TRAIN}/workers.json"  # rank 0 -> driver: Ray Train V2 drops metrics without a checkpoint
-OUTPUTS = (METRICS, TENSORBOARD, FINAL_CHECKPOINT, INIT_CHECKPOINT, EVAL, PLOT, SUMMARY, WORKERS)
+OUTPUTS = (METRICS, TENSORBOARD, FINAL_CHECKPOINT, INIT_CHECKPOINT, EVAL, PLOT, SUMMARY, WORKERS,
+           STEP1_CHECKPOINT, VALIDATION, RELOAD)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +84,7 @@ class RehearsalConfig:
     torch_threads: int = 1  # per worker; more threads only contend on small CPU hosts
     node_wait_s: float = 120.0  # deadline for enough Ray nodes to be alive
     progress_every: int = 10  # steps between progress lines
+    smoke: bool = False  # validation and checkpoint save + reload at step 1 (SMOKE=1)
 
 
 LR_SCHEDULERS = ("constant", "linear", "cosine")
@@ -187,7 +197,8 @@ def _metrics_callback(run_dir: Path, t0: float):
 
 
 def _gather_workers() -> dict:
-    """Node IP and Ray node id of every rank, in rank order, and the process group's backend."""
+    """Node IP and Ray node id of every rank, in rank order, the process group's backend, and the
+    interface variables each worker was started with (the job's runtime env, or preflight's pick)."""
     import ray
     import torch.distributed as dist
 
@@ -195,14 +206,85 @@ def _gather_workers() -> dict:
     # several Ray nodes may share a host, and a namespace node's host has other addresses.
     node_id = ray.get_runtime_context().get_node_id()
     ip = next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node_id)
-    mine = (ip, node_id)
+    mine = (ip, node_id, {k: os.environ.get(k, "") for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")})
     every = [None] * dist.get_world_size()
     dist.all_gather_object(every, mine)
     return {
-        "worker_nodes": [ip for ip, _ in every],
-        "worker_node_ids": [node_id for _, node_id in every],
+        "worker_nodes": [ip for ip, _, _ in every],
+        "worker_node_ids": [node_id for _, node_id, _ in every],
+        "worker_env": [env for _, _, env in every],
         "backend": str(dist.get_backend()),
     }
+
+
+def _peak_memory(use_gpu: bool) -> dict:
+    """This worker's peak so far: RSS (the kernel's high-water mark) and, on GPU, CUDA's reserved."""
+    import resource
+
+    out = {"rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    if use_gpu:
+        import torch
+
+        out["gpu_mb"] = round(torch.cuda.max_memory_reserved() / 2**20, 1)
+    return out
+
+
+def _gather_peaks(use_gpu: bool) -> list[dict]:
+    import torch.distributed as dist
+
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, _peak_memory(use_gpu))
+    return every
+
+
+def _step1_callback(run_dir: Path, cfg: "RehearsalConfig"):
+    """Smoke: at step 1, save the checkpoint, reload it into every rank, validate on it."""
+    from transformers import TrainerCallback
+
+    class Step1(TrainerCallback):
+        trainer = None  # set once the trainer exists
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                _save_reload_validate(self.trainer, run_dir, cfg)
+
+    return Step1()
+
+
+def _save_reload_validate(trainer, run_dir: Path, cfg: "RehearsalConfig") -> None:
+    import torch
+    import torch.distributed as dist
+    from safetensors.torch import load_file
+
+    from rlaunch.rehearsal import evaluate
+
+    started = time.monotonic()
+    path = run_dir / STEP1_CHECKPOINT
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    rank = dist.get_rank()
+    if rank == 0:
+        model.save_pretrained(path)  # safetensors
+        trainer.processing_class.save_pretrained(path)
+        torch.save(trainer.optimizer.state_dict(), path / "optimizer.pt")
+    dist.barrier()
+    saved_s = time.monotonic() - started
+    # Every rank reads the files back (shared storage) and must find exactly what it holds.
+    weights = load_file(str(path / "model.safetensors"))
+    live = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    differ = [k for k, v in weights.items() if k in live and not torch.equal(v, live[k])]
+    missing = sorted(set(live) - set(weights) - {"lm_head.weight"})  # tied to the embedding: saved once
+    model.load_state_dict(weights, strict=False)
+    optim = torch.load(path / "optimizer.pt", weights_only=False)
+    trainer.optimizer.load_state_dict(optim)
+    dist.barrier()
+    if rank == 0:
+        validation = evaluate.score_checkpoint(str(path), cfg.eval_prompts, cfg.max_completion_length)
+        (run_dir / VALIDATION).write_text(json.dumps({"step": 1, **validation}, indent=2) + "\n")
+        (run_dir / RELOAD).write_text(json.dumps({
+            "step": 1, "path": str(path), "tensors": len(weights), "differ": differ, "missing": missing,
+            "optimizer_states": len(optim.get("state", {})), "save_s": round(saved_s, 2),
+            "reload_s": round(time.monotonic() - started - saved_s, 2)}, indent=2) + "\n")
+    dist.barrier()
 
 
 def _grpo_args(cfg: RehearsalConfig, run_dir: Path):
@@ -262,20 +344,24 @@ def train_loop(config: dict) -> None:
             model.save_pretrained(init_dir)
         torch.distributed.barrier()
         model.config.name_or_path = str(init_dir)
+    step1 = _step1_callback(run_dir, cfg) if cfg.smoke else None
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=tiny.copy_reward,
         args=_grpo_args(cfg, run_dir),
         train_dataset=tiny.build_dataset(tokenizer, cfg.dataset_size, cfg.seed),
         processing_class=tokenizer,
-        callbacks=[_metrics_callback(run_dir, t0)],
+        callbacks=[_metrics_callback(run_dir, t0), *([step1] if step1 else [])],
     )
+    if step1:
+        step1.trainer = trainer
     # disable_tqdm swaps the progress bar for a dict print per step; the driver prints progress.
     trainer.remove_callback(PrinterCallback)
     trainer.train()
     final = run_dir / FINAL_CHECKPOINT
     trainer.save_model(str(final))  # rank 0 writes model + tokenizer
     trainer.accelerator.wait_for_everyone()
+    workers["peak_memory"] = _gather_peaks(cfg.use_gpu)
     if rank == 0:
         # Scored from the saved files, so the checkpoint round trip is part of the check.
         result = evaluate.score_checkpoint(str(final), cfg.eval_prompts, cfg.max_completion_length)
@@ -433,6 +519,22 @@ def summarize(cfg: RehearsalConfig, duration_s: float) -> dict:
     }
 
 
+def measurements(cfg: RehearsalConfig) -> dict:
+    """What the run measured, for the smoke report: steady s/step (from the end of step 1, which a
+    smoke run spends saving, reloading and validating, to the last), each node's peak memory, and
+    the interface variables each worker had."""
+    run_dir = Path(cfg.run_dir)
+    workers = json.loads((run_dir / WORKERS).read_text())
+    timed = [r for r in read_metrics(run_dir) if r.get("time_s") is not None and r.get("step") is not None]
+    rate = ((timed[-1]["time_s"] - timed[0]["time_s"]) / (timed[-1]["step"] - timed[0]["step"])
+            if len(timed) > 1 and timed[-1]["step"] > timed[0]["step"] else None)
+    peaks: dict[str, dict] = {}
+    for ip, peak in zip(workers["worker_nodes"], workers.get("peak_memory") or []):
+        peaks.setdefault(ip, peak)
+    return {"s_per_step": None if rate is None else round(rate, 4), "peak_memory": peaks,
+            "worker_env": workers.get("worker_env", []), "smoke": cfg.smoke}
+
+
 def clear_outputs(run_dir: Path) -> None:
     """Remove this trainer's outputs from an earlier attempt so nothing stale is verified."""
     for name in OUTPUTS:
@@ -485,7 +587,7 @@ def run(cfg: RehearsalConfig) -> dict:
     finally:
         stop.set()
         follower.join(timeout=10)
-    summary = summarize(cfg, time.monotonic() - start)
+    summary = {**summarize(cfg, time.monotonic() - start), **measurements(cfg)}
     from rlaunch.rehearsal import plot
 
     plot.plot_reward(run_dir / METRICS, run_dir / PLOT)

@@ -1,0 +1,120 @@
+"""SMOKE=1's report: how long the run took, its steady speed, each node's peak memory, and what the
+full run would take at that speed. job.sh runs it after postflight in a smoke run; it writes
+<run_dir>/smoke.json and prints the numbers.
+
+Where the numbers come from, per framework:
+  trl    train_summary.json: duration_s, s_per_step (from the end of step 1, which a smoke run
+         spends saving, reloading and validating), peak_memory per node (RSS; CUDA reserved on GPU)
+  verl   its file logger's metrics: timing_s/step (steps after the first), perf/max_memory_reserved_gb
+         (rank 0's node), the job's logs/exit_code time for the wall time
+  others wall time only
+The full run: train.steps steps (the config without SMOKE) x s/step, plus this run's time outside its
+steady steps (startup, step 1, saving); unknown when the config counts epochs instead of steps.
+
+Usage: python -m rlaunch.verify.smoke --spec SPEC.json --run-dir DIR
+Exit: 0 (the numbers are a report, never a verdict: postflight gives that); 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .report import EXIT_USAGE, UsageError, load_spec, write_json
+
+PROG = "smoke"
+REPORT = "smoke.json"
+
+
+def _read(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _verl(spec: dict, run_dir: Path) -> dict:
+    from . import layouts
+    from .postflight import verl_rows
+
+    rows = [r for _, r in verl_rows(layouts.resolve(spec, run_dir), run_dir)[0]]
+    steps = [r.get("timing_s/step") for r in rows[1:] if isinstance(r.get("timing_s/step"), (int, float))]
+    peak = max((r["perf/max_memory_reserved_gb"] for r in rows
+                if isinstance(r.get("perf/max_memory_reserved_gb"), (int, float))), default=None)
+    return {"steps": len(rows), "s_per_step": sum(steps) / len(steps) if steps else None,
+            "peak_memory": {"rank 0's node": {"gpu_mb": round(peak * 1024, 1)}} if peak is not None else {},
+            "duration_s": sum(r.get("timing_s/step") or 0 for r in rows) or None}
+
+
+def measure(spec: dict, run_dir: Path) -> dict:
+    name = spec["framework"]["name"]
+    if name == "trl":
+        from ..rehearsal.train import SUMMARY
+
+        summary = _read(run_dir / SUMMARY)
+        got = {k: summary.get(k) for k in ("steps", "s_per_step", "peak_memory", "duration_s")}
+    elif name == "verl":
+        got = _verl(spec, run_dir)
+    else:
+        got = {"steps": None, "s_per_step": None, "peak_memory": {}, "duration_s": None}
+    full = spec["train"]["steps"]
+    rate, wall, steps = got.get("s_per_step"), got.get("duration_s"), got.get("steps")
+    if rate and full > 0:
+        outside = max(0.0, (wall or 0) - rate * max(0, (steps or 1) - 1))
+        got["full_run"] = {"steps": full, "s": round(full * rate + outside, 1),
+                           "how": f"{full} steps x {rate:.3g} s/step + {outside:.0f} s outside the steady steps"}
+    else:
+        got["full_run"] = {"steps": full or None, "s": None,
+                           "how": "unknown: " + ("no s/step measured" if not rate else
+                                                 "the config counts epochs (set train.steps to extrapolate)")}
+    got["smoke_steps"] = spec["train"]["smoke_steps"]
+    return got
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "n/a"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{secs:02d}s" if minutes else f"{secs}s")
+
+
+def lines(got: dict) -> list[str]:
+    rate = got.get("s_per_step")
+    out = [f"smoke: {got.get('steps')}/{got['smoke_steps']} steps in {_duration(got.get('duration_s'))} wall, "
+           f"{'n/a' if rate is None else f'{rate:.3g}'} s/step (steady, after step 1)"]
+    for node, peak in sorted((got.get("peak_memory") or {}).items()):
+        parts = [f"RSS {peak['rss_mb']:.0f} MB"] if "rss_mb" in peak else []
+        parts += [f"GPU {peak['gpu_mb']:.0f} MB"] if "gpu_mb" in peak else []
+        out.append(f"smoke: peak memory on {node}: {', '.join(parts)}")
+    if not got.get("peak_memory"):
+        out.append("smoke: peak memory: not recorded by this framework")
+    full = got["full_run"]
+    out.append(f"smoke: the full run ({full['steps'] or '?'} steps) would take about {_duration(full['s'])} "
+               f"({full['how']})" if full["s"] is not None else f"smoke: the full run: {full['how']}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spec", required=True, type=Path)
+    parser.add_argument("--run-dir", required=True, type=Path)
+    args = parser.parse_args(argv)
+    try:
+        spec = load_spec(args.spec)
+        if not args.run_dir.is_dir():
+            raise UsageError(f"--run-dir {args.run_dir}: not a directory")
+    except UsageError as err:
+        print(f"{PROG}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    got = measure(spec, args.run_dir)
+    write_json(args.run_dir / REPORT, got)
+    print("\n".join(lines(got)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
