@@ -63,7 +63,7 @@ presets: $(VENV)/.rlaunch-setup ## List the presets
 	@$(RLAUNCH) presets
 
 ##@ Setup
-.PHONY: setup setup-validators lock crds
+.PHONY: setup setup-validators lock crds upstream
 setup: ## Build the launcher environment (.venv): exactly configs/locks/launcher.txt; fetches the CRDs too
 	@scripts/setup
 
@@ -78,6 +78,9 @@ lock: $(VENV)/.rlaunch-setup ## Resolve configs/locks/ again (uv) after a change
 
 crds: $(VENV)/.rlaunch-setup ## Fetch the pinned KubeRay/PodMonitor CRDs into build/crds, SHA256-checked (RLAUNCH_CRDS_DIR: copy local ones)
 	@$(PY) -m rlaunch.validate.crds fetch
+
+upstream: $(VENV)/.rlaunch-setup ## Fetch the pinned upstream files (RLinf's e2e config) into build/upstream, SHA256-checked (RLAUNCH_UPSTREAM_DIR: a clone holding the commit)
+	@$(PY) -m rlaunch.validate.upstream fetch
 
 ##@ Launch
 .PHONY: render plan launch status logs down dashboard tensorboard compare verify runs summary

@@ -45,6 +45,11 @@ def checkout(spec: dict) -> str:
     return f"{spec['storage']['mount']}/code/checkouts/{spec['pins']['framework_commit']}"
 
 
+def _tenth(value: float) -> float:
+    """value / 10 without the binary rounding noise (2e-5 / 10 is 2.0000000000000003e-06, not 2e-06)."""
+    return float(f"{value / 10:.12g}")
+
+
 def set_dotted(tree: dict, dotted: str, value) -> None:
     node = tree
     *parents, leaf = dotted.split(".")
@@ -164,7 +169,7 @@ class Rlinf(Framework):
                           "gradient_accumulation_fusion": False, "moe_token_dispatcher_type": "alltoall",
                           "use_cpu_initialization": False},
                 "optim": {"optimizer": "adam", "bf16": False, "fp16": True, "lr": algo["lr"],
-                          "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_eps": 1.0e-05, "min_lr": algo["lr"] / 10,
+                          "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_eps": 1.0e-05, "min_lr": _tenth(algo["lr"]),
                           "weight_decay": 0.05, "use_distributed_optimizer": True, "overlap_grad_reduce": True,
                           "overlap_param_gather": True, "optimizer_enable_pin": False,
                           "overlap_param_gather_with_optimizer_step": False, "clip_grad": 0.8,

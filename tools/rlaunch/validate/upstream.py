@@ -1,0 +1,210 @@
+"""Files of a framework's pinned commit that none of its packages ship, pinned with their SHA256 in
+configs/versions.yaml (frameworks.<framework>.files): RLinf's e2e config, which seed 003 starts from,
+and the default it composes. The RLinf parity test compares the rendered config with them.
+
+A file is used only when its bytes have the pinned hash, wherever they came from:
+  - the cache that `make upstream` fills: $RLAUNCH_UPSTREAM_CACHE (default <repo>/build/upstream),
+    laid out as <framework>-<commit>/<path>;
+  - $RLAUNCH_UPSTREAM_DIR, for machines that cannot reach GitHub: a PATH-like list whose entries are
+    git repositories holding the commit (any clone of the framework, such as the pinned checkout on
+    an AIStudio shared storage; read with `git show <commit>:<path>`, never checked out) or folders
+    holding a copy as <path> or <framework>-<commit>/<path>;
+  - `make upstream` only: GitHub's raw file at the commit.
+
+CLI (`make upstream`; scripts/setup-validators runs the fetch):
+    python -m rlaunch.validate.upstream fetch [FRAMEWORK...]   # into the cache
+    python -m rlaunch.validate.upstream where [FRAMEWORK...]   # where each file is found
+
+Exit: 0 every file in place; 1 a file whose SHA256 is not the pinned one (refused, nothing written);
+3 a file could not be had (no network, not in $RLAUNCH_UPSTREAM_DIR): the message says how to get it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import ROOT, pins
+from ..errors import MissingPrerequisite, RlaunchError
+
+DOWNLOAD_TIMEOUT_S = 30
+RAW = "https://raw.githubusercontent.com/{owner_repo}/{commit}/{path}"
+
+
+class HashMismatch(RlaunchError):
+    """Bytes that are not the pinned ones."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class File:
+    framework: str
+    repo: str       # https://github.com/RLinf/RLinf
+    commit: str
+    path: str       # tests/e2e_tests/reasoning/qwen2.5-1.5b-grpo-pipeline-fsdp-sgl.yaml
+    sha256: str
+
+    @property
+    def folder(self) -> str:
+        return f"{self.framework}-{self.commit}"
+
+    @property
+    def url(self) -> str:
+        owner_repo = self.repo.rstrip("/").removesuffix(".git").split("github.com/", 1)[-1]
+        return RAW.format(owner_repo=owner_repo, commit=self.commit, path=self.path)
+
+    @property
+    def label(self) -> str:
+        return f"{self.framework} {self.path} at {self.commit[:12]}"
+
+
+def pinned(framework: str) -> list[File]:
+    versions = pins.load_versions()
+    fw = pins.get(f"frameworks.{framework}", versions)
+    return [File(framework, str(fw["repo"]), str(fw["commit"]), str(e["path"]), str(e["sha256"]))
+            for e in fw.get("files") or []]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RLAUNCH_UPSTREAM_CACHE") or ROOT / "build" / "upstream")
+
+
+def local_sources() -> list[Path]:
+    return [Path(p) for p in os.environ.get("RLAUNCH_UPSTREAM_DIR", "").split(os.pathsep) if p]
+
+
+def how_to_get(f: File) -> str:
+    return (f"run `make upstream` (downloads {f.url} into {cache_dir()}/{f.folder}/ and checks its SHA256), "
+            f"or, on a machine that cannot reach GitHub, set RLAUNCH_UPSTREAM_DIR to a clone of {f.repo} that "
+            f"holds commit {f.commit} (or to a folder with a copy of {f.path}) and run `make upstream`")
+
+
+def _verified(f: File, data: bytes, where: str) -> bytes:
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != f.sha256:
+        raise HashMismatch(f"{where} is not the pinned {f.label}: sha256 {actual}, the pin is {f.sha256}")
+    return data
+
+
+def _from_git(f: File, repo: Path) -> bytes | None:
+    git = ["git", "-c", f"safe.directory={repo}", "-C", str(repo)]
+    try:
+        proc = subprocess.run([*git, "show", f"{f.commit}:{f.path}"], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _from_local(f: File) -> tuple[bytes, str] | None:
+    """The file from $RLAUNCH_UPSTREAM_DIR: (verified bytes, where), or None when no entry has it."""
+    for source in local_sources():
+        # A clone first, at the commit: its work tree may be at any other one.
+        data = _from_git(f, source) if source.is_dir() else None
+        if data is not None:
+            where = f"git show {f.commit[:12]}:{f.path} in {source}"
+            return _verified(f, data, where), where
+        for copy in (source / f.path, source / f.folder / f.path):
+            if copy.is_file():
+                return _verified(f, copy.read_bytes(), str(copy)), str(copy)
+    return None
+
+
+def read(f: File) -> tuple[bytes, str]:
+    """The pinned file's bytes and where they came from (never the network); MissingPrerequisite."""
+    cached = cache_dir() / f.folder / f.path
+    if cached.is_file():
+        try:
+            return _verified(f, cached.read_bytes(), str(cached)), str(cached)
+        except HashMismatch as err:
+            raise MissingPrerequisite(f"the {f.label}", f"{err}; {how_to_get(f)}") from None
+    found = _from_local(f)
+    if found is None:
+        where = f"the cache {cache_dir()}" + (f" or RLAUNCH_UPSTREAM_DIR={os.environ['RLAUNCH_UPSTREAM_DIR']}"
+                                               if local_sources() else "")
+        raise MissingPrerequisite(f"the {f.label}", f"not in {where}; {how_to_get(f)}")
+    return found
+
+
+def tree(framework: str, dest: Path) -> Path:
+    """Every pinned file of the framework under dest/<path>, as in its repository; returns dest."""
+    for f in pinned(framework):
+        data, _ = read(f)
+        (dest / f.path).parent.mkdir(parents=True, exist_ok=True)
+        (dest / f.path).write_bytes(data)
+    return dest
+
+
+def _write(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _download(f: File) -> bytes:
+    import urllib.error
+    import urllib.request  # only `make upstream` needs http
+
+    try:
+        with urllib.request.urlopen(f.url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310
+            data = response.read()
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        raise MissingPrerequisite(f"the {f.label}", f"could not download {f.url} ({reason}, {DOWNLOAD_TIMEOUT_S} s "
+                                  f"limit); set RLAUNCH_UPSTREAM_DIR to a clone of {f.repo} that holds commit "
+                                  f"{f.commit} and run `make upstream` again") from None
+    return _verified(f, data, f"the download of {f.url}")
+
+
+def fetch_one(f: File) -> str:
+    """Put one pinned file in the cache; a line saying where it came from."""
+    target = cache_dir() / f.folder / f.path
+    if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == f.sha256:
+        return f"{f.label}: already in {cache_dir() / f.folder} (sha256 ok)"
+    found = _from_local(f)
+    if found is None and local_sources():
+        raise MissingPrerequisite(f"the {f.label}", f"not in RLAUNCH_UPSTREAM_DIR={os.environ['RLAUNCH_UPSTREAM_DIR']} "
+                                  f"(looked for a git repository holding {f.commit}, {f.path} and "
+                                  f"{f.folder}/{f.path} in each)")
+    data, source = found if found else (_download(f), f"downloaded from {f.url}")
+    _write(target, data)
+    return f"{f.label}: {source} -> {target} (sha256 ok)"
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("fetch", "where"):
+        print(__doc__.split("CLI")[1].split("Exit")[0].strip(), file=sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    frameworks = argv[1:] or [name for name, fw in pins.get("frameworks").items() if fw.get("files")]
+    codes = []
+    for framework in frameworks:
+        try:
+            files = pinned(framework)
+        except pins.PinError as err:
+            print(f"upstream: {err}", file=sys.stderr)
+            return 2
+        for f in files:
+            try:
+                line = fetch_one(f) if argv[0] == "fetch" else f"{f.label}: {read(f)[1]}"
+            except RlaunchError as err:
+                print(f"upstream: {err}", file=sys.stderr)
+                codes.append(err.exit_code)
+            else:
+                print(f"upstream: {line}")
+    return HashMismatch.exit_code if HashMismatch.exit_code in codes else max(codes, default=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
