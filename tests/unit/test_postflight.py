@@ -1,6 +1,7 @@
 """Postflight on generated output trees in each framework's documented layout: the happy path of
 every framework, and the failures a platform's "succeeded" hides (a missing rank's shard, a NaN,
-a short run, no learning, a missing checkpoint, too few DCP shards)."""
+a short run, no learning, a missing checkpoint, too few DCP shards, a resolved placement or output
+name other than the requested one, an unavailable Ray actor)."""
 
 from __future__ import annotations
 
@@ -122,7 +123,8 @@ def test_exit_code_file_is_read_when_not_given(trl):
 
 @pytest.mark.parametrize("marker", ["Traceback (most recent call last):", "torch.OutOfMemoryError: CUDA out of memory.",
                                     "ray.exceptions.RayTaskError(ValueError)", "ray.exceptions.ActorDiedError",
-                                    "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970"])
+                                    "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970",
+                                    "ray.exceptions.ActorUnavailableError: The actor is temporarily unavailable"])
 def test_fatal_marker_in_logs_fails_naming_file_and_line(trl, marker):
     run_dir, spec = trl
     runtrees.trl_run(run_dir)
@@ -301,6 +303,54 @@ def test_rlinf_wider_actor_placement_needs_more_shards(rlinf):
     run_dir, spec = rlinf
     runtrees.rlinf_run(run_dir, actor="0-3", shards=2)
     assert_fails(verify(spec, run_dir), "actor checkpoint shards", "actor rank (4)")
+
+
+@pytest.mark.parametrize(("resolved", "name", "needle"), [
+    ({"cluster.component_placement.actor": "0-1"}, "resolved placement", "'actor': '0-1'"),
+    ({"cluster.component_placement.rollout": 1}, "resolved placement", "'rollout': 1"),
+    ({"runner.output_dir": "/workspace/results"}, "resolved outputs", "runner.output_dir=/workspace/results"),
+    ({"runner.experiment_name": "grpo-1.5b"}, "resolved outputs", "runner.experiment_name=grpo-1.5b"),
+])
+def test_rlinf_resolved_request_must_match_the_rendered_one(rlinf, resolved, name, needle):
+    """Seed 003's comparisons: what RLinf resolved against what the job asked for in plan/."""
+    run_dir, spec = rlinf
+    runtrees.rlinf_run(run_dir, resolved=resolved, shards=2)
+    bad = assert_fails(verify(spec, run_dir), name, needle, f"requested in {run_dir}/plan/rlinf/rlaunch-grpo.yaml")
+    assert set(bad) == {name}, bad  # nothing else is blamed
+
+
+def test_rlinf_int_and_string_ranks_are_one_placement(rlinf):
+    run_dir, spec = rlinf
+    runtrees.rlinf_run(run_dir, requested={"cluster.component_placement": {"rollout": 0, "inference": "1",
+                                                                           "actor": "2-3", "reward": "0"}})
+    report = verify(spec, run_dir)
+    assert report["passed"], failed(report)
+    assert next(c for c in report["checks"] if c["name"] == "resolved placement")["detail"].startswith(
+        "cluster.component_placement=")
+
+
+def test_rlinf_without_a_plan_compares_with_the_spec(tmp_path):
+    from rlaunch import config
+
+    spec = config.load("rlinf-grpo-pipeline-1.5b", {"INFRA": "aistudio", "RUN_ID": "rid-1"})
+    run_dir = tmp_path / "copy-of-rid-1"  # a copy of the run (make verify RUN_DIR=...) without plan/
+    requested = Path(spec["paths"]["run_dir"])
+    runtrees.rlinf_run(run_dir, resolved={"runner.output_dir": str(requested.parent), "runner.experiment_name": "rid-1"})
+    shutil.rmtree(run_dir / "plan")
+    report = verify(spec, run_dir)
+    assert report["passed"], failed(report)
+    runtrees.rlinf_run(run_dir, resolved={"runner.output_dir": str(run_dir.parent)})
+    shutil.rmtree(run_dir / "plan")
+    assert_fails(verify(spec, run_dir), "resolved outputs", f"runner.output_dir={run_dir.parent}",
+                 f"requested in the spec (no rendered config in the run's plan/): {requested.parent}")
+
+
+def test_rlinf_without_a_plan_or_a_whole_spec_says_so(rlinf):
+    run_dir, spec = rlinf
+    runtrees.rlinf_run(run_dir)
+    shutil.rmtree(run_dir / "plan")
+    assert_fails(verify(spec, run_dir), "resolved placement", "requested placement unknown: no ",
+                 "plan/rlinf/rlaunch-grpo.yaml")
 
 
 @pytest.mark.parametrize(("placement", "ranks"), [({"actor": "2-3"}, 2), ({"actor,rollout": "0-7"}, 8),

@@ -19,7 +19,8 @@ passes it explicitly: `postflight --path KEY=VALUE` (the keys are listed per fra
 - RLinf 0.3: {output_dir}/{experiment_name}/log/main.log with "Step limit given by max_steps=N
   reached"; TensorBoard under {logger.log_path}/tensorboard/; checkpoints in {output_dir}/
   {experiment_name}/checkpoints/global_step_N/actor/dcp_checkpoint/{.metadata,*.distcp} and
-  .../data/data.pt; Hydra's resolved config in {hydra.run.dir}/.hydra/config.yaml. For rlaunch
+  .../data/data.pt; Hydra's resolved config in {hydra.run.dir}/.hydra/config.yaml, the config rlaunch
+  rendered (what was requested) in <run_dir>/plan/rlinf/rlaunch-grpo.yaml. For rlaunch
   (and the AIStudio preset) output_dir/experiment_name and log_path are both the run directory,
   and hydra.run.dir is <run_dir>/hydra.
 """
@@ -36,6 +37,7 @@ FATAL_MARKERS = {
     "CUDA out of memory": "CUDA out of memory",
     "Ray task error": "RayTaskError",
     "Ray actor died": "ActorDiedError",
+    "Ray actor unavailable": "ActorUnavailableError",
     "NCCL error": "NCCL error",
     "Hydra job error": "Error executing job with overrides",
 }
@@ -75,6 +77,13 @@ def _rehearsal_names() -> dict[str, str]:
             "summary": train.SUMMARY}
 
 
+def _rlinf_config_file() -> str:
+    # The adapter names the file it renders; job.sh keeps it under <run_dir>/plan/.
+    from rlaunch.frameworks import rlinf
+
+    return f"{rlinf.CONFIG_DIR}/{rlinf.CONFIG_NAME}.yaml"
+
+
 def _relocate(spec_path: str, spec_run_dir: str, run_dir: Path, default: str) -> Path:
     """A spec path under the spec's run_dir moves with the run directory; one outside stays put."""
     if not spec_path:
@@ -105,7 +114,8 @@ def defaults(spec: dict, run_dir: Path) -> dict[str, Path | str]:
                    tensorboard="")
     elif name == "rlinf":
         out.update(main_log=run_dir / "log" / "main.log", tensorboard=run_dir / "tensorboard",
-                   ckpt_dir=ckpt_dir, resolved_config=run_dir / "hydra" / ".hydra" / "config.yaml")
+                   ckpt_dir=ckpt_dir, resolved_config=run_dir / "hydra" / ".hydra" / "config.yaml",
+                   requested_config=run_dir / "plan" / _rlinf_config_file())
     return out
 
 

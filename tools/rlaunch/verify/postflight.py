@@ -2,8 +2,8 @@
 
 A platform's "succeeded" proves nothing: postflight reads what the framework wrote (logs, metrics,
 TensorBoard, checkpoints, the resolved config) and checks, for spec["framework"]["name"]:
-  common  no fatal markers in the logs (traceback, CUDA OOM, RayTaskError, ActorDiedError, NCCL
-          error) and exit code 0;
+  common  no fatal markers in the logs (traceback, CUDA OOM, RayTaskError, ActorDiedError,
+          ActorUnavailableError, NCCL error) and exit code 0;
   trl     step target, finite metrics, lr > 0, TensorBoard, a complete HF checkpoint, learning (mean
           reward of the last 10% of steps >= 0.9 and >= 0.5 above the first 10%), greedy score >= 9/10,
           one Ray Train worker per node;
@@ -12,7 +12,9 @@ TensorBoard, checkpoints, the resolved config) and checks, for spec["framework"]
           resolved topology (when a resolved config is present);
   areal   step markers in main.log, the HF checkpoint of the last step, the resolved topology;
   rlinf   the step-limit line, TensorBoard reward/loss/grad norm/lr finite and lr > 0, DCP
-          .metadata and one *.distcp per actor rank plus data/data.pt, the resolved topology.
+          .metadata and one *.distcp per actor rank plus data/data.pt, the resolved topology, and
+          the resolved placement, output_dir and experiment_name equal to the requested ones (the
+          rendered config the job keeps in <run_dir>/plan/).
 Where each framework writes is documented in rlaunch.verify.layouts.
 
 Usage:
@@ -261,23 +263,33 @@ def check_step_target(last: int | None, target: int | None, source: str) -> dict
                  else f"stopped at step {last} of {target} ({source})")
 
 
-def check_topology(cfg: dict | None, path: Path, expected: dict[str, int], required: bool) -> dict:
-    """The resolved config asks for what the spec asked for (nodes, GPUs per node, steps)."""
+def _same(got, want) -> bool:
+    """Equal as the framework reads them: scalars by their text (RLinf str()s every placement value,
+    so rank 0 and "0" are one placement), mappings key by key."""
+    if isinstance(want, dict):
+        return isinstance(got, dict) and {str(k): str(v) for k, v in got.items()} == \
+            {str(k): str(v) for k, v in want.items()}
+    return got is not None and str(got) == str(want)
+
+
+def check_topology(cfg: dict | None, path: Path, expected: dict[str, object], required: bool,
+                   name: str = "resolved topology", wants: str = "spec wants") -> dict:
+    """The resolved config asks for what the spec (or the rendered config) asked for."""
     if cfg is None:
         if required:
-            return check("resolved topology", False, f"resolved config {path} missing or unreadable")
-        return skipped("resolved topology", f"no resolved config at {path}")
+            return check(name, False, f"resolved config {path} missing or unreadable")
+        return skipped(name, f"no resolved config at {path}")
     wrong, unresolved = [], []
     for key, want in expected.items():
         got = _dig(cfg, key)
         if isinstance(got, str) and "${" in got:
             unresolved.append(key)  # Hydra keeps interpolations in .hydra/config.yaml
-        elif got is None or str(got) != str(want):
-            wrong.append(f"{key}={got} (spec wants {want})")
+        elif not _same(got, want):
+            wrong.append(f"{key}={got} ({wants} {want})")
     if wrong:
-        return check("resolved topology", False, f"{path}: " + "; ".join(wrong))
+        return check(name, False, f"{path}: " + "; ".join(wrong))
     note = f" ({', '.join(unresolved)} unresolved, not compared)" if unresolved else ""
-    return check("resolved topology", True,
+    return check(name, True,
                  ", ".join(f"{k}={v}" for k, v in expected.items() if k not in unresolved) + note)
 
 
@@ -607,6 +619,32 @@ def check_distcp(dcp_dir: Path, expected_ranks: int) -> dict:
     return check(name, True, f"{len(shards)} *.distcp shards for {expected_ranks} actor ranks + .metadata")
 
 
+def _rlinf_requested(spec: dict, requested_path: Path) -> tuple[dict | None, str]:
+    """What the job asked RLinf for: the rendered config the job kept in plan/, else the adapter's
+    config for this spec; (None, why) when neither can be had."""
+    if requested_path.is_file():
+        return _read_yaml(requested_path), str(requested_path)
+    try:
+        from ..frameworks import rlinf
+
+        return rlinf.ADAPTER.config(spec), "the spec (no rendered config in the run's plan/)"
+    except Exception as err:  # noqa: BLE001 - a copied run without its plan and a partial spec
+        return None, f"no {requested_path} and the spec does not render ({type(err).__name__}: {err})"
+
+
+def check_rlinf_request(spec: dict, cfg: dict | None, config_path: Path, requested_path: Path) -> list[dict]:
+    """Placement, output_dir and experiment_name as resolved, against what the job requested."""
+    requested, source = _rlinf_requested(spec, requested_path)
+    if requested is None:
+        return [check("resolved placement", False, f"requested placement unknown: {source}")]
+    placement = {"cluster.component_placement": _dig(requested, "cluster.component_placement")}
+    outputs = {key: _dig(requested, key) for key in ("runner.output_dir", "runner.experiment_name")}
+    return [check_topology(cfg, config_path, placement, required=True, name="resolved placement",
+                           wants=f"requested in {source}:"),
+            check_topology(cfg, config_path, outputs, required=True, name="resolved outputs",
+                           wants=f"requested in {source}:")]
+
+
 def check_rlinf(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
     checks = []
     target = _target_steps(spec)
@@ -633,6 +671,7 @@ def check_rlinf(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dic
     if target:
         expected["runner.max_steps"] = target
     checks.append(check_topology(cfg, config_path, expected, required=True))
+    checks += check_rlinf_request(spec, cfg, config_path, Path(where["requested_config"]))
 
     ckpt_dir = Path(where["ckpt_dir"])
     if steps is None:
