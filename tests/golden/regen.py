@@ -4,7 +4,7 @@
     tests/unit/test_golden.py fails when a rendered file differs from its golden copy.
 
 Cases live in tests/golden/cases_*.py (one file per backend), each a list CASES of
-(case_name, preset, knobs) tuples; knobs are Make variables (INFRA, NODES, ...). RUN_ID is fixed.
+(case_name, preset, knobs) tuples; knobs are Make variables (INFRA, NODES, ..., SET). RUN_ID is fixed.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ def render_case(preset: str, knobs: dict) -> dict[str, str]:
     """Render like `make render`, in memory; the repository's path is replaced by <repo>."""
     from rlaunch import artifacts, backends, config
 
-    spec = config.load(preset, {"RUN_ID": RUN_ID, **knobs})
+    knobs = dict(knobs)
+    sets = knobs.pop("SET", "")
+    spec = config.load(preset, {"RUN_ID": RUN_ID, **knobs}, sets)
     files = artifacts.finish(spec, backends.get(spec["infra"]["name"]).render(spec))
     return {rel: text.replace(str(ROOT), REPO_TOKEN) for rel, text in files.items()}
 

@@ -135,6 +135,27 @@ def test_no_rdma_disables_ib_and_rdma_keeps_it():
     assert "NCCL_IB_DISABLE" not in on["env_vars"]
 
 
+def test_pythonpath_keeps_megatron_between_the_checkout_and_rlaunch():
+    """Seed 003: the RLinf image's /opt/Megatron-LM stays on PYTHONPATH, in the RuntimeEnv and run.sh."""
+    spec = load(PRESET)
+    files = render(spec)
+    code = f"{spec['storage']['mount']}/code/checkouts/{spec['pins']['framework_commit']}"
+    want = f"{code}:/opt/Megatron-LM:{aistudio.launch_dir(spec)}/home/tools"
+    assert json.loads(files["runtime_env.json"])["env_vars"]["PYTHONPATH"] == want
+    assert f"export PYTHONPATH={want}\n" in files["run.sh"]
+    rehearsal = json.loads(render(load())["runtime_env.json"])["env_vars"]["PYTHONPATH"]
+    assert "Megatron" not in rehearsal  # the image's fact, not every framework's
+
+
+def test_input_paths_must_be_absolute_and_clean():
+    from rlaunch.errors import ConfigError
+
+    for sets, key in (("data.path=datasets/x", "data.path"), ("model.path=/mnt/a/../b", "model.path")):
+        with pytest.raises(ConfigError, match=f"{key}=.*an absolute path"):
+            load(PRESET, sets=sets)
+    assert load(PRESET, sets="model.path=org/other-model")["paths"]["model_dir"].endswith("/6fc93244f442")
+
+
 def test_form_without_image_bin_keeps_the_image_path():
     form = json.loads(render(load())["form.json"])
     assert form["env"] == {"WORK_ROOT": "/mnt/rlaunch", "RUN_ID": "t-aistudio", "TARGET_STEPS": "300"}

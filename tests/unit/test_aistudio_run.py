@@ -5,7 +5,10 @@ starts, naming the file. The cluster test stands in for the platform: a real 2-n
 network-namespace Ray cluster (scripts/local-cluster), the startup command submitted as a Ray job
 with the pasted RuntimeEnv and the form's env vars, exactly what AIStudio does with a task. The
 cluster has no GPUs: the installed spec.json says so (see cpu_standin), so preflight records its GPU
-checks as skipped instead of failing them; everything else runs exactly as rendered for 2 x 2 A100.
+checks as skipped instead of failing them; everything else runs exactly as rendered for 2 x 2 A100,
+the A100 rule's workaround included (for real on both nodes; nothing to hide in this venv).
+Inputs in seed 003's own layout, and an image Python with only the modules the job's steps import,
+are run up to the job without a cluster.
 
 What the run reads from the shared storage is made here: a pinned RLinf checkout whose entrypoint
 (the checkout's own examples/reasoning/main_grpo.py, so the adapter's real command line and the
@@ -182,13 +185,17 @@ def storage(tmp_path, monkeypatch):
     versions["frameworks"]["rlinf"]["commit"] = commit
     (tmp_path / "versions.yaml").write_text(yaml.safe_dump(versions, sort_keys=False))
     monkeypatch.setenv("RLAUNCH_VERSIONS", str(tmp_path / "versions.yaml"))
-    spec = load(work_root, "t-inputs")
+    make_inputs(load(work_root, "t-inputs"))
+    return {"root": work_root, "code": code, "commit": commit}
+
+
+def make_inputs(spec: dict) -> None:
+    """The pinned model and dataset where the spec says they are, each with its SHA256SUMS."""
     for item in aistudio.manifests(spec):
         files = {name: f"{item['what']} {name}\n".encode() for name in item["required"] if "*" not in name}
         if item["what"] == "model":
             files["model.safetensors"] = b"weights" * 100
         write_manifest(Path(item["dir"]), files)
-    return {"root": work_root, "code": code, "commit": commit}
 
 
 def load(work_root: Path, run_id: str, sets: str = "") -> dict:
@@ -207,9 +214,19 @@ def form_env(spec: dict) -> dict[str, str]:
     return env
 
 
-def run_script(spec: dict, launch: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(launch / "run.sh")], env=form_env(spec), capture_output=True,
+def run_script(spec: dict, launch: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(launch / "run.sh")], env={**form_env(spec), **env}, capture_output=True,
                           text=True, timeout=120, check=False)
+
+
+def no_cluster() -> dict[str, str]:
+    """A RAY_ADDRESS nobody listens on, and a short deadline: the job's first Ray step fails at once."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return {"RAY_ADDRESS": f"127.0.0.1:{port}", "RLAUNCH_PREFLIGHT_TIMEOUT_S": "1"}
 
 
 # ---------------------------------------------------------------- inputs, before anything starts
@@ -273,6 +290,63 @@ def test_a_model_without_weights_is_refused(storage):
     (model / "SHA256SUMS").write_text("".join(
         ln for ln in (model / "SHA256SUMS").read_text().splitlines(True) if ".safetensors" not in ln))
     _refused(spec, launch, f"model: {model}/SHA256SUMS does not list *.safetensors")
+
+
+SEED_MODEL = "models/modelscope/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B/6fc93244f442ee2b5ab5c8000687ef5f7ffe1d03"
+SEED_DATA = "datasets/inclusionAI/AReaL-boba-Data/1799c00be3f1216ab55a5cae3562d654dbfd7d82"
+
+
+def test_inputs_in_the_seed_layout_are_checked_where_they_are(storage):
+    """Seed 003's layout: model.path and data.path move the manifest checks, the RLinf config and
+    preflight's inputs with them; rlaunch's own directories are not looked at."""
+    root = storage["root"]
+    spec = load(root, "t-seed-layout", f"model.path={root}/{SEED_MODEL} data.path={root}/{SEED_DATA}")
+    assert (spec["paths"]["model_dir"], spec["paths"]["data_dir"]) == (f"{root}/{SEED_MODEL}", f"{root}/{SEED_DATA}")
+    shutil.rmtree(root / "models")
+    shutil.rmtree(root / "data")  # rlaunch's layout is gone: only the seed's is there
+    make_inputs(spec)
+    launch = install(spec)
+    cfg = yaml.safe_load((launch / "rlinf/rlaunch-grpo.yaml").read_text())
+    assert cfg["actor"]["model"]["model_path"] == f"{root}/{SEED_MODEL}"
+    assert cfg["data"]["train_data_paths"] == [f"{root}/{SEED_DATA}/AReaL-boba-106k.jsonl"]
+    proc = run_script(spec, launch, **no_cluster())
+    assert f"model: 3 files match {root}/{SEED_MODEL}/SHA256SUMS" in proc.stdout, proc.stdout + proc.stderr
+    assert f"dataset: 1 files match {root}/{SEED_DATA}/SHA256SUMS" in proc.stdout
+    assert "=== 5. run directory" in proc.stdout  # every input check passed
+    # The job's first step is the accelerator rule's, and with no cluster it fails, naming why.
+    assert "rlaunch-job: accelerator rule a100-flash-attn-4 on every node" in proc.stdout
+    assert "accelerator: FAILED ray cluster: cannot connect to RAY_ADDRESS=127.0.0.1:" in proc.stdout
+    assert proc.returncode != 0 and "RLAUNCH_RUN_STATUS=failed" in proc.stdout
+    (Path(spec["paths"]["model_dir"]) / "model.safetensors").unlink()
+    spec2 = load(root, "t-seed-layout-2", f"model.path={root}/{SEED_MODEL} data.path={root}/{SEED_DATA}")
+    _refused(spec2, install(spec2), f"model: input {root}/{SEED_MODEL}/model.safetensors missing or altered")
+
+
+def image_python(tmp_path: Path, modules: list[str]) -> str:
+    """A stand-in for the image's python: the launcher's interpreter seeing only these packages."""
+    import importlib.util
+
+    site = tmp_path / "image-site"
+    site.mkdir(parents=True)
+    for name in modules:
+        (site / name).symlink_to(Path(importlib.util.find_spec(name).origin).parent)
+    wrapper = tmp_path / "image-python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={site}${{PYTHONPATH:+:$PYTHONPATH}} exec {sys.executable} -S "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_the_image_needs_only_what_the_jobs_steps_import(storage, tmp_path):
+    """ray, yaml and tensorboard for RLinf's steps, and never fire (no step imports it)."""
+    spec = load(storage["root"], "t-modules")
+    launch = install(spec)
+    lacking = image_python(tmp_path / "a", ["ray", "tensorboard"])
+    proc = run_script(spec, launch, RLAUNCH_PYTHON=lacking)
+    assert proc.returncode == 3 and "lacks modules the job's steps import: yaml" in proc.stderr, proc.stderr
+    assert not Path(spec["paths"]["run_dir"]).exists()
+    enough = image_python(tmp_path / "b", ["ray", "yaml", "tensorboard"])  # no fire
+    proc = run_script(spec, launch, RLAUNCH_PYTHON=enough, **no_cluster())
+    assert "lacks modules" not in proc.stderr and "=== 5. run directory" in proc.stdout, proc.stdout + proc.stderr
 
 
 @pytest.mark.skipif(not SHELLCHECK.exists(), reason="shellcheck not installed (make setup)")
@@ -371,16 +445,22 @@ def submit(cluster: dict, spec: dict, launch: Path, tmp_path: Path) -> str:
 
 
 def cpu_standin(launch: Path) -> None:
-    """Tell preflight the truth about the stand-in platform: its nodes have no GPUs.
+    """Tell preflight the truth about the stand-in platform: its nodes have no GPUs, and its image's
+    venv is the launcher's.
 
     The RLinf adapter rightly refuses to render a GPU-less RLinf run, and preflight rightly fails a
     2-GPU spec on nodes without GPUs, so the installed spec.json (and its SHA256SUMS line) is the one
-    thing changed: cluster.gpus_per_node=0, and preflight records its GPU checks as skipped. run.sh,
+    thing changed: cluster.gpus_per_node=0, and preflight records its GPU checks as skipped;
+    infra.image_bin is the launcher venv's bin, which the form's PATH puts first here (form_env).
+    cluster.accelerator stays A100, what the run was rendered for, so the A100 rule applies: the
+    workaround runs on every node for real (this venv has no flash-attn-4: "absent"), preflight checks
+    the metadata for real and skips the compute capability and the imports (no GPU, no CUDA). run.sh,
     job.sh, the startup command, the RuntimeEnv and the RLinf config run exactly as rendered.
     """
     path = launch / "spec.json"
     spec = json.loads(path.read_text())
-    spec["cluster"].update(gpus_per_node=0, accelerator="")
+    spec["cluster"]["gpus_per_node"] = 0
+    spec["infra"]["image_bin"] = PY_BIN
     path.write_text(json.dumps(spec, indent=2) + "\n")
     (launch / aistudio.MANIFEST).write_text(aistudio.manifest_text(launch))
 
@@ -403,6 +483,20 @@ def test_run_script_on_a_cluster_standing_in_for_the_platform(storage, cluster, 
     preflight = json.loads((run_dir / "preflight.json").read_text())
     verification = json.loads((run_dir / "verification.json").read_text())
     assert preflight["passed"] and verification["passed"]
+    # The A100 rule: the workaround ran on both nodes before preflight, then preflight's checks.
+    assert log.index("accelerator: applied a100-flash-attn-4 on 2 nodes") < log.index("preflight: passed")
+    accel = json.loads((run_dir / "accelerator.json").read_text())
+    assert accel["passed"] and len(accel["nodes"]) == 2
+    assert {r["action"] for n in accel["nodes"] for r in n["rules"]["a100-flash-attn-4"]} == {"absent"}
+    checks = {c["name"]: c for c in preflight["checks"]}
+    assert checks["a100-flash-attn-4 metadata"]["passed"] and not checks["a100-flash-attn-4 metadata"].get("skipped")
+    for name in ("a100-flash-attn-4 compute capability", "a100-flash-attn-4 imports"):
+        assert checks[name]["skipped"] and "cluster.gpus_per_node=0" in checks[name]["detail"]
+    assert checks["python executable"]["detail"] == f"under {PY_BIN} on all 2 nodes"
+    assert all(n["python_executable"].startswith(PY_BIN + "/") for n in preflight["nodes"])
+    checks = {c["name"]: c for c in verification["checks"]}
+    assert checks["resolved placement"]["passed"] and checks["resolved outputs"]["passed"]
+    assert "/opt/Megatron-LM" in json.loads((launch / "runtime_env.json").read_text())["env_vars"]["PYTHONPATH"]
     assert (run_dir / "logs/exit_code").read_text().strip() == "0"
     worker_ip = sorted(n["ip"] for n in preflight["nodes"])[-1]
     assert f"actor shards written on {worker_ip} {worker_ip}" in log  # actor ranks 2-3: worker 1

@@ -180,6 +180,95 @@ def test_trl_needs_a_cpu_on_every_node_but_a_kuberay_cpu_only_head(tmp_path):
     assert bad["ray cpus"]["node"] == "10.0.0.3"
 
 
+def test_python_executable_must_be_under_image_bin(gpu_spec):
+    """Seed 003: the job's Python is the image's venv's on every node, recorded and compared."""
+    probes = [probe(i, gpus=8) for i in (1, 2, 3)]
+    for p, exe in zip(probes, ["/opt/venv/reason/bin/python", "/opt/venv/reason/bin/python3", "/usr/bin/python3"]):
+        p["python_executable"] = exe
+    ok = next(c for c in evaluate(gpu_spec, probes) if c["name"] == "python executable")
+    assert ok["passed"] and "not compared" in ok["detail"] and "/usr/bin/python3" in ok["detail"]
+    gpu_spec["infra"]["image_bin"] = "/opt/venv/reason/bin/"
+    bad = failures(evaluate(gpu_spec, probes))["python executable"]
+    assert bad["node"] == "10.0.0.3"
+    assert "sys.executable=/usr/bin/python3, not under infra.image_bin=/opt/venv/reason/bin" in bad["detail"]
+    probes[2]["python_executable"] = "/opt/venv/reason/binx/python"  # a sibling directory is not under it
+    assert failures(evaluate(gpu_spec, probes))["python executable"]["node"] == "10.0.0.3"
+    probes[2]["python_executable"] = "/opt/venv/reason/bin/python"
+    assert "python executable" not in failures(evaluate(gpu_spec, probes))
+
+
+# ---------------------------------------------------------------- framework/accelerator rules (A100)
+
+RULE = "a100-flash-attn-4"
+
+
+@pytest.fixture
+def a100_spec(tmp_path):
+    spec = runtrees.make_spec("rlinf", tmp_path, cluster__nodes=3, cluster__gpus_per_node=2,
+                              cluster__accelerator="A100-SXM4-80GB")
+    spec["pins"]["framework_version"] = "0.9.1"  # probe()'s version
+    return spec
+
+
+def a100_probe(i: int, *, visible=None, capabilities=("8.0", "8.0"), imports=None, error=None) -> dict:
+    out = probe(i, gpus=2, model="NVIDIA A100-SXM4-80GB")
+    answer = {"python_executable": "/opt/venv/reason/bin/python", "visible": {"flash-attn-4": visible},
+              "capabilities": list(capabilities), "devices": ["NVIDIA A100-SXM4-80GB"] * len(capabilities),
+              "imports": imports or {"transformer_engine.pytorch": "ok", "sglang": "ok"}}
+    if error:
+        answer["error"] = error
+    out["accelerator"] = {RULE: answer}
+    return out
+
+
+def rule_checks(checks) -> dict[str, dict]:
+    return {c["name"]: c for c in checks if c["name"].startswith(RULE)}
+
+
+def test_a100_rule_passes_where_the_workaround_took(a100_spec):
+    checks = rule_checks(evaluate(a100_spec, [a100_probe(i) for i in (1, 2, 3)]))
+    assert set(checks) == {f"{RULE} metadata", f"{RULE} compute capability", f"{RULE} imports"}
+    assert all(c["passed"] and not c.get("skipped") for c in checks.values()), checks
+
+
+@pytest.mark.parametrize(("odd", "name", "needle"), [
+    ({"visible": "4.0.0b4"}, "metadata", "flash-attn-4 4.0.0b4 is visible to /opt/venv/reason/bin/python"),
+    ({"capabilities": ("8.0", "9.0")}, "compute capability", "GPU 1 (NVIDIA A100-SXM4-80GB) reports compute capability 9.0"),
+    ({"capabilities": ()}, "compute capability", "torch sees no CUDA device"),
+    ({"imports": {"transformer_engine.pytorch": "RuntimeError: no usable FlashAttention kernel", "sglang": "ok"}},
+     "imports", "transformer_engine.pytorch does not import in /opt/venv/reason/bin/python: RuntimeError"),
+    ({"error": "/opt/venv/reason/bin/python did not finish importing sglang in 110 s"}, "imports", "did not finish"),
+])
+def test_a100_rule_failure_names_the_node_and_the_known_cause(a100_spec, odd, name, needle):
+    probes = [a100_probe(1), a100_probe(2), a100_probe(3, **odd)]
+    bad = failures(evaluate(a100_spec, probes))[f"{RULE} {name}"]
+    assert bad["node"] == "10.0.0.3"
+    assert needle in bad["detail"], bad["detail"]
+    assert "known A100 failure of the RLinf image (seed 003)" in bad["detail"]
+    assert preflight.failure_line("preflight", bad).startswith(f"preflight: FAILED {RULE} {name} on node 10.0.0.3: ")
+
+
+def test_a100_rule_on_nodes_without_gpus_checks_metadata_and_skips_the_gpu_part(a100_spec):
+    """The CPU stand-in: the workaround and the metadata check are real; no GPU, no CUDA to ask."""
+    a100_spec["cluster"]["gpus_per_node"] = 0
+    probes = [probe(i) for i in (1, 2, 3)]
+    for p in probes:
+        p["accelerator"] = {RULE: {"python_executable": "/x/bin/python", "visible": {"flash-attn-4": None}}}
+    checks = rule_checks(evaluate(a100_spec, probes))
+    assert checks[f"{RULE} metadata"]["passed"] and not checks[f"{RULE} metadata"].get("skipped")
+    for name in ("compute capability", "imports"):
+        assert checks[f"{RULE} {name}"]["skipped"] and "cluster.gpus_per_node=0" in checks[f"{RULE} {name}"]["detail"]
+    probes[1]["accelerator"][RULE]["visible"]["flash-attn-4"] = "4.0.0b4"
+    assert failures(evaluate(a100_spec, probes))[f"{RULE} metadata"]["node"] == "10.0.0.2"
+
+
+def test_no_rule_off_a100_or_for_other_frameworks(a100_spec, gpu_spec):
+    a100_spec["cluster"]["accelerator"] = "H100"
+    assert not rule_checks(evaluate(a100_spec, [probe(i, gpus=2) for i in (1, 2, 3)]))
+    gpu_spec["cluster"]["accelerator"] = "A100"
+    assert not rule_checks(evaluate(gpu_spec, [probe(i, gpus=8) for i in (1, 2, 3)]))
+
+
 def test_unreachable_cluster_is_one_failed_check_within_the_deadline(tmp_path, monkeypatch):
     import socket
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from . import frameworks
+from .frameworks import accel
 from .render import header, parse_back, render_template, with_header
 
 
@@ -19,7 +20,7 @@ def common(spec: dict) -> dict[str, str]:
     files = {"spec.json": spec_json(spec)}
     files.update(fw.files(spec))
     files["job.sh"] = render_template(
-        "common/job.sh.j2", spec=spec, command=fw.command(spec), env=fw.env(spec))
+        "common/job.sh.j2", spec=spec, command=fw.command(spec), env=fw.env(spec), rules=accel.rules_for(spec))
     return files
 
 

@@ -416,12 +416,21 @@ def derive(cfg: dict, preset: str, sources: dict[str, str], now: _dt.datetime | 
     run_dir = f"{mount}/runs/{run['name']}/{run['id']}"
     model_name = spec["model"]["name"]
     spec["pins"] = _pins(spec)
+    # Inputs laid out otherwise (seed 003's models/modelscope/<org>/<name>/<revision>): an absolute
+    # model.path or a data.path is where the input is, so every check of it looks there.
+    model_path, data_path = spec["model"]["path"], spec["data"]["path"]
+    if model_path.startswith("/"):
+        _check(_knobs.path_problem, "model.path", model_path, sources)
+    if data_path:
+        _check(_knobs.path_problem, "data.path", data_path, sources)
     spec["paths"] = {
         "run_dir": run_dir,
         "log_dir": f"{run_dir}/logs",
         "ckpt_dir": f"{run_dir}/checkpoints",
-        "data_dir": _pinned_dir(f"{mount}/data/{spec['data']['dataset']}", spec["pins"]["dataset"]),
-        "model_dir": _pinned_dir(f"{mount}/models/{model_name}", spec["pins"]["model"]) if model_name else "",
+        "data_dir": data_path.rstrip("/") or _pinned_dir(f"{mount}/data/{spec['data']['dataset']}",
+                                                         spec["pins"]["dataset"]),
+        "model_dir": model_path.rstrip("/") if model_path.startswith("/") else
+        _pinned_dir(f"{mount}/models/{model_name}", spec["pins"]["model"]) if model_name else "",
     }
     if not spec["model"]["path"]:
         spec["model"]["path"] = spec["pins"]["model"].get("hf_id", "")

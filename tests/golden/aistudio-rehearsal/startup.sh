@@ -7,5 +7,5 @@
 set -Eeuo pipefail
 RLAUNCH_RUN_SCRIPT="${WORK_ROOT:?set WORK_ROOT in the task env vars}"/rlaunch/launches/golden/run.sh
 test -r "$RLAUNCH_RUN_SCRIPT" || { echo "startup: $RLAUNCH_RUN_SCRIPT not found: run make launch INFRA=aistudio WORK_ROOT=..." >&2; exit 3; }
-echo 'ff16bb696bf0c73b008c906e36a60a2224ff62ebd0eedf16863c1dc86ebbfb4d  '"$RLAUNCH_RUN_SCRIPT" | sha256sum --check --quiet --strict - || { echo "startup: $RLAUNCH_RUN_SCRIPT differs from the rendered run script" >&2; exit 3; }
+echo 'c2a9e6d95be0dc065394141541fcf41d27938d10cc37b8d53f2e996b897581c6  '"$RLAUNCH_RUN_SCRIPT" | sha256sum --check --quiet --strict - || { echo "startup: $RLAUNCH_RUN_SCRIPT differs from the rendered run script" >&2; exit 3; }
 exec /bin/bash "$RLAUNCH_RUN_SCRIPT"

@@ -9,11 +9,12 @@
 #   2. this launch directory is the one `make launch` installed (its SHA256SUMS);
 #   3. RUN_ID was never used: its run directory must not exist (a run is never overwritten);
 #   4. inputs: the pinned framework checkout (if the entrypoint lives in one) is clean at its
-#      commit, the pinned model and data (if any) match their SHA256SUMS manifests, and the image's
-#      python has what rlaunch's checks import;
+#      commit, the pinned model and data (if any) match their SHA256SUMS manifests (where model.path
+#      and data.path put them), and the image's python has the modules the job's own steps import
+#      (ray, yaml, tensorboard) and no others are asked for;
 #   5. the run directory is created; everything below is logged to <run dir>/driver.log;
-#   6. job.sh: preflight on every node, the rlinf entrypoint once (its exit code
-#      recorded), postflight on the outputs;
+#   6. job.sh: the accelerator workaround (a100-flash-attn-4) and preflight on every node,
+#      the rlinf entrypoint once (its exit code recorded), postflight on the outputs;
 #   7. a final status line: RLAUNCH_RUN_STATUS=passed|failed (refused: checks 1-4 stopped it).
 # Checks 1-4 fail before the run directory exists, so fixing an input does not use up the RUN_ID.
 #
@@ -97,7 +98,7 @@ export CUDA_DEVICE_MAX_CONNECTIONS=1
 export HF_DATASETS_OFFLINE=1
 export HF_HUB_OFFLINE=1
 export NCCL_IB_DISABLE=1
-export PYTHONPATH=/mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839:/mnt/rlinf-reproduction/rlaunch/launches/golden/home/tools
+export PYTHONPATH=/mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839:/opt/Megatron-LM:/mnt/rlinf-reproduction/rlaunch/launches/golden/home/tools
 export REPO_PATH=/mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839
 export RLINF_CATCH_FAILURE=0
 export RLINF_CODE_WORKING_DIR=0
@@ -153,9 +154,9 @@ check_manifest model /mnt/rlinf-reproduction/models/deepseek-r1-distill-qwen-1.5
 check_manifest dataset /mnt/rlinf-reproduction/data/boba/1799c00be3f1 AReaL-boba-106k.jsonl
 # shellcheck disable=SC2016 # the python snippet is single-quoted on purpose
 missing="$("$RLAUNCH_PYTHON" -c 'import importlib.util, sys
-print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))' ray yaml fire tensorboard)" ||
+print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))' ray yaml tensorboard)" ||
   die 3 "$RLAUNCH_PYTHON does not run (set RLAUNCH_PYTHON or PATH to the image's python)"
-[[ -z "$missing" ]] || die 3 "$RLAUNCH_PYTHON lacks the modules rlaunch's checks import: $missing \
+[[ -z "$missing" ]] || die 3 "$RLAUNCH_PYTHON lacks modules the job's steps import: $missing \
 (use framework.image=rlaunch, or install them in the image)"
 
 say "=== 5. run directory $RUN_DIR"
@@ -183,5 +184,5 @@ for name in RLAUNCH_FRAMEWORK RLAUNCH_FRAMEWORK_VERSION RLAUNCH_FRAMEWORK_COMMIT
   printf '%s=%s\n' "$name" "${!name:-unset}"
 done
 
-say "=== 6. job: preflight, rlinf, postflight"
+say "=== 6. job: accelerator rule, preflight, rlinf, postflight"
 RLAUNCH_HOME="$LAUNCH_DIR/home" bash "$LAUNCH_DIR/job.sh"

@@ -26,9 +26,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .. import ROOT, artifacts
+from .. import ROOT, artifacts, verify
 from ..data import MANIFEST, manifest_text
 from ..errors import CheckError, MissingPrerequisite
+from ..frameworks import accel
 from ..render import render_template, with_header
 from .base import Answer, Backend, Run
 
@@ -40,9 +41,6 @@ PLATFORM_ENV = ("RAY_ADDRESS", "RAY_HEAD_IP", "RAY_HEAD_ADDRESS", "RAY_PORT", "R
 # Offline on the cluster: the task never downloads, it reads the pinned inputs on the shared storage.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "TOKENIZERS_PARALLELISM": "false"}
-# What the image's python must import for the job's preflight and postflight.
-RUNTIME_MODULES = ("ray", "yaml", "fire")
-METRICS_MODULES = {"trl": ("tensorboard",), "rlinf": ("tensorboard",)}
 MODEL_FILES = ("config.json", "tokenizer_config.json", "*.safetensors")  # *.ext: at least one such file
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -128,10 +126,11 @@ def job_env(spec: dict) -> dict[str, str]:
     if not spec["infra"]["rdma"]:
         env["NCCL_IB_DISABLE"] = "1"  # under 8 GPUs per worker the platform gives no RDMA: IP only
     # Workers import the framework's checkout and rlaunch (the rehearsal's train loop) from the
-    # shared storage; the adapter's own entries (e.g. /opt/Megatron-LM) stay in between.
+    # shared storage; the adapter's own entries (the image's /opt/Megatron-LM) stay in between.
     code = checkout(spec)
     parts = [code["path"]] if code else []
-    parts += [p for p in env.get("PYTHONPATH", "").split(":") if p and p not in parts]
+    parts += _adapter(spec).pythonpath(spec)
+    parts += [p for p in env.get("PYTHONPATH", "").split(":") if p]
     parts.append(f"{launch_dir(spec)}/home/tools")
     env["PYTHONPATH"] = ":".join(dict.fromkeys(parts))
     return dict(sorted(env.items()))
@@ -321,7 +320,7 @@ class AIStudio(Backend):
         run = with_header(spec, "run.sh", render_template(
             "aistudio/run.sh.j2", spec=spec, pins=pins_env(spec), env=job_env(spec),
             target_steps=target_steps(spec), checkout=checkout(spec), manifests=manifests(spec),
-            modules=list(RUNTIME_MODULES) + list(METRICS_MODULES.get(spec["framework"]["name"], ()))))
+            modules=verify.job_modules(spec["framework"]["name"]), rules=accel.rules_for(spec)))
         startup = with_header(spec, "startup.sh", render_template(
             "aistudio/startup.sh.j2", spec=spec, launch_rel=launch_rel(spec),
             run_sha256=hashlib.sha256(run.encode()).hexdigest()))

@@ -27,6 +27,11 @@ class Framework:
         """Non-secret environment for the job (NCCL settings, logger paths, ...)."""
         return {}
 
+    def pythonpath(self, spec: dict) -> list[str]:
+        """Directories the job's Python imports from beyond its site-packages (the image's, e.g.
+        RLinf's /opt/Megatron-LM): on PYTHONPATH after the framework's checkout, before anything else."""
+        return []
+
     def install(self, spec: dict) -> list[str]:
         """Idempotent shell lines run on EVERY node before Ray starts, when the image lacks the
         framework at its pinned version (SkyPilot nodes on an upstream image)."""

@@ -18,6 +18,7 @@ import shlex
 import yaml
 
 from .. import data as datasets
+from .. import pins
 from ..errors import ConfigError
 from . import loaders, topology
 from .base import ARTIFACTS, Framework
@@ -212,6 +213,10 @@ class Rlinf(Framework):
         if not spec["infra"]["rdma"]:
             env["NCCL_IB_DISABLE"] = "1"
         return env
+
+    def pythonpath(self, spec: dict) -> list[str]:
+        # The official image's Megatron-LM (seed 003); the rlaunch image is built on it.
+        return [str(p) for p in pins.get("images.rlinf.facts.pythonpath")]
 
     def setup(self, spec: dict) -> list[str]:
         repo, commit = spec["pins"]["framework_repo"], spec["pins"]["framework_commit"]

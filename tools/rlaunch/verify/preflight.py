@@ -9,10 +9,13 @@ node that cannot means the storage is not shared.
 
 Checks: node count; probes answered; enough Ray CPUs for the framework (verl: >= 10 on the head,
 its TransferQueue hangs silently with fewer; trl: 1 per node for its one Ray Train worker each);
-the same Python, framework version and commit everywhere (and the pinned ones); GPU count, model
-and driver identical when cluster.gpus_per_node > 0, CUDA usable; NCCL_IB_DISABLE=1 without RDMA;
-inputs present, non-empty, consistent with their SHA256SUMS and identical on every node; the
-shared storage shared. Env vars reach the probes only through their runtime_env (the framework
+the same Python, framework version and commit everywhere (and the pinned ones); sys.executable
+under infra.image_bin when that is set; GPU count, model and driver identical when
+cluster.gpus_per_node > 0, CUDA usable; NCCL_IB_DISABLE=1 without RDMA; the framework/accelerator
+rules (rlaunch.frameworks.accel: their hidden packages hidden, each GPU's compute capability, their
+modules importable in the job's Python; the GPU parts skipped on nodes without GPUs); inputs
+present, non-empty, consistent with their SHA256SUMS and identical on every node; the shared
+storage shared. Env vars reach the probes only through their runtime_env (the framework
 adapter's env(spec)), exactly as they reach the job; nothing is assumed from the driver.
 
 Paths may contain {node_ip}, replaced on each node by that node's IP: a per-node disk (or a test
@@ -46,6 +49,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from . import accel
+from .accel import runtime_probe
 from .report import (EXIT_FAILED, EXIT_USAGE, UsageError, all_passed, check, checks_table,
                      failure_line, first_failure, load_spec, skipped, table, write_json)
 
@@ -226,6 +231,9 @@ def _probe(ctx: dict) -> dict:
     }
     out["framework"] = _framework_info(ctx["framework"])
     out["gpu"] = _gpu_info(ctx["expect_gpus"])
+    if ctx.get("rules"):  # the framework/accelerator rules, after the job applied their workaround
+        out["accelerator"] = {r["name"]: runtime_probe(r, ctx["expect_gpus"], ctx["child_timeout_s"])
+                              for r in ctx["rules"]}
     out["inputs"] = [_probe_input(_expand(p, node_ip)) for p in ctx["inputs"]]
     storage = os.path.join(_expand(ctx["run_dir"], node_ip), PROBE_DIR)
     path = os.path.join(storage, out["node_id"])
@@ -307,6 +315,7 @@ def _ship_by_value() -> None:
     if __name__ != "__main__":  # __main__ functions already travel by value
         cloudpickle.register_pickle_by_value(module)
     cloudpickle.register_pickle_by_value(collective)
+    accel.ship_by_value()  # the rules' node-side probe
 
 
 def _wait_for_gcs(address: str, timeout_s: float) -> None:
@@ -393,7 +402,8 @@ def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict]
         tokens = {n["node_id"]: secrets.token_hex(16) for n in nodes}
         env = task_env(spec)
         ctx = {"framework": spec["framework"]["name"], "inputs": inputs, "run_dir": spec["paths"]["run_dir"],
-               "tokens": tokens, "expect_gpus": spec["cluster"]["gpus_per_node"] > 0}
+               "tokens": tokens, "expect_gpus": spec["cluster"]["gpus_per_node"] > 0,
+               "rules": [r.as_dict() for r in rules_for(spec)], "child_timeout_s": max(timeout_s - 10, 5)}
         probes = _round(_probe, nodes, ctx, env, timeout_s)
         # Round 2 only after every token is written (round 1 finished everywhere): no race, no polling.
         peers = _round(_read_peers, nodes, {"run_dir": ctx["run_dir"], "tokens": tokens}, env, timeout_s)
@@ -540,6 +550,82 @@ def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[d
     return out
 
 
+def check_python_executable(spec: dict, probes: dict[str, dict]) -> dict:
+    """Every node runs the job's Python from the image's bin directory, when infra.image_bin names it."""
+    exes = {ip: p.get("python_executable") or "unknown" for ip, p in probes.items()}
+    bin_dir = (spec["infra"].get("image_bin") or "").rstrip("/")
+    if not bin_dir:
+        return check("python executable", True, f"{', '.join(sorted(set(exes.values())))} "
+                                                f"(infra.image_bin not set: not compared)")
+    off = next((ip for ip, exe in exes.items() if not exe.startswith(bin_dir + "/")), None)
+    if off:
+        return check("python executable", False, f"sys.executable={exes[off]}, not under infra.image_bin={bin_dir}: "
+                                                  f"the task's PATH must put the image's venv first "
+                                                  f"(PATH={bin_dir}:... in the task form)", node=off)
+    return check("python executable", True, f"under {bin_dir} on all {len(exes)} nodes")
+
+
+def rules_for(spec: dict) -> list:
+    from ..frameworks import accel as rules
+
+    return rules.rules_for(spec)
+
+
+def check_rules(spec: dict, probes: dict[str, dict]) -> list[dict]:
+    """The framework/accelerator rules, asked of the job's Python on every node (frameworks/accel.py)."""
+    gpus = spec["cluster"]["gpus_per_node"] > 0
+    out = []
+    for rule in rules_for(spec):
+        name, why = rule.name, rule.cause
+        seen = {ip: (p.get("accelerator") or {}).get(name) for ip, p in probes.items()}
+        missing = next((ip for ip, s in seen.items() if s is None), None)
+        if missing:
+            out.append(check(f"{name} probe", False, f"no answer for rule {name}; {why}", node=missing))
+            continue
+        visible = next(((ip, d, v) for ip, s in seen.items() for d, v in s["visible"].items() if v), None)
+        out.append(check(f"{name} metadata", not visible,
+                         f"{visible[1]} {visible[2]} is visible to {seen[visible[0]]['python_executable']}: the "
+                         f"workaround did not take on this node (job.sh runs rlaunch.verify.accel before "
+                         f"preflight); {why}" if visible else
+                         f"{', '.join(rule.hide)} not visible to the job's Python on all {len(seen)} nodes",
+                         node=visible[0] if visible else None))
+        if not gpus:
+            why_skip = "cluster.gpus_per_node=0: no GPU and no CUDA libraries to ask on these nodes"
+            out += [skipped(f"{name} compute capability", why_skip), skipped(f"{name} imports", why_skip)]
+            continue
+        out.append(_capability_check(rule, seen))
+        out.append(_imports_check(rule, seen))
+    return out
+
+
+def _capability_check(rule, seen: dict[str, dict]) -> dict:
+    name = f"{rule.name} compute capability"
+    for ip, s in seen.items():
+        if s.get("error") or s.get("cuda_error") or not s.get("capabilities"):
+            problem = s.get("error") or s.get("cuda_error") or "torch sees no CUDA device"
+            return check(name, False, f"cannot read the compute capability in {s['python_executable']}: {problem}; "
+                                      f"{rule.cause}", node=ip)
+        odd = next(((i, c) for i, c in enumerate(s["capabilities"]) if c != rule.compute_capability), None)
+        if odd:
+            device = (s.get("devices") or [""] * (odd[0] + 1))[odd[0]]
+            return check(name, False, f"GPU {odd[0]} ({device}) reports compute capability {odd[1]}; rule "
+                                      f"{rule.name} is for {rule.compute_capability} ({', '.join(rule.families)}), "
+                                      f"so recheck the image's kernels for this GPU; {rule.cause}", node=ip)
+    return check(name, True, f"{rule.compute_capability} on every GPU of {len(seen)} nodes")
+
+
+def _imports_check(rule, seen: dict[str, dict]) -> dict:
+    name = f"{rule.name} imports"
+    for ip, s in seen.items():
+        if s.get("error"):
+            return check(name, False, f"{s['error']}; {rule.cause}", node=ip)
+        bad = next(((m, r) for m, r in s.get("imports", {}).items() if r != "ok"), None)
+        if bad:
+            return check(name, False, f"{bad[0]} does not import in {s['python_executable']}: {bad[1]}; "
+                                      f"{rule.cause}", node=ip)
+    return check(name, True, f"{', '.join(rule.imports)} import in the job's Python on all {len(seen)} nodes")
+
+
 def check_inputs(inputs: list[str], probes: dict[str, dict]) -> list[dict]:
     out = []
     for i, path in enumerate(inputs):
@@ -596,8 +682,10 @@ def evaluate(spec: dict, nodes: list[dict], probes: dict[str, dict], peers: dict
     if not ok:
         return checks
     checks.append(_same_everywhere("python", {ip: p["python"] for ip, p in ok.items()}, "Python"))
+    checks.append(check_python_executable(spec, ok))
     checks += check_framework(spec, ok)
     checks += check_gpus(spec, nodes, ok)
+    checks += check_rules(spec, ok)
     checks += check_inputs(inputs, ok)
     checks.append(check_storage(ok, {k: v for k, v in peers.items() if ip_of[k] in ok}, ip_of))
     return checks
