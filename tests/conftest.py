@@ -1,5 +1,5 @@
 """Shared pytest setup: rlaunch importable from tools/ and the test helpers from tests/ (actrun),
-markers registered, the `crds` fixture."""
+markers registered, the `crds` and `host_ok` fixtures."""
 
 from __future__ import annotations
 
@@ -33,3 +33,16 @@ def crds():
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true and a CRD is missing: {err}")
         pytest.skip(str(err))
+
+
+@pytest.fixture
+def host_ok():
+    """A host where tests/kuberay_harness.py can run pods (root, ip, iptables, unshare); skip saying
+    what is missing, and under CI=true fail instead."""
+    import kuberay_harness as kh
+
+    missing = kh.prerequisites()
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true and this host cannot run the KubeRay harness: " + ", ".join(missing))
+        pytest.skip("the KubeRay harness needs " + ", ".join(missing))

@@ -106,6 +106,53 @@ ${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/rayjob.yaml" ]
   [[ "${output}" == *"make logs RUN_ID=${RUN_ID}"* ]]
 }
 
+# launch_inputs: a preset with inputs (seed 002's verl PPO on VKE): an inputs Job before the RayJob.
+launch_inputs() {
+  rl launch --PRESET=verl-ppo-gsm8k-0.5b --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" \
+    --SET="infra.kuberay.inputs_timeout_s=30" "$@"
+}
+
+@test "launch with inputs: applies the inputs Job, waits for it, then applies the RayJob" {
+  need_crds
+  stub_reply kubectl get job '{"status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}'
+  stub_reply kubectl logs "inputs: dataset /data/data/gsm8k/cc7b047b6e5b matches its SHA256SUMS: kept"
+  run launch_inputs
+  [ "${status}" -eq 0 ]
+  local calls
+  calls="$(stub_calls kubectl | sed -n '/^get namespace/,$p')"
+  [ "${calls}" = "get namespace default -o name
+get secret tos-credentials -n default -o name
+${APPLY} -f -
+${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/inputs.yaml
+get job ${RUN_ID}-inputs -n default -o json
+logs job/${RUN_ID}-inputs -n default --tail=20
+${APPLY} -f ${OUT}/kuberay/rayjob.yaml" ]
+  [[ "${output}" == *"inputs Job ${RUN_ID}-inputs succeeded"* ]]
+  [[ "${output}" == *"matches its SHA256SUMS: kept"* ]]
+  # The ConfigMap carries setup.sh, the Job's script.
+  grep -qF '"setup.sh": "#!/usr/bin/env bash' "${BATS_TEST_TMPDIR}/kubectl.stdin"
+}
+
+@test "launch whose inputs Job fails: exit 1 with its log, the RayJob is never applied" {
+  need_crds
+  stub_reply kubectl get job '{"status": {"failed": 3, "conditions": [{"type": "Failed", "status": "True", "message": "Job has reached the specified backoff limit"}]}}'
+  stub_reply kubectl logs "data: could not fetch qwen2.5-0.5b-instruct at its pinned revision (ConnectError: ...)"
+  run launch_inputs
+  [ "${status}" -eq 1 ]
+  [[ "${output}" == *"inputs Job ${RUN_ID}-inputs failed (Job has reached the specified backoff limit); the RayJob was not applied"* ]]
+  [[ "${output}" == *"could not fetch qwen2.5-0.5b-instruct"* ]]
+  if stub_calls kubectl | grep -F "rayjob.yaml"; then return 1; fi
+}
+
+@test "launch whose inputs Job is still running at its deadline: exit 1, the RayJob is never applied" {
+  need_crds
+  stub_reply kubectl get job '{"status": {"active": 1}}'
+  run launch_inputs --SET="infra.kuberay.inputs_timeout_s=1"
+  [ "${status}" -eq 1 ]
+  [[ "${output}" == *"did not finish within 1 s (infra.kuberay.inputs_timeout_s)"* ]]
+  if stub_calls kubectl | grep -F "rayjob.yaml"; then return 1; fi
+}
+
 @test "launch without the KubeRay CRDs: exit 3, names make kuberay-operator, applies nothing" {
   need_crds
   stub_fail kubectl get crd 1 'Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io "rayjobs.ray.io" not found'

@@ -6,11 +6,12 @@
 # Then, per command NAME (files under $BATS_TEST_TMPDIR):
 #   NAME.calls                one line per call: its arguments, shell-quoted (printf %q), so a
 #                             test can compare exact command lines
+#   NAME.reply.<a1>.<a2>.<a3> canned stdout for a call whose first three arguments are a1 a2 a3
 #   NAME.reply.<a1>.<a2>      canned stdout for a call whose first two arguments are a1 a2
 #   NAME.reply.<a1>           canned stdout for a call whose first argument is a1 (used when no
 #                             two-argument reply exists); no reply file: no output
-#   NAME.rc.<a1>.<a2>, NAME.rc.<a1>  exit code for such a call (default 0)
-#   NAME.stderr.<a1>.<a2>, NAME.stderr.<a1>  canned stderr
+#   NAME.rc.<a1>[.<a2>[.<a3>]]  exit code for such a call (default 0)
+#   NAME.stderr.<a1>[.<a2>[.<a3>]]  canned stderr
 #   NAME.stdin                what calls with a '-' argument (read from stdin, e.g. kubectl apply
 #                             -f -) read from stdin, appended per call
 # Env read by the stubs: STUB_ENV_NAMES  space-separated variable names; for each, a call appends
@@ -34,13 +35,14 @@ for var in ${STUB_ENV_NAMES:-}; do
 done
 pick() { # pick KIND: the most specific canned file for this call, if any
   local f
-  for f in "${dir}/${name}.$1.${a1}.${a2}" "${dir}/${name}.$1.${a1}"; do
+  for f in "${dir}/${name}.$1.${a1}.${a2}.${a3}" "${dir}/${name}.$1.${a1}.${a2}" "${dir}/${name}.$1.${a1}"; do
     [[ -n "${a1}" && -f "${f}" ]] && { printf '%s\n' "${f}"; return 0; }
   done
   return 1
 }
 a1="${1:-}"
 a2="${2:-}"
+a3="${3:-}"
 for arg in "$@"; do
   if [[ "${arg}" == - ]]; then cat >>"${dir}/${name}.stdin"; break; fi
 done
@@ -62,17 +64,19 @@ stub_calls() {
   cat "${BATS_TEST_TMPDIR}/$1.calls" 2>/dev/null || true
 }
 
-# stub_reply NAME A1 [A2] TEXT: canned stdout for NAME A1 [A2] ...
+# stub_reply NAME A1 [A2 [A3]] TEXT: canned stdout for NAME A1 [A2 [A3]] ...
 stub_reply() {
   local name="$1" key="$2"
   if [[ $# -eq 4 ]]; then key="$2.$3"; fi
+  if [[ $# -eq 5 ]]; then key="$2.$3.$4"; fi
   printf '%s\n' "${@: -1}" >"${BATS_TEST_TMPDIR}/${name}.reply.${key}"
 }
 
-# stub_fail NAME A1 [A2] CODE STDERR: NAME A1 [A2] ... exits CODE after printing STDERR.
+# stub_fail NAME A1 [A2 [A3]] CODE STDERR: NAME A1 [A2 [A3]] ... exits CODE after printing STDERR.
 stub_fail() {
   local name="$1" key="$2" args=("$@")
   if [[ $# -eq 5 ]]; then key="$2.$3"; fi
+  if [[ $# -eq 6 ]]; then key="$2.$3.$4"; fi
   local code="${args[-2]}" stderr="${args[-1]}"
   printf '%s\n' "${code}" >"${BATS_TEST_TMPDIR}/${name}.rc.${key}"
   printf '%s\n' "${stderr}" >"${BATS_TEST_TMPDIR}/${name}.stderr.${key}"

@@ -210,15 +210,6 @@ def test_hosts_file_maps_the_service_names_to_their_cluster_ip():
 # ---------------------------------------------------------------- pods on this host (root)
 
 
-@pytest.fixture
-def host_ok():
-    missing = kh.prerequisites()
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true and this host cannot run the KubeRay harness: " + ", ".join(missing))
-        pytest.skip("the KubeRay harness needs " + ", ".join(missing))
-
-
 PLAIN_POD = """
 apiVersion: v1
 kind: Pod

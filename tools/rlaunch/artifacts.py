@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from . import frameworks
+from . import frameworks, inputs
 from .frameworks import accel
 from .render import header, parse_back, render_template, with_header
 
@@ -17,6 +17,7 @@ def spec_json(spec: dict) -> str:
 def common(spec: dict) -> dict[str, str]:
     fw = frameworks.get(spec["framework"]["name"])
     fw.check(spec)
+    inputs.check(spec)
     files = {"spec.json": spec_json(spec)}
     files.update(fw.files(spec))
     files["job.sh"] = render_template(

@@ -91,7 +91,7 @@ def _summary(spec: dict, backend, files: dict[str, str], checks: list[str]) -> s
         f"  image       {spec['pins']['image']}",
         f"  algorithm   {spec['algo']['name']} (group size {spec['algo']['group_size']})",
         f"  entrypoint  {shjoin(fw.command(spec))}",
-        f"  data        {p['data_dir']}",
+        *_inputs_lines(spec),
         f"  checkpoints {p['ckpt_dir']}",
         f"  run dir     {p['run_dir']}   (logs, metrics, preflight.json, verification.json)",
         f"  artifacts   {spec['run']['out']}/ ({', '.join(sorted(files))})",
@@ -100,6 +100,14 @@ def _summary(spec: dict, backend, files: dict[str, str], checks: list[str]) -> s
     ]
     lines += [f"    {line}" for line in backend.plan(spec, files)]
     return "\n".join(lines)
+
+
+def _inputs_lines(spec: dict) -> list[str]:
+    """The inputs layout the run expects on the shared storage (rlaunch.inputs)."""
+    from . import inputs
+
+    found = inputs.layout(spec) or ["none on the shared storage (the job makes its own)"]
+    return [f"  {'inputs' if i == 0 else '':<12}{line}" for i, line in enumerate(found)]
 
 
 class Cli:

@@ -46,7 +46,7 @@ MINIMUMS: dict[str, float] = {
     "cluster.formation_timeout_s": 1, "algo.group_size": 1, "train.batch_size": 1,
     "train.mini_batch_size": 1, "train.micro_batch_size_per_gpu": 1, "train.steps": 0,
     "train.epochs": 1, "train.smoke_steps": 2, "rollout.tp": 1, "infra.autostop_idle_minutes": 0,
-    "data.max_prompt_length": 1, "data.max_response_length": 1,
+    "data.max_prompt_length": 1, "data.max_response_length": 1, "infra.kuberay.inputs_timeout_s": 1,
 }
 MAXIMUMS: dict[str, float] = {"cluster.ray_port": 65535, "cluster.dashboard_port": 65535,
                               "rollout.gpu_memory_utilization": 1.0}

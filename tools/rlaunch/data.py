@@ -11,6 +11,8 @@ Usage:
     python -m rlaunch.data --dataset=gsm8k --out=DIR [--source=DIR_OR_HF_ID] [--revision=REV]
     python -m rlaunch.data --dataset=gsm8k --snapshot --out=DIR    (the HF repository as is)
     python -m rlaunch.data --model=qwen2.5-0.5b-instruct --out=DIR
+    python -m rlaunch.data --adopt=DIR --what=model [--require=FILE ...]
+        (inputs a user put on the shared storage: their SHA256SUMS computed once, then checked)
 
 Env:
     HF_TOKEN         read by huggingface_hub for gated models/datasets (never printed)
@@ -23,12 +25,11 @@ import argparse
 import hashlib
 import json
 import re
-import shlex
 import sys
 from pathlib import Path
 
 from . import pins
-from .errors import ConfigError
+from .errors import ConfigError, MissingPrerequisite
 
 CONVERTED = ("gsm8k", "math")
 MANIFEST = "SHA256SUMS"
@@ -84,10 +85,20 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+# Not inputs: the hub client's download records, and a git clone's own store (seed 002 clones the
+# model with git lfs: its .git holds a second copy of every weight).
+NOT_INPUTS = (".cache", ".git")
+
+
+def input_files(directory: Path) -> list[Path]:
+    """Every file below directory that is part of the input (sorted), SHA256SUMS itself left out."""
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST
+                  and not set(NOT_INPUTS) & set(p.relative_to(directory).parts))
+
+
 def manifest_text(directory: Path) -> str:
-    """SHA256SUMS of every file below directory (sorted, sha256sum's format), the hub's .cache left out."""
-    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST and ".cache" not in p.relative_to(directory).parts)
-    return "".join(f"{sha256(p)}  {p.relative_to(directory).as_posix()}\n" for p in files)
+    """SHA256SUMS of every input file below directory (sorted, sha256sum's format)."""
+    return "".join(f"{sha256(p)}  {p.relative_to(directory).as_posix()}\n" for p in input_files(directory))
 
 
 def write_manifest(directory: Path) -> Path:
@@ -95,6 +106,52 @@ def write_manifest(directory: Path) -> Path:
     out = directory / MANIFEST
     out.write_text(manifest_text(directory), encoding="utf-8")
     return out
+
+
+def verify_manifest(directory: Path) -> list[str]:
+    """The files its SHA256SUMS lists that are missing or differ (sha256sum --check, in Python)."""
+    bad = []
+    for line in (directory / MANIFEST).read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.partition("  ")
+        name = name.lstrip("*")
+        path = directory / name
+        if not name or not path.is_file() or sha256(path) != digest:
+            bad.append(name or line)
+    return bad
+
+
+def _has(names: list[str], pattern: str) -> bool:
+    """FILE, or *.ext: at least one file with that suffix."""
+    if pattern.startswith("*"):
+        return any(n.endswith(pattern[1:]) for n in names)
+    return pattern in names
+
+
+def adopt(directory: Path, what: str, required: tuple[str, ...] = ()) -> dict:
+    """A directory the user put on the shared storage: its SHA256SUMS is computed once (when it has
+    none), after its required files are found; one that no longer matches its manifest is refused."""
+    if not directory.is_dir():
+        raise MissingPrerequisite(f"the {what} directory {directory}", "put the files there first (the "
+                                  "config key that names it: model.path / data.path), or leave it empty "
+                                  "for rlaunch's pinned download")
+    manifest = directory / MANIFEST
+    if manifest.is_file():
+        bad = verify_manifest(directory)
+        if bad:
+            raise MissingPrerequisite(
+                f"the {what} in {directory} as its {MANIFEST} lists it",
+                f"{', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''} missing or changed since the manifest "
+                f"was computed; if you changed them on purpose, delete {manifest} and launch again")
+        return {"what": what, "dir": str(directory), "manifest": "verified",
+                "files": len(manifest.read_text(encoding="utf-8").splitlines())}
+    names = [p.relative_to(directory).as_posix() for p in input_files(directory)]
+    missing = [f for f in required if not _has(names, f)]
+    if missing:
+        raise MissingPrerequisite(f"{', '.join(missing)} in the {what} directory {directory}",
+                                  f"it holds {len(names)} files; is it the right directory?")
+    write_manifest(directory)
+    return {"what": what, "dir": str(directory), "manifest": "computed",
+            "files": len(manifest.read_text(encoding="utf-8").splitlines())}
 
 
 # --- preparation -------------------------------------------------------------------------------
@@ -177,40 +234,31 @@ def fetch_model(model: str, out: Path) -> dict:
     return {"model": model, "hf_id": pin["hf_id"], "revision": pin["revision"]}
 
 
-# --- what a launch's setup runs on the cluster -------------------------------------------------
-
-def setup_lines(spec: dict, dataset: bool = True, model: bool = True) -> list[str]:
-    """Idempotent shell lines: prepare the data (and model) once on the shared mount, then check them.
-
-    A directory whose SHA256SUMS verifies is left alone; anything else is (re)prepared."""
-    py = '"${RLAUNCH_PYTHON:-python3}"'
-    lines = []
-    data_dir = spec["paths"]["data_dir"]
-    if dataset and (spec["data"]["dataset"] in CONVERTED or spec["pins"]["dataset"].get("file")):
-        q = shlex.quote(data_dir)
-        lines.append(f"if ! (cd {q} 2>/dev/null && sha256sum --check --quiet --strict {MANIFEST}); then "
-                     f"{py} -m rlaunch.data --dataset={spec['data']['dataset']} --out={q}; fi")
-    model_dir = spec["paths"]["model_dir"]
-    pin = spec["pins"]["model"]
-    if model and model_dir and pin.get("hf_id") and pin.get("hub", "huggingface") == "huggingface":
-        q = shlex.quote(model_dir)
-        lines.append(f"if ! (cd {q} 2>/dev/null && sha256sum --check --quiet --strict {MANIFEST}); then "
-                     f"{py} -m rlaunch.data --model={spec['model']['name']} --out={q}; fi")
-    return lines
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlaunch.data", description=__doc__.split("\n")[0])
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--dataset", help="gsm8k | math | boba (pinned in configs/versions.yaml)")
     what.add_argument("--model", help="a model key of configs/versions.yaml models:")
-    parser.add_argument("--out", required=True, help="output directory (created)")
+    what.add_argument("--adopt", help="a directory already on the shared storage: compute its SHA256SUMS "
+                      "once (or check the one it has)")
+    parser.add_argument("--out", default="", help="output directory (created)")
+    parser.add_argument("--what", default="input", help="--adopt: what it holds (model, dataset), for messages")
+    parser.add_argument("--require", action="append", default=[], help="--adopt: a file it must hold "
+                        "(*.ext: at least one such file); repeatable")
     parser.add_argument("--source", default="", help="load from here instead of the pinned HF id "
                         "(a local directory of per-split JSON/parquet files, or another HF id)")
     parser.add_argument("--snapshot", action="store_true", help="download the dataset repository as is "
                         "(no conversion), e.g. for AReaL")
     parser.add_argument("--revision", default="", help="override the pinned revision (not for launches)")
     args = parser.parse_args(argv)
+    if args.adopt:
+        try:
+            info = adopt(Path(args.adopt), args.what, tuple(args.require))
+        except MissingPrerequisite as err:
+            print(f"data: {err}", file=sys.stderr)
+            return err.exit_code
+        print(f"data: {args.what} {args.adopt}: {MANIFEST} {info['manifest']} ({info['files']} files)")
+        return 0
     if not args.out:
         print("data: --out is empty: make data DATASET=gsm8k OUT=<dir>", file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from .. import ROOT, artifacts, verify
+from .. import inputs as run_inputs
 from ..data import MANIFEST, manifest_text
 from ..errors import CheckError, MissingPrerequisite
 from ..frameworks import accel
@@ -42,6 +43,9 @@ PLATFORM_ENV = ("RAY_ADDRESS", "RAY_HEAD_IP", "RAY_HEAD_ADDRESS", "RAY_PORT", "R
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "TOKENIZERS_PARALLELISM": "false"}
 MODEL_FILES = ("config.json", "tokenizer_config.json", "*.safetensors")  # *.ext: at least one such file
+# What the image's python must import for the job's preflight and postflight.
+RUNTIME_MODULES = ("ray", "yaml", "fire")
+METRICS_MODULES = {"trl": ("tensorboard",), "rlinf": ("tensorboard",)}
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -84,23 +88,11 @@ def checkout(spec: dict) -> dict | None:
 
 
 def manifests(spec: dict) -> list[dict]:
-    """Input directories that must match their SHA256SUMS: the pinned model and dataset, each with
+    """Input directories that must match their SHA256SUMS: the model and the dataset where
+    rlaunch.inputs puts them (the pinned revision's directories, or model.path / data.path), each with
     the files it must list (the adapter's inputs there, the model's config, tokenizer and weights)."""
-    pins, paths = spec["pins"], spec["paths"]
-    inputs = _adapter(spec).inputs(spec)
-
-    def under(directory: str, extra: list[str]) -> list[str]:
-        found = [p[len(directory) + 1:] for p in inputs if p.startswith(directory + "/")]
-        return list(dict.fromkeys(f for f in extra + found if f != MANIFEST))
-
-    out = []
-    if pins["model"].get("hf_id") and paths["model_dir"]:
-        out.append({"what": "model", "dir": paths["model_dir"], "required": under(paths["model_dir"],
-                                                                                  list(MODEL_FILES))})
-    if pins["dataset"].get("hf_id"):
-        pinned = [pins["dataset"]["file"]] if pins["dataset"].get("file") else []
-        out.append({"what": "dataset", "dir": paths["data_dir"], "required": under(paths["data_dir"], pinned)})
-    return out
+    items = sorted(run_inputs.of(spec), key=lambda item: item.what != "model")
+    return [{"what": item.what, "dir": item.dir, "required": list(item.required)} for item in items]
 
 
 def pins_env(spec: dict) -> dict[str, str]:

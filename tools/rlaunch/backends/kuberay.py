@@ -17,6 +17,9 @@ What goes where:
     never in a rendered file, a log line or a process argument.
   - data, model and checkpoints live on one shared volume at storage.mount in every pod: a GCS FUSE
     bucket (gke), a TOS bucket through its CSI driver (vke), or an existing PVC (storage.pvc).
+  - the inputs (rlaunch.inputs: the pinned model and dataset, or the user's model.path / data.path)
+    are made ready by the inputs Job, a CPU pod that runs setup.sh on that volume, before the RayJob
+    is applied: `make launch` waits for it, so no GPU pod starts before its inputs are there.
 
 Render is pure; launch/status/logs/down/dashboard call `kubectl` with argv lists ($RLAUNCH_KUBECTL,
 default kubectl) and never fake success: anything missing is a MissingPrerequisite naming the fix.
@@ -65,11 +68,18 @@ GKE_RDMA_DEVICE_CLASS = "mrdma.google.com"   # GKE's managed DRANET RDMA NICs
 TOS_CSI_DRIVER = "tos.csi.volcengine.com"
 GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
 # Order of `kubectl apply`: what the RayJob's pods reference exists before the RayJob.
-APPLY_ORDER = ["serviceaccount.yaml", "storage.yaml", "rdma.yaml", "podmonitors.yaml", "rayjob.yaml"]
+APPLY_ORDER = ["serviceaccount.yaml", "storage.yaml", "rdma.yaml", "podmonitors.yaml", "inputs.yaml",
+               "rayjob.yaml"]
 # What a launch creates, by kind (the API server's names); down deletes those the server has.
-RUN_KINDS = ["rayjobs.ray.io", "configmaps", "secrets", "persistentvolumeclaims",
+RUN_KINDS = ["rayjobs.ray.io", "jobs.batch", "configmaps", "secrets", "persistentvolumeclaims",
              "podmonitors.monitoring.coreos.com", "resourceclaimtemplates.resource.k8s.io"]
 CLUSTER_KINDS = ["persistentvolumes"]
+# The inputs Job's pod: a CPU node, the hub clients' caches on its own disk (datasets converts
+# through one; model files go straight to the shared volume).
+INPUTS_RESOURCES = {"cpu": "2", "memory": "8Gi", "ephemeral-storage": "20Gi"}
+INPUTS_POLL_S = 5
+INPUTS_RUNNER = """On KubeRay the inputs Job runs it (one pod: one writer), and
+# `make launch` applies the RayJob only once it succeeded: no GPU pod waits on a download."""
 # A RayJob that reached one of these holds no Ray cluster any more (only its small objects).
 FINISHED_DEPLOYMENTS = {"Complete", "Failed"}
 
@@ -93,6 +103,10 @@ def secret_name(spec: dict) -> str:
 
 def pvc_name(spec: dict) -> str:
     return spec["storage"]["pvc"] or f"{job_name(spec)}-data"
+
+
+def inputs_job_name(spec: dict) -> str:
+    return f"{job_name(spec)}-inputs"
 
 
 def head_service(spec: dict) -> str:
@@ -256,8 +270,33 @@ def _groups(spec: dict) -> tuple[dict, dict | None]:
     return head, worker
 
 
-def context(spec: dict) -> dict:
-    """Everything the templates need, decided here so the templates only lay it out."""
+def run_files(spec: dict) -> dict[str, str]:
+    """The files every pod may read from the artifacts ConfigMap: spec.json, job.sh, the framework's
+    files, and setup.sh (the inputs Job's script) when the framework has inputs to prepare."""
+    from .. import frameworks
+
+    files = artifacts.common(spec)
+    lines = frameworks.get(spec["framework"]["name"]).setup(spec)
+    if lines:
+        files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=lines, runner=INPUTS_RUNNER)
+    return files
+
+
+def _inputs(spec: dict, files: dict[str, str]) -> dict | None:
+    """The inputs Job's shape, when there is a setup.sh to run."""
+    if "setup.sh" not in files:
+        return None
+    env = [{"name": "RLAUNCH_HOME", "value": RLAUNCH_HOME}, {"name": "RLAUNCH_PYTHON", "value": "python3"},
+           {"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "HF_HOME", "value": "/tmp/huggingface"},
+           {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"}]
+    env += [{"name": name, "secret": secret_name(spec)} for name in spec["secrets"]]
+    return {"name": inputs_job_name(spec), "deadline": _kr(spec)["inputs_timeout_s"], "env": env,
+            "resources": INPUTS_RESOURCES}
+
+
+def context(spec: dict, files: dict[str, str] | None = None) -> dict:
+    """Everything the templates need, decided here so the templates only lay it out. `files`: what
+    run_files(spec) returns (computed when not given)."""
     flavor = spec["infra"]["k8s_flavor"]
     if spec["framework"]["image"] != "rlaunch":
         raise ConfigError("framework.image", spec["framework"]["image"], "rlaunch on INFRA=kuberay: pods "
@@ -266,6 +305,7 @@ def context(spec: dict) -> dict:
     head, worker = _groups(spec)
     storage = _storage(spec)
     kr = _kr(spec)
+    files = run_files(spec) if files is None else files
     rdma = spec["infra"]["rdma"]
     nics = spec["cluster"]["gpus_per_node"] if rdma and flavor == "gke" else 0
     service_account = kr["service_account"]
@@ -290,7 +330,8 @@ def context(spec: dict) -> dict:
         "pvc": pvc_name(spec),
         "mount": spec["storage"]["mount"],
         "configmap": configmap_name(spec),
-        "configmap_items": configmap_items(spec, artifacts.common(spec)),
+        "configmap_items": configmap_items(spec, files),
+        "inputs": _inputs(spec, files),
         "artifacts_mount": ARTIFACTS_MOUNT,
         "entrypoint": f"bash {ARTIFACTS_MOUNT}/job.sh",
         "runtime_env": _runtime_env(spec),
@@ -496,9 +537,11 @@ class KubeRay(Backend):
     name = "kuberay"
 
     def render(self, spec: dict) -> dict[str, str]:
-        ctx = context(spec)
-        files = artifacts.common(spec)
+        files = run_files(spec)
+        ctx = context(spec, files)
         files["kuberay/rayjob.yaml"] = render_template("kuberay/rayjob.yaml.j2", **ctx)
+        if ctx["inputs"]:
+            files["kuberay/inputs.yaml"] = render_template("kuberay/inputs.yaml.j2", **ctx)
         if ctx["storage"]["kind"] != "pvc":
             files["kuberay/storage.yaml"] = render_template("kuberay/storage.yaml.j2", **ctx)
         if ctx["render_service_account"]:
@@ -550,7 +593,14 @@ class KubeRay(Backend):
         items = ", ".join(i["path"] for i in configmap_items(spec, files))
         lines.append(f"kubectl apply --server-side -n {ns} -f -   # ConfigMap {configmap_name(spec)} ({items}) "
                      f"-> {ARTIFACTS_MOUNT} in every pod")
-        manifests = " ".join(f"-f {out}/{rel}" for rel in _manifest_files(files))
+        batch = _manifest_files(files)
+        if "kuberay/inputs.yaml" in files:
+            first = " ".join(f"-f {out}/{rel}" for rel in batch if rel != "kuberay/rayjob.yaml")
+            lines.append(f"kubectl apply --server-side -n {ns} {first}")
+            lines.append(f"wait for Job {inputs_job_name(spec)} (setup.sh: the inputs below, made ready on the "
+                         f"shared volume) to complete, at most {spec['infra']['kuberay']['inputs_timeout_s']} s")
+            batch = ["kuberay/rayjob.yaml"]
+        manifests = " ".join(f"-f {out}/{rel}" for rel in batch)
         lines.append(f"kubectl apply --server-side -n {ns} {manifests}")
         if "kuberay/serviceaccount.yaml" in files:
             ctx = context(spec)
@@ -617,13 +667,22 @@ class KubeRay(Backend):
         steps.append((f"ConfigMap {configmap_name(spec)}", _apply_stdin(ns, configmap_manifest(spec, files))))
         if steps[-1][1].returncode != 0:
             return _report_failure(steps[-1])
-        args = ["apply", "--server-side", "--field-manager=rlaunch", "--force-conflicts", "-n", ns]
-        for rel in _manifest_files(files):
-            args += ["-f", str(out / rel)]
-        result = _kubectl(args)
-        print(result.stdout, end="")
-        if result.returncode != 0:
-            return _report_failure(("manifests", result))
+        # With an inputs Job: everything else first, then the RayJob once the inputs are ready.
+        batches = [_manifest_files(files)]
+        if "kuberay/inputs.yaml" in files:
+            batches = [[rel for rel in batches[0] if rel != "kuberay/rayjob.yaml"], ["kuberay/rayjob.yaml"]]
+        for i, batch in enumerate(batches):
+            if i:
+                rc = wait_inputs(spec)
+                if rc:
+                    return rc
+            args = ["apply", "--server-side", "--field-manager=rlaunch", "--force-conflicts", "-n", ns]
+            for rel in batch:
+                args += ["-f", str(out / rel)]
+            result = _kubectl(args)
+            print(result.stdout, end="")
+            if result.returncode != 0:
+                return _report_failure(("manifests", result))
         print(f"kuberay: RayJob {job_name(spec)} applied in namespace {ns}; follow it with "
               f"`make logs RUN_ID={spec['run']['id']}`, check it with `make status`, stop it with `make down`")
         return 0
@@ -776,6 +835,48 @@ class KubeRay(Backend):
             raise unreachable(result, "list RayJobs")
         items = json.loads(result.stdout or "{}").get("items") or []
         return Answer(asked, tuple(rayjob_run(item) for item in items), note)
+
+
+def _job_state(status: dict) -> tuple[str, str]:
+    """(Complete | Failed | "", message) from a batch Job's status conditions."""
+    for cond in status.get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return cond["type"], cond.get("message") or cond.get("reason") or ""
+    return "", ""
+
+
+def wait_inputs(spec: dict) -> int:
+    """Wait for the inputs Job to succeed, until infra.kuberay.inputs_timeout_s; 0 when it did. A failed
+    or late Job: its log's tail, and the RayJob is not applied (no GPU pod was started)."""
+    from .. import progress
+
+    ns, name = spec["infra"]["namespace"], inputs_job_name(spec)
+    deadline_s = spec["infra"]["kuberay"]["inputs_timeout_s"]
+    end = time.monotonic() + deadline_s
+    state, message = "", ""
+    with progress.Wait(f"kuberay: inputs Job {name}", deadline_s, "preparing the model and dataset on the "
+                       "shared volume (the RayJob is applied once they are ready)",
+                       out=progress.console(sys.stderr)) as wait:
+        while True:
+            found = _ask(["get", "job", name, "-n", ns, "-o", "json"], f"get the inputs Job {name}")
+            state, message = _job_state(json.loads(found.stdout or "{}").get("status") or {})
+            if state or time.monotonic() >= end:
+                wait.update(state or "deadline")
+                break
+            time.sleep(min(INPUTS_POLL_S, max(0.0, end - time.monotonic())))
+            wait.update()
+    tail = _kubectl(["logs", f"job/{name}", "-n", ns, "--tail=20"])
+    if tail.returncode == 0 and tail.stdout.strip():
+        print("\n".join(f"  {line}" for line in tail.stdout.rstrip().splitlines()))
+    if state == "Complete":
+        print(f"kuberay: inputs Job {name} succeeded: the model and dataset are ready on the shared volume")
+        return 0
+    why = f"failed ({message})" if state == "Failed" else \
+        f"did not finish within {deadline_s} s (infra.kuberay.inputs_timeout_s)"
+    print(f"kuberay: inputs Job {name} {why}; the RayJob was not applied, no GPU pod started. Its log: "
+          f"kubectl logs job/{name} -n {ns}; after a fix, `make down RUN_ID={spec['run']['id']}` and launch "
+          "again (whatever already verifies is kept)", file=sys.stderr)
+    return 1
 
 
 def _report_failure(step: tuple[str, subprocess.CompletedProcess]) -> int:

@@ -198,6 +198,10 @@ def _job_run(job: dict, run_id: str = "") -> Run:
                active=state not in FINISHED_JOB_STATES)
 
 
+SETUP_RUNNER = """SkyPilot runs it on rank 0 only (task.yaml `setup`: one writer, no
+# races), before `run` starts on any node. The lines are the framework adapter's, verbatim."""
+
+
 class SkyPilot(Backend):
     name = "skypilot"
 
@@ -209,7 +213,7 @@ class SkyPilot(Backend):
         setup_lines = fw.setup(spec)
         image_mode = spec["framework"]["image"] == "rlaunch"
         if setup_lines:
-            files["setup.sh"] = render_template("skypilot/setup.sh.j2", spec=spec, lines=setup_lines)
+            files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=setup_lines, runner=SETUP_RUNNER)
         files["task.yaml"] = render_template(
             "skypilot/task.yaml.j2", spec=spec, task_name=cluster_name(spec), infra=infra_string(spec),
             envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,

@@ -11,11 +11,9 @@ AReaL's loader (tests/unit/test_loaders.py shows it).
 
 from __future__ import annotations
 
-import shlex
-
 import yaml
 
-from .. import data as datasets
+from .. import inputs as run_inputs
 from ..errors import ConfigError
 from . import loaders, topology
 from .base import ARTIFACTS, Framework
@@ -32,15 +30,15 @@ class Areal(Framework):
 
     # --- what the run sees ------------------------------------------------------------------------
 
+    # AReaL loads GSM8K itself (load_dataset(path, name="main")): the pinned hub snapshot as is.
+    dataset_snapshot = True
+
     def model_path(self, spec: dict) -> str:
-        pinned = spec["pins"]["model"].get("hf_id", "")
-        if spec["paths"]["model_dir"] and spec["model"]["path"] in ("", pinned):
-            return spec["paths"]["model_dir"]
-        return spec["model"]["path"]
+        return run_inputs.model_path(spec)
 
     def dataset_path(self, spec: dict) -> str:
-        """AReaL loads GSM8K itself (load_dataset(path, name="main")): the pinned HF snapshot."""
-        return f"{spec['paths']['data_dir']}-hf"
+        """The GSM8K snapshot: rlaunch's pinned one (<data_dir>-hf) or data.path."""
+        return run_inputs.data_dir(spec)
 
     def fileroot(self, spec: dict) -> str:
         eff = topology.parse_overrides(spec["framework"]["overrides"])
@@ -157,17 +155,12 @@ class Areal(Framework):
         return env
 
     def setup(self, spec: dict) -> list[str]:
-        lines = datasets.setup_lines(spec, dataset=False)
-        q = shlex.quote(self.dataset_path(spec))
-        lines.insert(0, f'if ! (cd {q} 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then '
-                        f'"${{RLAUNCH_PYTHON:-python3}}" -m rlaunch.data --dataset={spec["data"]["dataset"]} '
-                        f"--snapshot --out={q}; fi")
-        return lines
+        return run_inputs.setup_lines(spec)
 
     def inputs(self, spec: dict) -> list[str]:
         out = [f"{self.dataset_path(spec)}/SHA256SUMS"]
-        if self.model_path(spec) == spec["paths"]["model_dir"] and spec["paths"]["model_dir"]:
-            out.append(f"{spec['paths']['model_dir']}/config.json")
+        if run_inputs.model_dir(spec):
+            out.append(f"{run_inputs.model_dir(spec)}/config.json")
         return out
 
     # --- checks -----------------------------------------------------------------------------------
@@ -176,6 +169,9 @@ class Areal(Framework):
         topology.require_gpus(spec, "AReaL")
         if spec["data"]["dataset"] != "gsm8k":
             raise ConfigError("data.dataset", spec["data"]["dataset"], "gsm8k (AReaL's gsm8k_rl.py entrypoint)")
+        if "gsm8k" not in self.dataset_path(spec).lower():
+            raise ConfigError("data.path", spec["data"]["path"], "a directory whose path names gsm8k (AReaL "
+                              "chooses its dataset loader by the path), e.g. /data/data/gsm8k")
         eff = topology.parse_overrides(spec["framework"]["overrides"])
         topology.group_size(spec, *(("framework.overrides[gconfig.n_samples]", eff["gconfig.n_samples"])
                                     if "gconfig.n_samples" in eff else ("algo.group_size", None)))

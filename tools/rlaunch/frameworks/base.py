@@ -14,6 +14,8 @@ class Framework:
     # Arguments to python that print the entrypoint's usage and exit 0 without training: the image
     # check (rlaunch.verify.image) runs them inside a built image. Empty: not known yet.
     entrypoint_help: tuple[str, ...] = ()
+    # True: the framework reads the dataset's hub snapshot as is (rlaunch.inputs lays it out so).
+    dataset_snapshot = False
 
     def command(self, spec: dict) -> list[str]:
         """argv of the training entrypoint, run once on the Ray head (the driver)."""

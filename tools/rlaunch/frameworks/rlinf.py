@@ -19,6 +19,7 @@ import yaml
 
 from .. import data as datasets
 from .. import pins
+from .. import inputs as run_inputs
 from ..errors import ConfigError
 from . import loaders, topology
 from .base import ARTIFACTS, Framework
@@ -75,14 +76,11 @@ class Rlinf(Framework):
     name = "rlinf"
 
     def model_path(self, spec: dict) -> str:
-        pinned = spec["pins"]["model"].get("hf_id", "")
-        if spec["paths"]["model_dir"] and spec["model"]["path"] in ("", pinned):
-            return spec["paths"]["model_dir"]
-        return spec["model"]["path"]
+        return run_inputs.model_path(spec)
 
     def data_file(self, spec: dict) -> str:
         name = spec["pins"]["dataset"].get("file") or "train.jsonl"
-        return f"{spec['paths']['data_dir']}/{name}"
+        return f"{run_inputs.data_dir(spec)}/{name}"
 
     def base(self, spec: dict) -> dict:
         run, algo, train, paths = spec["run"], spec["algo"], spec["train"], spec["paths"]
@@ -225,7 +223,7 @@ class Rlinf(Framework):
             f"if [[ ! -d {q}/.git ]]; then git clone --quiet {shlex.quote(repo)} {q} && "
             f"git -C {q} checkout --quiet --detach {commit}; fi",
             f'test "$(git -C {q} rev-parse HEAD)" = {commit}',
-            *datasets.setup_lines(spec),
+            *run_inputs.setup_lines(spec),
         ]
 
     def inputs(self, spec: dict) -> list[str]:

@@ -8,7 +8,7 @@ mount (a relative default_local_dir lands in Ray's per-job working dir, seed 002
 
 from __future__ import annotations
 
-from .. import data as datasets
+from .. import inputs as run_inputs
 from ..errors import ConfigError
 from . import loaders, topology
 from .base import Framework
@@ -25,24 +25,29 @@ class Verl(Framework):
     name = "verl"
 
     def model_path(self, spec: dict) -> str:
-        """The pinned snapshot on the shared mount; an explicit model.path (not the HF id) wins."""
-        pinned = spec["pins"]["model"].get("hf_id", "")
-        path = spec["model"]["path"]
-        if spec["paths"]["model_dir"] and (not path or path == pinned):
-            return spec["paths"]["model_dir"]
-        return path
+        """The model directory on the shared storage (pinned, or model.path), or another hub id."""
+        return run_inputs.model_path(spec)
+
+    def data_files(self, spec: dict) -> dict[str, list[str]]:
+        """train and val parquet files: in the dataset directory (pinned, or data.path), unless
+        framework.overrides name others."""
+        eff = topology.parse_overrides(spec["framework"]["overrides"])
+        ddir = run_inputs.data_dir(spec)
+        return {key: topology.hydra_list(eff[key]) if key in eff else [f"{ddir}/{name}"]
+                for key, name in (("data.train_files", "train.parquet"), ("data.val_files", "test.parquet"))}
 
     def overrides(self, spec: dict) -> list[str]:
         algo, train, rollout, paths = spec["algo"], spec["train"], spec["rollout"], spec["paths"]
         cluster = spec["cluster"]
         model = self.model_path(spec)
+        ddir = run_inputs.data_dir(spec)
         ppo = algo["adv_estimator"] == "gae"
         loggers = ["console", "file"] + (["wandb"] if spec["logging"]["wandb"] else [])
         micro = train["micro_batch_size_per_gpu"]
         out = [
             f"algorithm.adv_estimator={algo['adv_estimator']}",
-            f"data.train_files={paths['data_dir']}/train.parquet",
-            f"data.val_files={paths['data_dir']}/test.parquet",
+            f"data.train_files={ddir}/train.parquet",
+            f"data.val_files={ddir}/test.parquet",
             f"data.train_batch_size={train['batch_size']}",
             f"data.max_prompt_length={spec['data']['max_prompt_length']}",
             f"data.max_response_length={spec['data']['max_response_length']}",
@@ -124,14 +129,16 @@ class Verl(Framework):
         ]
 
     def setup(self, spec: dict) -> list[str]:
-        return datasets.setup_lines(spec)
+        return run_inputs.setup_lines(spec)
 
     def inputs(self, spec: dict) -> list[str]:
-        data_dir = spec["paths"]["data_dir"]
-        out = [f"{data_dir}/train.parquet", f"{data_dir}/test.parquet", f"{data_dir}/SHA256SUMS"]
-        if self.model_path(spec) == spec["paths"]["model_dir"] and spec["paths"]["model_dir"]:
-            out.append(f"{spec['paths']['model_dir']}/config.json")
-        return out
+        files = [f for group in self.data_files(spec).values() for f in group]
+        ddir = run_inputs.data_dir(spec)
+        out = files + ([f"{ddir}/SHA256SUMS"] if any(f.startswith(ddir + "/") for f in files) else [])
+        mdir = run_inputs.model_dir(spec)
+        if mdir:
+            out.append(f"{mdir}/config.json")
+        return list(dict.fromkeys(out))
 
     def check(self, spec: dict) -> None:
         topology.require_gpus(spec, "verl")
