@@ -153,6 +153,49 @@ ${APPLY} -f ${OUT}/kuberay/rayjob.yaml" ]
   if stub_calls kubectl | grep -F "rayjob.yaml"; then return 1; fi
 }
 
+# launch_a4x: seed 004's GKE A4X preset: RDMA NICs and an IMEX channel, claimed through DRA.
+launch_a4x() {
+  rl launch --PRESET=verl-grpo-gsm8k-32b --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" \
+    --SET="infra.kuberay.inputs_timeout_s=30" "$@"
+}
+
+@test "launch on A4X checks the DRA device classes and the ComputeDomain CRD, then applies the ComputeDomain" {
+  need_crds
+  stub_reply kubectl get job '{"status": {"conditions": [{"type": "Complete", "status": "True"}]}}'
+  run launch_a4x
+  [ "${status}" -eq 0 ]
+  local calls
+  calls="$(stub_calls kubectl)"
+  [[ "${calls}" == *"get deviceclass mrdma.google.com -o name
+get crd computedomains.resource.nvidia.com -o name
+get deviceclass compute-domain-default-channel.nvidia.com -o name"* ]]
+  [[ "${calls}" == *"-f ${OUT}/kuberay/rdma.yaml -f ${OUT}/kuberay/computedomain.yaml -f ${OUT}/kuberay/inputs.yaml"* ]]
+}
+
+@test "launch on A4X without managed DRANET: exit 3, names the device class and how to get it, applies nothing" {
+  need_crds
+  stub_fail kubectl get deviceclass mrdma.google.com 1 \
+    'Error from server (NotFound): deviceclasses.resource.k8s.io "mrdma.google.com" not found'
+  run launch_a4x
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing the DRA device class mrdma.google.com"*"managed DRANET"*"RDMA=0"* ]]
+  nothing_applied
+}
+
+@test "launch on A4X without NVIDIA's DRA driver: exit 3 with the pinned helm install, applies nothing" {
+  need_crds
+  stub_fail kubectl get crd computedomains.resource.nvidia.com 1 \
+    'Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io "computedomains.resource.nvidia.com" not found'
+  run launch_a4x
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing the ComputeDomain CRD (computedomains.resource.nvidia.com)"* ]]
+  [[ "${output}" == *"helm upgrade --install nvidia-dra-driver-gpu nvidia/nvidia-dra-driver-gpu --version=25.3.1"* ]]
+  [[ "${output}" == *"infra.kuberay.imex=false"* ]]
+  nothing_applied
+  # The KubeRay CRDs were found: `get crd` of the RayJob kinds still answered.
+  stub_calls kubectl | grep -qx "get crd rayjobs.ray.io rayclusters.ray.io -o name"
+}
+
 @test "launch without the KubeRay CRDs: exit 3, names make kuberay-operator, applies nothing" {
   need_crds
   stub_fail kubectl get crd 1 'Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io "rayjobs.ray.io" not found'

@@ -87,7 +87,10 @@ def serve(www: Path) -> None:
 
 def test_the_pins_name_upstream_files_at_their_release_tags():
     table = crds.pinned()
-    assert set(table) == {"RayCluster", "RayJob", "PodMonitor"}
+    assert set(table) == {"RayCluster", "RayJob", "PodMonitor", "ComputeDomain"}
+    assert table["ComputeDomain"].url == ("https://raw.githubusercontent.com/NVIDIA/k8s-dra-driver-gpu/v25.3.1/"
+                                          "deployments/helm/nvidia-dra-driver-gpu/crds/"
+                                          "resource.nvidia.com_computedomains.yaml")
     assert table["RayJob"].url == ("https://raw.githubusercontent.com/ray-project/kuberay/v1.7.0/ray-operator/"
                                    "config/crd/bases/ray.io_rayjobs.yaml")
     assert table["PodMonitor"].url.endswith("/prometheus-operator/v0.93.0/example/prometheus-operator-crd/"

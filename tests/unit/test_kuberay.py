@@ -300,7 +300,9 @@ def test_storage_that_does_not_fit_the_flavor_names_the_key(flavor, sets, key):
 
 
 def test_rdma_adds_ipc_lock_and_on_gke_one_nic_claim_per_gpu():
-    _, files = render(GKE_BUCKET, K8S_FLAVOR="gke", RDMA="1", GPUS_PER_NODE="4", ACCELERATOR="GB200")
+    # (the NIC claims alone: A4X's IMEX channel claim is test_a4x_gpu_pods_claim_the_imex_channel...)
+    _, files = render(f"{GKE_BUCKET} infra.kuberay.imex=false", K8S_FLAVOR="gke", RDMA="1", GPUS_PER_NODE="4",
+                      ACCELERATOR="GB200")
     pod = worker_group(files)["template"]
     assert container(pod)["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
     claims = [c["name"] for c in container(pod)["resources"]["claims"]]
@@ -312,6 +314,63 @@ def test_rdma_adds_ipc_lock_and_on_gke_one_nic_claim_per_gpu():
     _, files = render(RDMA="1", GPUS_PER_NODE="4", ACCELERATOR="H100")  # generic: capability only
     assert "kuberay/rdma.yaml" not in files
     assert container(worker_group(files)["template"])["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+
+
+A4X = (GKE_BUCKET, {"K8S_FLAVOR": "gke", "RDMA": "1", "GPUS_PER_NODE": "4", "ACCELERATOR": "GB200", "NODES": "3"})
+
+
+def test_a4x_gpu_pods_claim_the_imex_channel_of_the_runs_compute_domain():
+    _, files = render(A4X[0], **A4X[1])
+    domain = yaml.safe_load(files["kuberay/computedomain.yaml"])
+    assert (domain["apiVersion"], domain["kind"]) == ("resource.nvidia.com/v1beta1", "ComputeDomain")
+    assert domain["spec"]["numNodes"] == 3  # every GPU pod's node joins the IMEX domain
+    assert domain["metadata"]["labels"]["rlaunch.io/run"] == "t1"  # make down deletes it by label
+    channel = domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
+    for pod in (head_pod(files), worker_group(files)["template"]):  # a GPU head is one of the 3
+        claims = {c["name"]: c["resourceClaimTemplateName"] for c in pod["spec"]["resourceClaims"]}
+        assert claims["compute-domain-channel"] == channel
+        assert "compute-domain-channel" in [c["name"] for c in container(pod)["resources"]["claims"]]
+    _, files = render(f"{A4X[0]} infra.kuberay.imex=false", **A4X[1])
+    assert "kuberay/computedomain.yaml" not in files
+    assert "compute-domain-channel" not in files["kuberay/rayjob.yaml"]
+    _, files = render(GKE_BUCKET, K8S_FLAVOR="gke", RDMA="1", GPUS_PER_NODE="8", ACCELERATOR="H200")
+    assert "kuberay/computedomain.yaml" not in files  # A3 Ultra: no NVL72 rack, no IMEX
+
+
+@pytest.mark.parametrize(("accelerator", "gpus", "want", "lacks"), [
+    ("GB200", "4", {"NCCL_ENV_PLUGIN": "gcp", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO"},
+     ["NCCL_CONF_FILE", "NCCL_TUNER_CONFIG_PATH"]),
+    ("H200", "8", {"NCCL_CONF_FILE": "/usr/local/gib/configs/nccl.a3u.conf",
+                   "NCCL_TUNER_CONFIG_PATH": "/usr/local/gib/configs/tuner_config_a3u.txtpb",
+                   "GLOO_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO"}, ["NCCL_ENV_PLUGIN"]),
+    ("B200", "8", {"NCCL_TUNER_CONFIG_PATH": "/usr/local/gib/configs/tuner_config_a4.txtpb"},
+     ["NCCL_ENV_PLUGIN", "NCCL_CONF_FILE"]),
+    ("H100", "8", {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64:/usr/local/gib/lib64"},
+     ["NCCL_ENV_PLUGIN", "NCCL_CONF_FILE", "NCCL_TUNER_CONFIG_PATH", "GLOO_SOCKET_IFNAME"]),
+], ids=["a4x", "a3-ultra", "a4", "other"])
+def test_gke_nccl_env_follows_the_kind_of_node_pool(accelerator, gpus, want, lacks):
+    _, files = render(GKE_BUCKET, K8S_FLAVOR="gke", RDMA="1", GPUS_PER_NODE=gpus, ACCELERATOR=accelerator)
+    pod = worker_group(files)["template"]
+    env = env_of(pod)
+    assert {k: env.get(k) for k in want} == want
+    assert not set(lacks) & set(env)
+    assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64:/usr/local/gib/lib64"
+    assert mounts(pod)["/usr/local/gib"] == "gib" and mounts(pod)["/usr/local/nvidia"] == "nvidia"
+    assert volumes(pod)["nvidia"]["hostPath"]["path"] == "/home/kubernetes/bin/nvidia"
+    _, files = render(GKE_BUCKET, K8S_FLAVOR="gke", GPUS_PER_NODE=gpus, ACCELERATOR=accelerator)  # no RDMA
+    env = env_of(worker_group(files)["template"])
+    assert env["NCCL_IB_DISABLE"] == "1" and not {"NCCL_ENV_PLUGIN", "NCCL_CONF_FILE", "LD_LIBRARY_PATH"} & set(env)
+
+
+def test_ephemeral_storage_requests_for_gpu_pods_and_the_cpu_only_head():
+    _, files = render("infra.kuberay.ephemeral_storage_gb=500 infra.kuberay.head_ephemeral_storage_gb=20 "
+                      "cluster.cpu_head=true", GPUS_PER_NODE="2", ACCELERATOR="A100")
+    worker = container(worker_group(files)["template"])["resources"]
+    head = container(head_pod(files))["resources"]
+    assert worker["requests"]["ephemeral-storage"] == worker["limits"]["ephemeral-storage"] == "500Gi"
+    assert head["requests"]["ephemeral-storage"] == head["limits"]["ephemeral-storage"] == "20Gi"
+    _, files = render()
+    assert "ephemeral-storage" not in files["kuberay/rayjob.yaml"]  # 0: none requested
 
 
 def test_without_rdma_nccl_ib_is_disabled_in_every_pod():
@@ -413,6 +472,7 @@ def test_verl_grpo_32b_preset_on_gke_is_a_cpu_head_and_four_workers_of_four_gpus
     assert int(head["params"]["num-cpus"]) >= 10  # verl's TransferQueue lives on the head
     assert worker["replicas"] == 4 and worker["resources"]["nvidia.com/gpu"] == 4
     assert spec["rollout"]["tp"] == 4 and spec["algo"]["group_size"] == 8
+    assert (head["resources"]["ephemeral-storage"], worker["resources"]["ephemeral-storage"]) == ("20Gi", "500Gi")
     storage = kr._storage(spec)
     assert storage["kind"] == "gcsfuse"  # checkpoints on the bucket, through the /data mount
     assert spec["paths"]["ckpt_dir"].startswith(spec["storage"]["mount"] + "/")

@@ -1,4 +1,4 @@
-"""rlaunch.validate.kuberay: RayJob/RayCluster/PodMonitor as the API server admits them with the pinned
+"""rlaunch.validate.kuberay: RayJob/RayCluster/PodMonitor/ComputeDomain as the API server admits them with the pinned
 CRDs (ObjectMeta, defaults, strict schema, the CRDs' own CEL rules), the operator's own rules (each
 with a manifest that breaks it), and core kinds against Kubernetes' schemas.
 
@@ -263,6 +263,28 @@ def test_podmonitor_schema_rejects_typos_and_bad_intervals(crds):
     bad["spec"]["podMetricsEndpoints"][0]["interval"] = "thirty seconds"
     with pytest.raises(CheckError, match="interval"):
         v.check_podmonitor(bad, "m")
+
+
+def test_compute_domain_is_admitted_with_the_dra_drivers_crd_and_its_mistakes_named(crds):
+    spec = config.load("verl-grpo-gsm8k-32b", {"INFRA": "kuberay", "RUN_ID": "cd"})
+    files = artifacts.finish(spec, kr.BACKEND.render(spec))
+    domain = yaml.safe_load(files["kuberay/computedomain.yaml"])
+    (line, last) = v.check_documents([("computedomain.yaml", domain)], K8S)
+    assert "valid ComputeDomain against the nvidia-dra-driver-gpu v25.3.1 ComputeDomain CRD" in line
+    assert "1 skipped" in last  # its spec-is-immutable rule reads oldSelf: an update-only rule
+    bad = copy.deepcopy(domain)
+    bad["spec"]["numNode"] = bad["spec"].pop("numNodes")
+    with pytest.raises(CheckError, match=r"numNode.*ComputeDomain CRD") as err:
+        v.check_documents([("computedomain.yaml", bad)], K8S)
+    assert err.value.check == "compute-domain-crd"
+    bad = copy.deepcopy(domain)
+    bad["spec"]["numNodes"] = "4"
+    with pytest.raises(CheckError, match="numNodes"):
+        v.check_documents([("computedomain.yaml", bad)], K8S)
+    bad = copy.deepcopy(domain)
+    bad["apiVersion"] = "resource.nvidia.com/v1"
+    with pytest.raises(CheckError, match="unknown kind"):  # not a version the pinned CRD serves
+        v.check_documents([("computedomain.yaml", bad)], K8S)
 
 
 # ---------------------------------------------------------------- as the API server admits them (issue 20)

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from .. import artifacts, pins
+from . import gke
 from ..errors import CheckError, ConfigError, MissingPrerequisite
 from ..render import render_template
 from .base import Answer, Backend, Run
@@ -64,15 +65,15 @@ GKE_ACCELERATORS = {
     "A100-80GB": "nvidia-a100-80gb", "H100": "nvidia-h100-80gb", "H100-MEGA": "nvidia-h100-mega-80gb",
     "H200": "nvidia-h200-141gb", "B200": "nvidia-b200", "GB200": "nvidia-gb200",
 }
-GKE_RDMA_DEVICE_CLASS = "mrdma.google.com"   # GKE's managed DRANET RDMA NICs
 TOS_CSI_DRIVER = "tos.csi.volcengine.com"
 GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
 # Order of `kubectl apply`: what the RayJob's pods reference exists before the RayJob.
-APPLY_ORDER = ["serviceaccount.yaml", "storage.yaml", "rdma.yaml", "podmonitors.yaml", "inputs.yaml",
-               "rayjob.yaml"]
+APPLY_ORDER = ["serviceaccount.yaml", "storage.yaml", "rdma.yaml", "computedomain.yaml", "podmonitors.yaml",
+               "inputs.yaml", "rayjob.yaml"]
 # What a launch creates, by kind (the API server's names); down deletes those the server has.
 RUN_KINDS = ["rayjobs.ray.io", "jobs.batch", "configmaps", "secrets", "persistentvolumeclaims",
-             "podmonitors.monitoring.coreos.com", "resourceclaimtemplates.resource.k8s.io"]
+             "podmonitors.monitoring.coreos.com", "resourceclaimtemplates.resource.k8s.io",
+             gke.COMPUTE_DOMAIN_CRD]
 CLUSTER_KINDS = ["persistentvolumes"]
 # The inputs Job's pod: a CPU node, the hub clients' caches on its own disk (datasets converts
 # through one; model files go straight to the shared volume).
@@ -124,7 +125,7 @@ def _kr(spec: dict) -> dict:
     return spec["infra"]["kuberay"]
 
 
-def _quantities(cpus: int, memory_gb: int, gpus: int) -> dict:
+def _quantities(cpus: int, memory_gb: int, gpus: int, ephemeral_gb: int = 0) -> dict:
     """Requests == limits (Guaranteed QoS); 0 leaves a resource to the cluster's defaults."""
     out: dict = {}
     if cpus:
@@ -133,6 +134,8 @@ def _quantities(cpus: int, memory_gb: int, gpus: int) -> dict:
         out["memory"] = f"{memory_gb}Gi"
     if gpus:
         out["nvidia.com/gpu"] = gpus
+    if ephemeral_gb:  # the node disk the pod's emptyDirs (/tmp/ray's logs and spill) may fill
+        out["ephemeral-storage"] = f"{ephemeral_gb}Gi"
     return out
 
 
@@ -200,8 +203,7 @@ def _pod_env(spec: dict) -> list[dict]:
     env = [{"name": "RLAUNCH_RUN_ID", "value": spec["run"]["id"]}]
     if not spec["infra"]["rdma"]:
         env.append({"name": "NCCL_IB_DISABLE", "value": "1"})
-    elif spec["infra"]["k8s_flavor"] == "gke":
-        env.append({"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64:/usr/local/gib/lib64"})
+    env += [{"name": k, "value": v} for k, v in gke.nccl_env(spec).items()]  # GKE: the node pool's NCCL
     for name in spec["secrets"]:
         env.append({"name": name, "secret": secret_name(spec)})
     return env
@@ -244,7 +246,7 @@ def _head_cpus_needed(spec: dict) -> int:
 def _groups(spec: dict) -> tuple[dict, dict | None]:
     """Head and worker group shapes. nodes counts GPU nodes: with a CPU-only head, all are workers."""
     c, kr = spec["cluster"], _kr(spec)
-    node = _quantities(c["cpus_per_node"], c["memory_gb"], c["gpus_per_node"])
+    node = _quantities(c["cpus_per_node"], c["memory_gb"], c["gpus_per_node"], kr["ephemeral_storage_gb"])
     shm = f"{c['memory_gb'] // 3}Gi" if c["memory_gb"] >= 3 else ""
     head_params = {"dashboard-host": "0.0.0.0"}
     if c["ray_port"] != 6379:
@@ -255,7 +257,8 @@ def _groups(spec: dict) -> tuple[dict, dict | None]:
         # num-cpus "0": no task or actor lands on the head; it only runs the driver and the GCS.
         # A framework that needs Ray CPUs on the head (verl's TransferQueue) gets the pod's CPUs.
         head_params["num-cpus"] = str(_head_cpus_needed(spec))
-        head = {"params": head_params, "resources": _quantities(kr["head_cpus"], kr["head_memory_gb"], 0),
+        head = {"params": head_params,
+                "resources": _quantities(kr["head_cpus"], kr["head_memory_gb"], 0, kr["head_ephemeral_storage_gb"]),
                 "shm": f"{kr['head_memory_gb'] // 3}Gi" if kr["head_memory_gb"] >= 3 else "",
                 "one_per_host": False, "gpu": False}
         workers = c["nodes"]
@@ -345,8 +348,14 @@ def context(spec: dict, files: dict[str, str] | None = None) -> dict:
         "ipc_lock": rdma,
         "rdma_nics": nics,
         "rdma_template": f"{job_name(spec)}-rdma-nic",
-        "rdma_device_class": GKE_RDMA_DEVICE_CLASS,
-        "gib": rdma and flavor == "gke",
+        "rdma_device_class": gke.RDMA_DEVICE_CLASS,
+        "gib": gke.gib(spec),
+        "host_paths": {"gib": gke.HOST_GIB, "nvidia": gke.HOST_NVIDIA},
+        "compute_domain": f"{job_name(spec)}-compute-domain" if gke.compute_domain(spec) else "",
+        "compute_domain_api": gke.COMPUTE_DOMAIN_API,
+        "channel_claim": gke.CHANNEL_CLAIM,
+        "channel_template": f"{job_name(spec)}-compute-domain-channel",
+        "gpu_pods": spec["cluster"]["nodes"],
         "podmonitors": spec["monitoring"]["podmonitors"],
         "vmp_label": flavor == "vke",  # VKE's managed Prometheus picks PodMonitors by this label
         "ports": {"gcs": spec["cluster"]["ray_port"], "dashboard": spec["cluster"]["dashboard_port"],
@@ -548,6 +557,8 @@ class KubeRay(Backend):
             files["kuberay/serviceaccount.yaml"] = render_template("kuberay/serviceaccount.yaml.j2", **ctx)
         if ctx["rdma_nics"]:
             files["kuberay/rdma.yaml"] = render_template("kuberay/rdma.yaml.j2", **ctx)
+        if ctx["compute_domain"]:
+            files["kuberay/computedomain.yaml"] = render_template("kuberay/computedomain.yaml.j2", **ctx)
         if ctx["podmonitors"]:
             files["kuberay/podmonitors.yaml"] = render_template("kuberay/podmonitors.yaml.j2", **ctx)
         return files
@@ -586,7 +597,9 @@ class KubeRay(Backend):
     def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
         ns, name = spec["infra"]["namespace"], job_name(spec)
         out = spec["run"]["out"]
-        lines = [f"checks: kubectl context reachable, KubeRay CRDs installed, namespace {ns} exists"]
+        extra = "".join(f", {what.split(' (')[0].replace('the ', '', 1)}"
+                        for _, what, _ in gke.checks(spec, context(spec, files)["rdma_nics"]))
+        lines = [f"checks: kubectl context reachable, KubeRay CRDs installed, namespace {ns} exists{extra}"]
         if spec["secrets"]:
             lines.append(f"kubectl apply --server-side -n {ns} -f -   # Secret {secret_name(spec)} from "
                          f"${', $'.join(spec['secrets'])} in your environment (stdin only)")
@@ -635,6 +648,8 @@ class KubeRay(Backend):
                       "the KubeRay CRDs (rayjobs.ray.io, rayclusters.ray.io)",
                       f"run `make kuberay-operator` (KubeRay {spec['pins']['kuberay']} with Helm)")
         self._require(["get", "namespace", ns, "-o", "name"], f"namespace {ns}", f"kubectl create namespace {ns}")
+        for args, what, how in gke.checks(spec, context(spec, files)["rdma_nics"]):
+            self._require(args, what, how)
         if spec["monitoring"]["podmonitors"]:
             self._require(["get", "crd", "podmonitors.monitoring.coreos.com", "-o", "name"],
                           "the Prometheus Operator's PodMonitor CRD",

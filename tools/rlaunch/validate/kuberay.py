@@ -3,8 +3,8 @@
 Three layers, each catching what the one before cannot:
   1. RayJob / RayCluster as the API server admits them with the KubeRay CRDs pinned in
      configs/versions.yaml (validate/apiserver.py: ObjectMeta, the CRD's defaults, its schema with
-     unknown fields as errors, its own CEL rules), and the Prometheus Operator's PodMonitor the same
-     way with its pinned CRD.
+     unknown fields as errors, its own CEL rules), and the Prometheus Operator's PodMonitor and NVIDIA
+     DRA driver's ComputeDomain (GKE A4X) the same way with their pinned CRDs.
   2. The operator's own rules, which no CRD states (ray-operator/controllers/ray/utils/validation.go at
      the pin), on the object as the API server would store it (defaults applied).
   3. Core kinds (PersistentVolumeClaim, PersistentVolume, ConfigMap, Secret, ServiceAccount,
@@ -27,6 +27,10 @@ from ..errors import CheckError, MissingPrerequisite
 RAY_API = "ray.io/v1"
 RAY_KINDS = ("RayCluster", "RayJob")
 PODMONITOR_API = "monitoring.coreos.com/v1"
+COMPUTE_DOMAIN_API = "resource.nvidia.com/v1beta1"
+# Kinds admitted against a pinned CRD other than KubeRay's: apiVersion -> (kind, check name).
+OTHER_CRDS = {PODMONITOR_API: ("PodMonitor", "podmonitor-schema"),
+              COMPUTE_DOMAIN_API: ("ComputeDomain", "compute-domain-crd")}
 # validation.go ValidateRayClusterMetadata / ValidateRayJobMetadata with constant.go's
 # MaxRayClusterNameLength = 53 and MaxRayJobNameLength = 53 - 6 (the operator names the RayJob's
 # cluster "<rayjob>-<5 random chars>").
@@ -45,22 +49,30 @@ RAY_START_RESOURCES = ("num-cpus", "num-gpus", "memory", "resources")
 
 
 @lru_cache(maxsize=None)
-def crd_schema(kind: str) -> CrdSchema:
-    """RayCluster, RayJob or PodMonitor at its pin; MissingPrerequisite (exit 3) without the file."""
-    check = "podmonitor-schema" if kind == "PodMonitor" else "kuberay-crd"
-    return CrdSchema(crds.load(kind), "v1", label=crds.get(kind).label, check=check)
+def crd_schema(kind: str, version: str = "v1") -> CrdSchema:
+    """RayCluster, RayJob, PodMonitor or ComputeDomain at its pin, that served version; MissingPrerequisite
+    (exit 3) without the file."""
+    check = next((c for k, c in OTHER_CRDS.values() if k == kind), "kuberay-crd")
+    return CrdSchema(crds.load(kind), version, label=crds.get(kind).label, check=check)
+
+
+def _schema_of(doc: dict) -> CrdSchema:
+    """The schema of the version rlaunch renders (another apiVersion is then an error that says so)."""
+    kind = doc.get("kind", "")
+    api = next((a for a, (k, _) in OTHER_CRDS.items() if k == kind), RAY_API)
+    return crd_schema(kind, api.rpartition("/")[2])
 
 
 def admit(doc: dict, where: str) -> Admission:
-    """A RayJob/RayCluster/PodMonitor as the API server would store it; CheckError names the field."""
-    return crd_schema(doc.get("kind", "")).admit(doc, where)
+    """A RayJob/RayCluster/PodMonitor/ComputeDomain as the API server would store it; CheckError names
+    the field."""
+    return _schema_of(doc).admit(doc, where)
 
 
 def _admitted(doc: dict, where: str) -> tuple[str, Admission]:
     admission = admit(doc, where)
-    verdict = "valid PodMonitor" if doc.get("kind") == "PodMonitor" else "valid"
-    label = crd_schema(doc["kind"]).label
-    return f"{where}: {verdict} against the {label} (strict; {admission.summary()})", admission
+    verdict = f"valid {doc['kind']}" if doc.get("kind") in ("PodMonitor", "ComputeDomain") else "valid"
+    return f"{where}: {verdict} against the {_schema_of(doc).label} (strict; {admission.summary()})", admission
 
 
 def check_crd(doc: dict, where: str) -> str:
@@ -233,6 +245,12 @@ def check_documents(docs: list[tuple[str, dict]], k8s_version: str) -> list[str]
     """Validate (where, manifest) pairs; CheckError on the first problem, lines of what passed, and a
     last line counting the CRDs' CEL rules. Without a CRD it needs: MissingPrerequisite (exit 3)."""
     lines, evaluated, skipped = [], 0, 0
+    # The KubeRay CRDs first: without them nothing runs, so theirs is the prerequisite to name first.
+    needing = [d for _, d in docs if isinstance(d, dict) and (str(d.get("apiVersion", "")).startswith("ray.io/")
+                                                              or d.get("apiVersion") in OTHER_CRDS)]
+    for doc in sorted(needing, key=lambda d: d.get("kind") not in RAY_KINDS):
+        if doc.get("kind") in RAY_KINDS or OTHER_CRDS.get(doc["apiVersion"], ("",))[0] == doc.get("kind"):
+            _schema_of(doc)
     for where, doc in docs:
         if not isinstance(doc, dict) or "kind" not in doc or "apiVersion" not in doc:
             raise CheckError("kubernetes-schema", f"{where}: not a Kubernetes object (no kind/apiVersion)")
@@ -244,7 +262,7 @@ def check_documents(docs: list[tuple[str, dict]], k8s_version: str) -> list[str]
                                  f"{' or '.join(RAY_KINDS)}, not {doc['apiVersion']} {doc['kind']}")
             line, admission = _admitted(doc, label)
             lines += [line, check_operator_rules(admission.doc, label)]
-        elif doc["apiVersion"] == PODMONITOR_API and doc["kind"] == "PodMonitor":
+        elif OTHER_CRDS.get(doc["apiVersion"], ("",))[0] == doc["kind"]:
             line, admission = _admitted(doc, label)
             lines.append(line)
         else:
