@@ -4,6 +4,8 @@ storage, secrets, RDMA and monitoring, and the errors a bad combination gets. Pu
 from __future__ import annotations
 
 import base64
+import json
+import os
 
 import pytest
 import yaml
@@ -394,6 +396,60 @@ def test_podmonitors_scrape_ports_the_pods_really_expose():
     assert "kuberay/podmonitors.yaml" not in files
 
 
+def test_grafana_dashboard_is_rays_own_for_this_runs_cluster():
+    spec, files = render(f"monitoring.grafana_dashboard=true {VKE_TOS}", K8S_FLAVOR="vke")
+    cm = yaml.safe_load(files["kuberay/grafana.yaml"])
+    assert cm["kind"] == "ConfigMap" and cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["metadata"]["labels"]["rlaunch.io/run"] == "t1"  # make down deletes it with the run
+    (name, text), = cm["data"].items()
+    board = json.loads(text)
+    assert name == "ray-t1.json" and board["uid"] == "rlaunch-t1" and board["title"] == "Ray: rlaunch run t1"
+    assert f"rayVersion:{spec['pins']['ray']}" in board["tags"]  # Ray's generator at the pinned Ray
+    from ray.dashboard.modules.metrics import grafana_dashboard_factory as factory
+
+    rays, _ = factory.generate_default_grafana_dashboard()
+    assert [p["title"] for p in board["panels"]] == [p["title"] for p in json.loads(rays)["panels"]]
+    exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", []) if "{" in t["expr"]]  # not "100"
+    assert len(exprs) > 40 and all('ray_io_cluster=~"t1-[a-z0-9]{5}"' in e for e in exprs)  # this run's cluster
+    assert "RAY_GRAFANA_DEFAULT_DASHBOARD_GLOBAL_FILTERS" not in os.environ  # render left no trace
+    _, files = render()
+    assert "kuberay/grafana.yaml" not in files
+
+
+def test_dashboard_ingress_routes_to_the_head_services_dashboard_port_when_asked():
+    spec, files = render("monitoring.dashboard_ingress=true monitoring.ingress_class=alb "
+                         "monitoring.ingress_host=ray.example.com cluster.dashboard_port=8266")
+    ing = yaml.safe_load(files["kuberay/ingress.yaml"])
+    assert ing["spec"]["ingressClassName"] == "alb"
+    (rule,) = ing["spec"]["rules"]
+    assert rule["host"] == "ray.example.com"
+    (path,) = rule["http"]["paths"]
+    assert (path["path"], path["pathType"]) == ("/", "Prefix")
+    assert path["backend"]["service"] == {"name": kr.head_service(spec), "port": {"number": 8266}}
+    assert any("WARNING: it has no login" in line for line in kr.BACKEND.plan(spec, files))
+    _, files = render()
+    assert "kuberay/ingress.yaml" not in files
+    with pytest.raises(ConfigError, match="monitoring.ingress_class='alb'.*dashboard_ingress=true"):
+        render("monitoring.ingress_class=alb")
+
+
+def test_apmplus_tracing_hook_annotations_and_env_on_vke_only():
+    _, files = render(f"monitoring.apmplus=true {VKE_TOS}", K8S_FLAVOR="vke")
+    assert cluster(files)["headGroupSpec"]["rayStartParams"]["tracing-startup-hook"] == \
+        "tracing.setup_tracing:setup_tracing"
+    for pod in (head_pod(files), worker_group(files)["template"]):
+        assert pod["metadata"]["annotations"]["instrumentation.apmplus.volcengine.com/inject-python"] == "true"
+        env = env_of(pod)
+        assert env["PYTHONPATH"] == "/workspace/verl" and env["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] == "system_metrics"
+    assert "tracing-startup-hook" not in worker_group(files)["rayStartParams"]
+    _, files = render(VKE_TOS, K8S_FLAVOR="vke")
+    assert "apmplus" not in files["kuberay/rayjob.yaml"] and "tracing" not in files["kuberay/rayjob.yaml"]
+    with pytest.raises(ConfigError, match="monitoring.apmplus=True.*k8s_flavor=vke"):
+        render("monitoring.apmplus=true")
+    with pytest.raises(ConfigError, match="monitoring.tracing_hook='nohook'.*module:function"):
+        render(f"monitoring.apmplus=true monitoring.tracing_hook=nohook {VKE_TOS}", K8S_FLAVOR="vke")
+
+
 # ---------------------------------------------------------------- check() and plan()
 
 
@@ -462,6 +518,9 @@ def test_verl_ppo_preset_on_vke_is_two_nodes_of_two_gpus_on_a_tos_bucket():
     assert worker["resources"]["cpu"] == "30" and worker["resources"]["memory"] == "100Gi"
     assert kr._storage(spec)["kind"] == "tos"
     assert spec["paths"]["ckpt_dir"].startswith("/data/")
+    # Seed 002's observability: PodMonitors and the Grafana dashboard are on by default.
+    assert spec["monitoring"]["podmonitors"] is True and spec["monitoring"]["grafana_dashboard"] is True
+    assert spec["monitoring"]["dashboard_ingress"] is False and spec["monitoring"]["apmplus"] is False
 
 
 def test_verl_grpo_32b_preset_on_gke_is_a_cpu_head_and_four_workers_of_four_gpus():

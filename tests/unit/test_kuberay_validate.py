@@ -411,7 +411,9 @@ def golden_kuberay_cases() -> list[tuple[str, str, dict]]:
 
 @pytest.mark.parametrize(("name", "preset", "knobs"), golden_kuberay_cases(), ids=[c[0] for c in golden_kuberay_cases()])
 def test_every_rendered_kuberay_manifest_is_admitted(crds, name, preset, knobs):
-    spec = config.load(preset, {"RUN_ID": "golden", **knobs}, "monitoring.podmonitors=true")
+    knobs = dict(knobs)
+    sets = f"monitoring.podmonitors=true {knobs.pop('SET', '')}"  # a case's own overrides
+    spec = config.load(preset, {"RUN_ID": "golden", **knobs}, sets)
     files = artifacts.finish(spec, kr.BACKEND.render(spec))
     lines = v.check_documents(kr._documents(files), K8S)
     assert any("PodMonitor/" in line and "valid PodMonitor" in line for line in lines)

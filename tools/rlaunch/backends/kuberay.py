@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from .. import artifacts, pins
-from . import gke
+from . import gke, monitoring
 from ..errors import CheckError, ConfigError, MissingPrerequisite
 from ..render import render_template
 from .base import Answer, Backend, Run
@@ -69,11 +69,11 @@ TOS_CSI_DRIVER = "tos.csi.volcengine.com"
 GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
 # Order of `kubectl apply`: what the RayJob's pods reference exists before the RayJob.
 APPLY_ORDER = ["serviceaccount.yaml", "storage.yaml", "rdma.yaml", "computedomain.yaml", "podmonitors.yaml",
-               "inputs.yaml", "rayjob.yaml"]
+               "grafana.yaml", "ingress.yaml", "inputs.yaml", "rayjob.yaml"]
 # What a launch creates, by kind (the API server's names); down deletes those the server has.
 RUN_KINDS = ["rayjobs.ray.io", "jobs.batch", "configmaps", "secrets", "persistentvolumeclaims",
              "podmonitors.monitoring.coreos.com", "resourceclaimtemplates.resource.k8s.io",
-             gke.COMPUTE_DOMAIN_CRD]
+             gke.COMPUTE_DOMAIN_CRD, "ingresses.networking.k8s.io"]
 CLUSTER_KINDS = ["persistentvolumes"]
 # The inputs Job's pod: a CPU node, the hub clients' caches on its own disk (datasets converts
 # through one; model files go straight to the shared volume).
@@ -204,6 +204,7 @@ def _pod_env(spec: dict) -> list[dict]:
     if not spec["infra"]["rdma"]:
         env.append({"name": "NCCL_IB_DISABLE", "value": "1"})
     env += [{"name": k, "value": v} for k, v in gke.nccl_env(spec).items()]  # GKE: the node pool's NCCL
+    env += [{"name": k, "value": v} for k, v in monitoring.settings(spec)["env"].items()]  # APMPlus tracing
     for name in spec["secrets"]:
         env.append({"name": name, "secret": secret_name(spec)})
     return env
@@ -249,6 +250,8 @@ def _groups(spec: dict) -> tuple[dict, dict | None]:
     node = _quantities(c["cpus_per_node"], c["memory_gb"], c["gpus_per_node"], kr["ephemeral_storage_gb"])
     shm = f"{c['memory_gb'] // 3}Gi" if c["memory_gb"] >= 3 else ""
     head_params = {"dashboard-host": "0.0.0.0"}
+    if spec["monitoring"]["apmplus"]:  # seed 002: the head's hook sets up tracing in every Ray worker
+        head_params["tracing-startup-hook"] = spec["monitoring"]["tracing_hook"]
     if c["ray_port"] != 6379:
         head_params["port"] = str(c["ray_port"])
     if c["dashboard_port"] != 8265:
@@ -357,6 +360,8 @@ def context(spec: dict, files: dict[str, str] | None = None) -> dict:
         "channel_template": f"{job_name(spec)}-compute-domain-channel",
         "gpu_pods": spec["cluster"]["nodes"],
         "podmonitors": spec["monitoring"]["podmonitors"],
+        "monitoring": monitoring.settings(spec),
+        "head_service": head_service(spec),
         "vmp_label": flavor == "vke",  # VKE's managed Prometheus picks PodMonitors by this label
         "ports": {"gcs": spec["cluster"]["ray_port"], "dashboard": spec["cluster"]["dashboard_port"],
                   "client": CLIENT_PORT, "metrics": METRICS_PORT,
@@ -561,6 +566,12 @@ class KubeRay(Backend):
             files["kuberay/computedomain.yaml"] = render_template("kuberay/computedomain.yaml.j2", **ctx)
         if ctx["podmonitors"]:
             files["kuberay/podmonitors.yaml"] = render_template("kuberay/podmonitors.yaml.j2", **ctx)
+        if ctx["monitoring"]["grafana"]:
+            name, text = monitoring.grafana_dashboard(ctx["job"], spec["run"]["id"])
+            files["kuberay/grafana.yaml"] = render_template("kuberay/grafana.yaml.j2", dashboard={
+                "file": name, "json": text}, **ctx)
+        if ctx["monitoring"]["ingress"]:
+            files["kuberay/ingress.yaml"] = render_template("kuberay/ingress.yaml.j2", **ctx)
         return files
 
     def check(self, spec: dict, files: dict[str, str]) -> list[str]:
@@ -621,6 +632,17 @@ class KubeRay(Backend):
             lines.append(f"(once) grant the bucket to the service account: gcloud storage buckets "
                          f"add-iam-policy-binding gs://{bucket} --role roles/storage.objectUser --member "
                          f"serviceAccount:{spec['infra']['kuberay']['gcp_service_account']}   # used by {ksa}")
+        mon = spec["monitoring"]
+        if mon["grafana_dashboard"]:
+            cm, key = f"{name}-grafana-dashboard", f"ray-{name}.json"
+            lines.append(f"Grafana: ConfigMap {cm} (label {'='.join(monitoring.GRAFANA_LABEL)}) holds Ray's dashboard "
+                         "for this run's cluster; a dashboard sidecar loads it, or import it: kubectl get configmap "
+                         f"{cm} -n {ns} -o jsonpath='{{.data.{key.replace('.', chr(92) + '.')}}}' > {key}, data "
+                         "source: your Prometheus (VKE: the VMP workspace)")
+        if mon["dashboard_ingress"]:
+            lines.append(f"Ingress {name}-dashboard -> service {head_service(spec)}:{spec['cluster']['dashboard_port']} "
+                         "(the Ray dashboard). WARNING: it has no login; whoever reaches the Ingress can submit "
+                         "jobs: keep it private or behind your own access control")
         lines.append(f"RayJob {name}: submitter runs `ray job submit --submission-id {spec['run']['id']} -- "
                      f"bash {ARTIFACTS_MOUNT}/job.sh` on the head")
         lines.append(f"then: make status / make logs / make dashboard / make down RUN_ID={spec['run']['id']}")
