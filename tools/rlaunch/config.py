@@ -48,6 +48,8 @@ MINIMUMS: dict[str, float] = {
     "train.epochs": 1, "train.smoke_steps": 2, "rollout.tp": 1, "infra.autostop_idle_minutes": 0,
     "data.max_prompt_length": 1, "data.max_response_length": 1, "infra.kuberay.inputs_timeout_s": 1,
     "infra.kuberay.ephemeral_storage_gb": 0, "infra.kuberay.head_ephemeral_storage_gb": 0,
+    "train.log_prob_micro_batch_size_per_gpu": 0, "train.ref_log_prob_micro_batch_size_per_gpu": 0,
+    "train.max_tokens_per_mb": 0,
 }
 MAXIMUMS: dict[str, float] = {"cluster.ray_port": 65535, "cluster.dashboard_port": 65535,
                               "rollout.gpu_memory_utilization": 1.0}

@@ -22,6 +22,7 @@ AREAL_HOME = "/AReaL"  # AReaL's source in its runtime image (Dockerfile: COPY .
 ENTRY = "examples/math/gsm8k_rl.py"
 CONFIG = "areal.yaml"
 SCHEDULERS = ("local", "ray")
+MAX_TOKENS_PER_MB = 10240  # gsm8k_grpo.yaml's actor.mb_spec at the pin (train.max_tokens_per_mb: 0)
 ENGINES = {"rollout.backend": ("sglang", "vllm"), "actor.backend": ("fsdp", "megatron", "archon")}
 
 
@@ -66,7 +67,7 @@ class Areal(Framework):
         evaluate = {"freq_epochs": 1, "freq_steps": None, "freq_secs": None}
         if train["smoke"]:  # SMOKE=1: a few steps, evaluated and saved from step 1 on
             freq = evaluate = {"freq_epochs": None, "freq_steps": 1, "freq_secs": None}
-        mb = {"max_tokens_per_mb": 10240, "packing_algorithm": "ffd"}
+        mb = {"max_tokens_per_mb": train["max_tokens_per_mb"] or MAX_TOKENS_PER_MB, "packing_algorithm": "ffd"}
         rollout_backend, actor_backend = self.backends(spec)
         dataset = self.dataset_path(spec)
         return {
@@ -208,6 +209,11 @@ class Areal(Framework):
         if (batch * n) % dp:
             raise ConfigError("train.batch_size", batch, f"batch x n_samples ({batch} x {n}) divisible by the "
                               f"actor's {dp} data-parallel GPUs")
+        tokens = spec["train"]["max_tokens_per_mb"] or MAX_TOKENS_PER_MB
+        longest = spec["data"]["max_prompt_length"] + spec["data"]["max_response_length"]
+        if tokens < longest:
+            raise ConfigError("train.max_tokens_per_mb", tokens, f">= one whole sequence, data.max_prompt_length + "
+                              f"data.max_response_length = {longest} (AReaL packs sequences into micro-batches)")
         if spec["train"]["mini_batch_size"] > batch:
             raise ConfigError("train.mini_batch_size", spec["train"]["mini_batch_size"],
                               f"<= the train batch (train.batch_size={batch})")

@@ -44,6 +44,8 @@ class Verl(Framework):
         ppo = algo["adv_estimator"] == "gae"
         loggers = ["console", "file"] + (["wandb"] if spec["logging"]["wandb"] else [])
         micro = train["micro_batch_size_per_gpu"]
+        log_prob = train["log_prob_micro_batch_size_per_gpu"] or micro  # 0: the actor's micro-batch
+        ref_log_prob = train["ref_log_prob_micro_batch_size_per_gpu"] or micro
         out = [
             f"algorithm.adv_estimator={algo['adv_estimator']}",
             f"data.train_files={ddir}/train.parquet",
@@ -63,8 +65,8 @@ class Verl(Framework):
             f"actor_rollout_ref.rollout.n={algo['group_size']}",
             f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout['tp']}",
             f"actor_rollout_ref.rollout.gpu_memory_utilization={rollout['gpu_memory_utilization']}",
-            f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
-            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
+            f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={log_prob}",
+            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={ref_log_prob}",
             f"algorithm.kl_ctrl.kl_coef={algo['kl_coef']}",
             # KL either in the loss or in the reward, never both.
             f"algorithm.use_kl_in_reward={_b(ppo and not algo['use_kl_loss'])}",
