@@ -45,6 +45,11 @@ keep_plan() {
 }
 
 job() {
+  # A real run never resumes from a smoke run's directory (its checkpoints are a few steps' worth).
+  if [[ -e "$RUN_DIR/SMOKE" ]]; then
+    say "$RUN_DIR is a smoke run's (it holds SMOKE): a real run never resumes from it; launch with another RUN_ID" >&2
+    return 2
+  fi
   keep_plan
   say "plan, spec and this log are kept in $RUN_DIR"
   say 'accelerator rule a100-flash-attn-4 on every node'
@@ -52,6 +57,13 @@ job() {
   if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
     say "preflight on every node"
     "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
+    # Where the job's env left GLOO/NCCL_SOCKET_IFNAME unset, the interface preflight picked (each
+    # node's route to the head): for this driver, and through the job's runtime env (which also holds
+    # its secrets: it only passes through this pipe) for every Ray worker the framework starts.
+    while IFS= read -r -d '' pair; do
+      export "${pair?}"
+      if [[ "${pair%%=*}" == *_SOCKET_IFNAME ]]; then say "preflight picked ${pair}"; fi
+    done < <("$RLAUNCH_PYTHON" -m rlaunch.verify.collective exports "$RUN_DIR/preflight.json")
   fi
 
   say 'starting rlinf: python /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839/examples/reasoning/main_grpo.py --config-path ${RLAUNCH_ARTIFACTS}/rlinf --config-name rlaunch-grpo'

@@ -39,11 +39,23 @@ keep_plan() {
 }
 
 job() {
+  # A real run never resumes from a smoke run's directory (its checkpoints are a few steps' worth).
+  if [[ -e "$RUN_DIR/SMOKE" ]]; then
+    say "$RUN_DIR is a smoke run's (it holds SMOKE): a real run never resumes from it; launch with another RUN_ID" >&2
+    return 2
+  fi
   keep_plan
   say "plan, spec and this log are kept in $RUN_DIR"
   if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
     say "preflight on every node"
     "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
+    # Where the job's env left GLOO/NCCL_SOCKET_IFNAME unset, the interface preflight picked (each
+    # node's route to the head): for this driver, and through the job's runtime env (which also holds
+    # its secrets: it only passes through this pipe) for every Ray worker the framework starts.
+    while IFS= read -r -d '' pair; do
+      export "${pair?}"
+      if [[ "${pair%%=*}" == *_SOCKET_IFNAME ]]; then say "preflight picked ${pair}"; fi
+    done < <("$RLAUNCH_PYTHON" -m rlaunch.verify.collective exports "$RUN_DIR/preflight.json")
   fi
 
   say 'starting verl: python3 -m verl.trainer.main_ppo algorithm.adv_estimator=gae data.train_files=/data/data/gsm8k/cc7b047b6e5b/train.parquet data.val_files=/data/data/gsm8k/cc7b047b6e5b/test.parquet data.train_batch_size=256 data.max_prompt_length=512 data.max_response_length=256 data.filter_overlong_prompts=True data.truncation=error actor_rollout_ref.model.path=/data/models/qwen2.5-0.5b-instruct/7ae557604adf actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.actor.use_kl_loss=False actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=1 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 algorithm.kl_ctrl.kl_coef=0.001 algorithm.use_kl_in_reward=True critic.optim.lr=1e-05 critic.model.path=/data/models/qwen2.5-0.5b-instruct/7ae557604adf critic.ppo_micro_batch_size_per_gpu=4 trainer.logger=[console,file] trainer.project_name=rlaunch trainer.experiment_name=verl-ppo-gsm8k-0-5b trainer.nnodes=2 trainer.n_gpus_per_node=2 trainer.default_local_dir=/data/runs/verl-ppo-gsm8k-0-5b/golden/checkpoints trainer.save_freq=10 trainer.test_freq=10 trainer.total_epochs=15 trainer.val_before_train=False hydra.run.dir=/data/runs/verl-ppo-gsm8k-0-5b/golden/hydra'
