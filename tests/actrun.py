@@ -33,7 +33,7 @@ Arguments of run_workflow:
     env        extra environment of every step (act --env); the steps otherwise get a clean one:
                PATH (stubs first, then this PATH without the repository's .venv, as a fresh runner
                has no venv), HOME=<tmp>/act/home (so pip's cache is empty: pass PIP_CACHE_DIR to reuse
-               one), LANG, and RLAUNCH_ACT_UPLOADS
+               one), LANG, RLAUNCH_ACT_UPLOADS, and the machine's TLS trust settings (MACHINE_TLS_ENV)
     secrets    ${{ secrets.* }} (written to a secret file, never into argv); variables: ${{ vars.* }}
     stubs      {name: Stub(...) | script text}: executables first on PATH; a Stub records each call
                and answers by its arguments' first words (replies=), else with stdout/stderr/exit
@@ -176,6 +176,9 @@ def _uses_and_labels(path: Path) -> tuple[set[str], set[str]]:
     return uses, labels
 
 
+MACHINE_TLS_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE")
+
+
 def _dotenv(values: dict[str, str]) -> str:
     # act reads the secret file as dotenv: double-quoted values with \n, \" and \\ escapes.
     def quote(v: str) -> str:
@@ -239,6 +242,9 @@ def run_workflow(workflow: str | Path, inputs: dict | None = None, *, tmp: Path,
                                  and (user is None or _searchable_by_others(p))]
     proc_env = {"PATH": os.pathsep.join(path_dirs), "HOME": str(home),
                 "LANG": os.environ.get("LANG", "C.UTF-8"), "RLAUNCH_ACT_UPLOADS": str(uploads)}
+    # The machine's own trust store settings, as a runner's image has them: behind a TLS-inspecting
+    # proxy uv (unlike pip, which reads /etc/pip.conf) reaches the package index only through these.
+    proc_env |= {k: os.environ[k] for k in MACHINE_TLS_ENV if k in os.environ}
     as_user = {}
     if user is not None:  # the harness's own files too: a runner's user owns its workspace
         import pwd
