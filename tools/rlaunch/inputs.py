@@ -128,10 +128,12 @@ def of(spec: dict) -> list[Input]:
 
 
 def check(spec: dict) -> None:
-    """The user's input directories are on the storage every node shares (the config's path rule has
-    already made data.path absolute)."""
+    """The user's input paths are absolute and on the storage every node shares."""
     mount = spec["storage"]["mount"].rstrip("/")
     for key, path in (("model.path", spec["model"]["path"]), ("data.path", spec["data"]["path"])):
+        if key == "data.path" and path and not _is_dir(path):
+            raise ConfigError(key, path, f"an absolute directory under storage.mount={mount} (where the "
+                              "dataset already is), or empty for the pinned dataset")
         if _is_dir(path) and not os.path.normpath(path).startswith(mount + "/"):
             raise ConfigError(key, path, f"a directory under storage.mount={mount}: every node and the "
                               "inputs step read it from the shared storage")
