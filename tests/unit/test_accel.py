@@ -29,6 +29,7 @@ def test_the_rule_applies_to_rlinf_on_a100_only():
     assert [r.name for r in rules.rules_for(spec)] == ["a100-flash-attn-4"]
     assert RULE.hide == ("flash-attn-4",) and RULE.compute_capability == "8.0"
     assert RULE.imports == ("transformer_engine.pytorch", "sglang")
+    spec = spec.dump()  # spec.json's data, as the nodes read it
     spec["cluster"]["accelerator"] = "H100"
     assert rules.rules_for(spec) == []
     verl = config.load("verl-ppo-gsm8k-0.5b", {"INFRA": "gcp", "ACCELERATOR": "A100", "RUN_ID": "t-accel"})
@@ -143,7 +144,7 @@ def test_verdict_names_the_node_and_the_known_cause():
 def _spec_file(tmp_path: Path, preset: str, knobs: dict) -> Path:
     spec = config.load(preset, {"RUN_ID": "t-accel", **knobs}, f"storage.mount={tmp_path}")
     path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec))
+    path.write_text(json.dumps(spec.dump()))
     return path
 
 

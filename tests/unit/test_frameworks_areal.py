@@ -52,7 +52,7 @@ def test_spec_values_reach_the_experiment():
 
 def test_env_and_setup():
     spec, fw, _, _ = render()
-    env = fw.env(spec)
+    env = frameworks.job_env(spec)
     assert env["USER"] and env["NCCL_IB_DISABLE"] == "1"
     assert "--snapshot" in fw.setup(spec)[0]
 

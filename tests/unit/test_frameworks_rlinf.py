@@ -42,8 +42,7 @@ def test_outputs_land_in_the_run_dir():
 
 def test_comma_placement_goes_into_the_yaml():
     """The reason for the file: 'actor,rollout' cannot go on Hydra's command line."""
-    spec = config.load(PRESET)
-    spec["framework"]["overrides"] = ['cluster.component_placement={"actor,rollout": 0-3, reward: 0}']
+    spec = config.load(PRESET, {}, ["""framework.overrides=['cluster.component_placement={"actor,rollout": 0-3, reward: 0}']"""])
     cfg = yaml.safe_load(frameworks.get("rlinf").files(spec)["rlinf/rlaunch-grpo.yaml"])
     assert cfg["cluster"]["component_placement"] == {"actor,rollout": "0-3", "reward": 0}
     frameworks.get("rlinf").check(spec)
@@ -51,7 +50,7 @@ def test_comma_placement_goes_into_the_yaml():
 
 def test_no_rdma_disables_infiniband_and_scales():
     spec, fw, _, cfg = render(GPUS_PER_NODE="4")
-    assert fw.env(spec)["NCCL_IB_DISABLE"] == "1"
+    assert frameworks.job_env(spec)["NCCL_IB_DISABLE"] == "1"
     assert cfg["cluster"]["component_placement"]["actor"] == "4-7"
     spec, fw, _, _ = render(RDMA="1")
     assert "NCCL_IB_DISABLE" not in fw.env(spec)

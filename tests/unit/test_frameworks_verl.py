@@ -62,9 +62,9 @@ def test_file_logger_always_wandb_only_when_asked():
 
 def test_spot_resumes_and_rdma_keeps_infiniband():
     spec, fw, _, o = render("verl-ppo-gsm8k-0.5b")
-    assert "trainer.resume_mode" not in o and fw.env(spec)["NCCL_IB_DISABLE"] == "1"
+    assert "trainer.resume_mode" not in o and frameworks.job_env(spec)["NCCL_IB_DISABLE"] == "1"
     spec, fw, _, o = render("verl-ppo-gsm8k-0.5b", SPOT="1", RDMA="1")
-    assert o["trainer.resume_mode"] == "auto" and "NCCL_IB_DISABLE" not in fw.env(spec)
+    assert o["trainer.resume_mode"] == "auto" and "NCCL_IB_DISABLE" not in frameworks.job_env(spec)
 
 
 def test_rollout_named_and_user_overrides_last():

@@ -91,9 +91,9 @@ def test_cpu_head_keeps_ray_cpus_where_the_framework_needs_them_on_the_head():
                        "cluster.cpu_head=true infra.kuberay.head_cpus=12")
     head, _ = kr._groups(spec)
     assert head["params"]["num-cpus"] == "12"
-    spec["infra"]["kuberay"]["head_cpus"] = 8
     with pytest.raises(ConfigError, match="infra.kuberay.head_cpus"):
-        kr._groups(spec)
+        config.load("rehearsal", {"INFRA": "kuberay", "RUN_ID": "t1", "FRAMEWORK": "verl"},
+                    "cluster.cpu_head=true infra.kuberay.head_cpus=8")
 
 
 def test_one_node_without_cpu_head_has_no_worker_group():

@@ -101,6 +101,7 @@ def test_one_odd_node_is_named(gpu_spec, odd, name, needle):
 
 def test_rdma_does_not_need_nccl_ib_disable(gpu_spec):
     gpu_spec["infra"]["rdma"] = True
+    runtrees.rederive(gpu_spec)
     assert not failures(evaluate(gpu_spec, [probe(i, gpus=8, env={}) for i in (1, 2, 3)]))
 
 
@@ -159,6 +160,7 @@ def test_missing_node_and_silent_probe(gpu_spec):
 def test_kuberay_cpu_head_counts_as_a_node_without_gpus(gpu_spec):
     gpu_spec["infra"]["name"] = "kuberay"
     gpu_spec["cluster"].update(cpu_head=True, nodes=2)
+    runtrees.rederive(gpu_spec)
     assert preflight.expected_nodes(gpu_spec) == 3
     probes = [probe(1, gpus=0), probe(2, gpus=8), probe(3, gpus=8)]
     assert not failures(evaluate(gpu_spec, probes))
@@ -173,6 +175,7 @@ def test_trl_needs_a_cpu_on_every_node_but_a_kuberay_cpu_only_head(tmp_path):
     assert bad["ray cpus"]["node"] == "10.0.0.1" and "every node" in bad["ray cpus"]["detail"]
     spec["infra"]["name"] = "kuberay"
     spec["cluster"]["cpu_head"] = True
+    runtrees.rederive(spec)
     assert "ray cpus" not in failures(preflight.evaluate(spec, nodes, {p["node_id"]: p for p in probes},
                                                          peers(3), 3, []))
     nodes[2]["cpus"] = 0  # a worker without CPUs still fails, named

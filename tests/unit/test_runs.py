@@ -117,7 +117,7 @@ def test_aistudio_finds_launches_on_the_storage_and_reads_their_state(tmp_path):
     spec = config.load("rehearsal", {"INFRA": "aistudio", "RUN_ID": "ai-1", "WORK_ROOT": str(tmp_path)})
     launch = tmp_path / aistudio.launch_rel(spec)
     launch.mkdir(parents=True)
-    (launch / "spec.json").write_text(json.dumps({**spec, "infra": {**spec["infra"], "install_root": "/elsewhere"}}))
+    (launch / "spec.json").write_text(json.dumps({**spec.dump(), "infra": {**spec["infra"].dump(), "install_root": "/elsewhere"}}))
     other = config.load("", {"INFRA": "aistudio", "RUN_ID": "other", "WORK_ROOT": str(tmp_path)})
 
     found = aistudio.BACKEND.find(spec)
@@ -188,7 +188,7 @@ def test_age(seconds, text):
 
 def test_the_cache_is_used_for_its_infra_and_the_id_alone_otherwise(tmp_path):
     spec = config.load("rehearsal", {"INFRA": "gcp", "RUN_ID": "c-1"}, f"run.out={tmp_path}")
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    (tmp_path / "spec.json").write_text(spec.json_text())
     which = cli.Cli()._which
     assert which(OUT=str(tmp_path)) == (spec, tmp_path)
     assert which(OUT=str(tmp_path), INFRA="gcp") == (spec, tmp_path)

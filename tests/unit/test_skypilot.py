@@ -310,8 +310,7 @@ def test_artifacts_mount_must_be_the_rendered_directory():
     task["file_mounts"]["/rlaunch/run"] = "/somewhere/else"
     with pytest.raises(CheckError, match="not the rendered artifacts"):
         storage_check(spec, task, files)
-    overlapping = copy.deepcopy(spec)
-    overlapping["storage"]["mount"] = "/rlaunch"
+    overlapping = spec_for(SET="storage.mount=/rlaunch")
     with pytest.raises(CheckError, match="overlaps"):
         storage_check(overlapping, task | {"file_mounts": {"/rlaunch": {}, **task["file_mounts"]}}, files)
 

@@ -58,7 +58,7 @@ def test_report_extrapolates_the_full_run_from_the_steady_speed(tmp_path):
 
 
 def test_a_real_run_never_resumes_from_a_smoke_directory_and_back(tmp_path, monkeypatch):
-    spec = spec_of("rehearsal", RUN_ID="guard")
+    spec = spec_of("rehearsal", RUN_ID="guard").dump()  # spec.json's data, changed below
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     spec["paths"]["run_dir"] = str(run_dir)

@@ -21,7 +21,7 @@ def run(tmp_path):
     run_dir = tmp_path / "storage" / "runs" / "rehearsal" / "t-sum"
     run_dir.mkdir(parents=True)
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "spec.json").write_text(json.dumps(spec))
+    (tmp_path / "out" / "spec.json").write_text(json.dumps(spec.dump()))
     (run_dir / "preflight.json").write_text(json.dumps({"passed": True, "nodes": ["a", "b"]}))
     (run_dir / "train_summary.json").write_text(json.dumps({
         "num_workers": 2, "worker_nodes": ["10.0.0.1", "10.0.0.2"], "steps": 300, "target_steps": 300,

@@ -5,23 +5,23 @@ from __future__ import annotations
 
 import json
 
-from . import frameworks, inputs
+from . import frameworks
 from .frameworks import accel
 from .render import header, parse_back, render_template, with_header
 
 
-def spec_json(spec: dict) -> str:
-    return json.dumps(spec, indent=2, sort_keys=True) + "\n"
+def spec_json(spec) -> str:
+    return spec.json_text() if hasattr(spec, "json_text") else json.dumps(spec, indent=2, sort_keys=True) + "\n"
 
 
 def common(spec: dict) -> dict[str, str]:
     fw = frameworks.get(spec["framework"]["name"])
     fw.check(spec)
-    inputs.check(spec)
     files = {"spec.json": spec_json(spec)}
     files.update(fw.files(spec))
     files["job.sh"] = render_template(
-        "common/job.sh.j2", spec=spec, command=fw.command(spec), env=fw.env(spec), rules=accel.rules_for(spec))
+        "common/job.sh.j2", spec=spec, command=fw.command(spec), env=frameworks.job_env(spec),
+        rules=accel.rules_for(spec))
     return files
 
 

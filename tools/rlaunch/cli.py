@@ -159,7 +159,9 @@ class Cli:
         spec_path = out_dir / "spec.json"
         if not spec_path.exists():
             return None, out_dir
-        return json.loads(spec_path.read_text()), out_dir
+        from .spec import Spec
+
+        return Spec.read(spec_path), out_dir
 
     def _which(self, RUN_ID="", OUT="", PRESET="", SET="", **knobs) -> tuple[dict, Path | None]:  # noqa: N803
         """The run to act on, and its artifacts on this machine (None: known by its id alone).
@@ -289,7 +291,7 @@ class Cli:
 
     def config(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
         """Print the merged, validated spec as JSON."""
-        print(json.dumps(_spec(PRESET, SET, OUT, knobs), indent=2, sort_keys=True))
+        print(_spec(PRESET, SET, OUT, knobs).json_text(), end="")
 
 
 def _smoke_guard(spec: dict) -> None:

@@ -1,60 +1,32 @@
-"""Layered experiment config: load, merge, override, validate once, derive paths and pins.
+"""Layered experiment config: load, merge, override, validate once, derive what follows from it.
 
 Layers, later wins:
     configs/defaults.yaml -> infra/<infra>.yaml -> algo/<algo>.yaml -> framework/<framework>.yaml
     -> presets/<preset>.yaml -> presets/<preset>@<infra>.yaml (if any: the preset's shape on that
     infrastructure) -> knobs (NODES=, GPUS_PER_NODE=, ...) -> SET="dotted.key=value ..."
 
-defaults.yaml lists every key that exists, and its value's type is the key's type; ENUMS and MINIMUMS
-below add what a default cannot say. The merged result is validated by one JSON Schema built from
-those, and every failure becomes one ConfigError naming the key, the value and what is allowed.
+defaults.yaml gives every key its first value; rlaunch.spec's models say what each key may be (type,
+allowed values, bounds) and refuse any other key. `load` merges the layers, validates the result once
+(every failure one ConfigError naming the key, the value, where it came from and what is allowed),
+then `derive` computes what follows from it (names, paths, pins, the Ray and NCCL facts), each fact
+once, into the frozen Spec everything else reads.
 """
 
 from __future__ import annotations
 
 import copy
 import datetime as _dt
-import difflib
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from . import CONFIGS, ROOT, images, knobs as _knobs, pins
+from . import CONFIGS, ROOT, images, inputs, knobs as _knobs, pins, spec
 from .errors import ConfigError
 from .knobs import KNOBS, RUN_ID_RE  # noqa: F401 - re-exported: the CLI and tests read them here
+from .spec import ENUMS, SECRET_NAME, Spec  # noqa: F401 - re-exported
 
-ENUMS: dict[str, list] = {
-    "infra.name": _knobs.INFRAS,
-    "infra.k8s_flavor": ["generic", "gke", "vke"],
-    "framework.name": ["trl", "verl", "areal", "rlinf"],
-    "framework.image": ["official", "rlaunch"],
-    "algo.name": _knobs.ALGOS,
-    "algo.adv_estimator": [
-        "gae", "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax",
-        "opo", "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized",
-    ],
-    "data.dataset": ["gsm8k", "math", "boba", "digits"],
-    "rollout.backend": ["vllm", "sglang", "hf"],
-    "storage.mode": ["MOUNT", "COPY", "MOUNT_CACHED"],
-    "storage.store": ["", "gcs", "s3", "azure", "r2", "ibm", "oci"],
-}
-MINIMUMS: dict[str, float] = {
-    "cluster.nodes": 1, "cluster.gpus_per_node": 0, "cluster.cpus_per_node": 0,
-    "cluster.memory_gb": 0, "cluster.disk_gb": 1, "cluster.ray_port": 1, "cluster.dashboard_port": 1,
-    "cluster.formation_timeout_s": 1, "algo.group_size": 1, "train.batch_size": 1,
-    "train.mini_batch_size": 1, "train.micro_batch_size_per_gpu": 1, "train.steps": 0,
-    "train.epochs": 1, "train.smoke_steps": 2, "rollout.tp": 1, "infra.autostop_idle_minutes": 0,
-    "data.max_prompt_length": 1, "data.max_response_length": 1, "infra.kuberay.inputs_timeout_s": 1,
-    "infra.kuberay.ephemeral_storage_gb": 0, "infra.kuberay.head_ephemeral_storage_gb": 0,
-    "train.log_prob_micro_batch_size_per_gpu": 0, "train.ref_log_prob_micro_batch_size_per_gpu": 0,
-    "train.max_tokens_per_mb": 0,
-}
-MAXIMUMS: dict[str, float] = {"cluster.ray_port": 65535, "cluster.dashboard_port": 65535,
-                              "rollout.gpu_memory_utilization": 1.0}
-# Only these look like secrets; the config may name them, never hold them.
-SECRET_NAME = r"^[A-Z][A-Z0-9_]*$"
 # Kubernetes object names, as its API server checks them (apimachinery IsDNS1123Label and
 # IsDNS1123Subdomain); kubectl would refuse any other only at launch.
 DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -139,20 +111,16 @@ def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def parse_assignment(text: str, source: str, defaults: dict | None = None) -> tuple[str, Any]:
+def parse_assignment(text: str, source: str) -> tuple[str, Any]:
     """'a.b=value' -> ('a.b', value), the value read as YAML (3 -> int, true -> bool, [a,b] -> list).
 
-    With `defaults`, a key whose default is a string takes the text exactly as given: YAML would drop
-    quotes and '#...' and turn 1e5 into a number."""
+    A string key takes the text exactly as given: YAML would drop quotes and '#...' and turn 1e5
+    into a number."""
     key, sep, raw = text.partition("=")
     if not sep or not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*", key):
         raise ConfigError(text, text, "an override is dotted.key=value, e.g. cluster.nodes=4", source)
-    if defaults is not None:
-        try:
-            if isinstance(_get(defaults, key), str):
-                return key, raw
-        except KeyError:
-            pass  # an unknown key: validation names it
+    if spec.is_text(key):
+        return key, raw
     try:
         value = yaml.safe_load(raw) if raw != "" else ""
     except yaml.YAMLError:
@@ -170,118 +138,35 @@ def _set(tree: dict, dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
-def _schema_for(value: Any, key: str) -> dict:
-    if isinstance(value, bool):
-        return {"type": "boolean"}
-    if isinstance(value, int):
-        schema: dict = {"type": "integer"}
-    elif isinstance(value, float):
-        schema = {"type": "number"}
-    elif isinstance(value, str):
-        schema = {"type": "string"}
-    elif isinstance(value, list):
-        return {"type": "array", "items": {"type": "string"}}
-    elif isinstance(value, dict):
-        return {
-            "type": "object", "additionalProperties": False,
-            "properties": {k: _schema_for(v, f"{key}.{k}" if key else k) for k, v in value.items()},
-        }
-    else:
-        raise TypeError(f"defaults.yaml: {key} has no usable default ({value!r})")
-    if key in ENUMS:
-        schema["enum"] = ENUMS[key]
-    if key in MINIMUMS:
-        schema["minimum"] = MINIMUMS[key]
-    if key in MAXIMUMS:
-        schema["maximum"] = MAXIMUMS[key]
-    return schema
+def validate(cfg: dict, sources: dict[str, str] | None = None) -> spec.Config:
+    """The merged config as a typed, frozen Config; the first problem raises one ConfigError."""
+    from pydantic import ValidationError
+
+    try:
+        return spec.Config.model_validate(cfg)
+    except ValidationError as err:
+        raise _config_error(err.errors(), sources or {}) from None
 
 
-def schema(defaults: dict | None = None) -> dict:
-    """The JSON Schema of a merged config, built from defaults.yaml plus ENUMS/MINIMUMS."""
-    tree = _schema_for(defaults if defaults is not None else read_defaults(), "")
-    tree["properties"]["secrets"] = {"type": "array", "items": {"type": "string", "pattern": SECRET_NAME}}
-    return tree
+def _config_error(errors: list[dict], sources: dict[str, str]) -> ConfigError:
+    """One line for pydantic's findings: the key, the value, where it came from, what is allowed.
 
+    An unknown key first (a typo is the most common mistake, and it deserves a suggestion); else the
+    first problem by key."""
+    def key_of(error: dict) -> str:
+        return ".".join(str(p) for p in error["loc"] if not isinstance(p, int)) or "config"
 
-def _describe(schema_node: dict) -> str:
-    if "enum" in schema_node:
-        return "one of " + ", ".join(repr(v) if v == "" else str(v) for v in schema_node["enum"])
-    kind = {"integer": "an integer", "number": "a number", "boolean": "true or false",
-            "string": "a string", "array": "a list of strings", "object": "a mapping"}[schema_node["type"]]
-    bounds = []
-    if "minimum" in schema_node:
-        bounds.append(f">= {schema_node['minimum']:g}")
-    if "maximum" in schema_node:
-        bounds.append(f"<= {schema_node['maximum']:g}")
-    return kind + (" " + " and ".join(bounds) if bounds else "")
-
-
-def _coerce(value: Any, schema_node: dict) -> Any:
-    """YAML reads 1e-6 as a string and 5 as an int where a number is wanted: accept both."""
-    kind = schema_node.get("type")
-    if kind == "boolean" and value in (0, 1, "0", "1") and not isinstance(value, bool):
-        return bool(int(value))  # SPOT=1, RDMA=0
-    if kind == "number" and isinstance(value, (int, str)) and not isinstance(value, bool):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    if kind == "string" and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    return value
-
-
-def validate(cfg: dict, sources: dict[str, str] | None = None, defaults: dict | None = None) -> dict:
-    """Check every key against the schema; the first problem raises one ConfigError."""
-    import jsonschema  # pure-python; only validation needs it
-
-    sources = sources or {}
-    sch = schema(defaults)
-    flat_schema = _flat_schema(sch)
-    # Unknown keys first: a typo is the most common mistake, and it deserves a suggestion.
-    for key, value in _flat(cfg).items():
-        if key in flat_schema or _parent_is_leaf(key, flat_schema):
-            continue
-        close = difflib.get_close_matches(key, list(flat_schema), n=1)
-        hint = f"unknown key; did you mean '{close[0]}'?" if close else "unknown key"
-        raise ConfigError(key, value, hint, sources.get(key, ""))
-    for key, node in flat_schema.items():
-        try:
-            current = _get(cfg, key)
-        except KeyError:
-            continue
-        if isinstance(current, dict) and node.get("type") != "object":
-            raise ConfigError(key, current, _describe(node), sources.get(key, ""))
-        _set(cfg, key, _coerce(current, node))
-    validator = jsonschema.Draft202012Validator(sch)
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
-    if errors:
-        err = errors[0]
-        key = ".".join(str(p) for p in err.absolute_path if not isinstance(p, int)) or "config"
-        node = flat_schema.get(key, err.schema)
-        if key == "secrets":
-            allowed = "env var names (UPPER_CASE), never values"
-        else:
-            allowed = _describe(node) if "type" in node else err.message
-        raise ConfigError(key, err.instance, allowed, sources.get(key, ""))
-    return cfg
-
-
-def _flat_schema(sch: dict, prefix: str = "") -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    for key, node in sch.get("properties", {}).items():
-        dotted = f"{prefix}{key}"
-        if node.get("type") == "object":
-            out.update(_flat_schema(node, dotted + "."))
-        else:
-            out[dotted] = node
-    return out
-
-
-def _parent_is_leaf(key: str, flat_schema: dict) -> bool:
-    parts = key.split(".")
-    return any(".".join(parts[:i]) in flat_schema for i in range(1, len(parts)))
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:
+        key = key_of(unknown[0])
+        return ConfigError(key, unknown[0]["input"], spec.suggest(key), sources.get(key, ""))
+    first = min(errors, key=lambda e: [str(p) for p in e["loc"]])
+    key = key_of(first)
+    if key in spec.SECTIONS and first["type"] == "model_type":
+        # `SET=cluster=3`: a value where a section stands is a key that does not exist.
+        return ConfigError(key, first["input"], spec.suggest(key), sources.get(key, ""))
+    allowed = spec.describe(key) if key in spec.KEYS or key in spec.SECTIONS else first["msg"]
+    return ConfigError(key, first["input"], allowed, sources.get(key, ""))
 
 
 def _get(tree: dict, dotted: str) -> Any:
@@ -319,7 +204,7 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
             raise ConfigError(name, knobs[name], "a knob is one of " + ", ".join(KNOBS))
     defaults = read_defaults()
     items = _knobs.split_set(overrides) if isinstance(overrides, str) else list(overrides)
-    sets = dict(parse_assignment(item, "SET", defaults) for item in items)
+    sets = dict(parse_assignment(item, "SET") for item in items)
     if not preset:
         algo = sets.get("algo.name") or knobs.get("ALGO") or "grpo"
         infra = sets.get("infra.name") or knobs.get("INFRA") or "local"
@@ -353,7 +238,7 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
     sources.update({k: f"configs/presets/{overlay_name}.yaml" for k in _flat(overlay)})
     for knob, value in knobs.items():
         key = KNOBS[knob]
-        _set(cfg, key, parse_assignment(f"{key}={value}", knob, defaults)[1])
+        _set(cfg, key, parse_assignment(f"{key}={value}", knob)[1])
         sources[key] = knob
     for key, value in sets.items():
         _set(cfg, key, value)
@@ -361,49 +246,47 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
     for key, value in names.items():
         _set(cfg, key, value)
 
-    validate(cfg, sources, defaults)
-    return derive(cfg, preset, sources, now)
+    return derive(validate(cfg, sources), preset, sources, now)
 
 
-def derive(cfg: dict, preset: str, sources: dict[str, str], now: _dt.datetime | None = None) -> dict:
-    """Fill what follows from the config: names, run id, paths on shared storage, pins."""
-    spec = copy.deepcopy(cfg)
-    spec["preset"] = preset
-    run = spec["run"]
+def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.datetime | None = None) -> Spec:
+    """What follows from the config, each fact decided once: the run's names and id, the shared
+    storage's paths, the pins, and the Ray and NCCL facts; the cross-key rules along the way."""
+    data = config.dump()
+    data["preset"] = preset
+    run = data["run"]
     run["name"] = run["name"] or re.sub(r"[^a-z0-9-]+", "-", preset.lower())  # 0.5b -> 0-5b
     if not run["id"]:
         stamp = (now or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y%m%d-%H%M%S")
         # A smoke run's id says so: a real run's default id never names its directory.
-        run["id"] = f"{run['name']}-{'smoke-' if spec['train']['smoke'] else ''}{stamp}"
-    problem = _knobs.run_id_problem(run["id"])
-    if problem:
-        raise ConfigError("run.id", run["id"], problem, sources.get("run.id", ""))
+        run["id"] = f"{run['name']}-{'smoke-' if data['train']['smoke'] else ''}{stamp}"
+    # The one run-id rule (rlaunch.knobs): it names clusters, namespaces and Kubernetes objects.
+    _check(_knobs.run_id_problem, "run.id", run["id"], sources)
     if not re.fullmatch(RUN_ID_RE, run["name"]):
         raise ConfigError("run.name", run["name"], "lower-case letters, digits and '-'",
                           sources.get("run.name", ""))
     run["out"] = run["out"] or str(ROOT / "build" / run["id"])
     _check(_knobs.out_problem, "run.out", run["out"], sources)
 
-    storage = spec["storage"]
+    infra, storage, cluster = data["infra"], data["storage"], data["cluster"]
     mount = storage["mount"]
-    if spec["infra"]["name"] == "local" and not mount.startswith("/") and sources.get("storage.mount") != "WORK_ROOT":
+    if infra["name"] == "local" and not mount.startswith("/") and sources.get("storage.mount") != "WORK_ROOT":
         mount = str(ROOT / mount)  # local: the repo's build/ is the shared storage
     else:
         _check(_knobs.path_problem, "storage.mount", mount, sources)
     mount = storage["mount"] = mount.rstrip("/")
-    if spec["infra"]["install_root"]:
-        _check(_knobs.path_problem, "infra.install_root", spec["infra"]["install_root"], sources)
+    if infra["install_root"]:
+        _check(_knobs.path_problem, "infra.install_root", infra["install_root"], sources)
     if storage["source"] and storage["bucket"]:
         raise ConfigError("storage.bucket", storage["bucket"],
                           "empty when storage.source is set (mount an existing bucket, or create one)")
     if storage["bucket"] and not storage["store"]:
         raise ConfigError("storage.store", "", "a store (gcs, s3, azure, r2, ibm, oci) for the new bucket "
                           f"'{storage['bucket']}'")
-    _check_sky_infra(spec["infra"], sources)
-    _check_source(spec, sources)
-    _check_k8s_names(spec, sources)
+    _check_sky_infra(infra, sources)
+    _check_source(data, sources)
+    _check_k8s_names(data, sources)
 
-    cluster = spec["cluster"]
     if cluster["accelerator"]:
         _check(_knobs.accelerator_problem, "cluster.accelerator", cluster["accelerator"], sources)
         if cluster["gpus_per_node"] == 0 and sources.get("cluster.accelerator") == "ACCELERATOR":
@@ -412,32 +295,70 @@ def derive(cfg: dict, preset: str, sources: dict[str, str], now: _dt.datetime | 
     if cluster["gpus_per_node"] > 0 and not cluster["accelerator"]:
         raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
                           f"cluster.gpus_per_node={cluster['gpus_per_node']}")
-    for name in spec["secrets"]:
-        if not re.fullmatch(SECRET_NAME, name):
-            raise ConfigError("secrets", name, "env var names (UPPER_CASE), never values")
 
-    run_dir = f"{mount}/runs/{run['name']}/{run['id']}"
-    model_name = spec["model"]["name"]
-    spec["pins"] = _pins(spec)
-    # Inputs laid out otherwise (seed 003's models/modelscope/<org>/<name>/<revision>): an absolute
-    # model.path or a data.path is where the input is, so every check of it looks there.
-    model_path, data_path = spec["model"]["path"], spec["data"]["path"]
+    model_path, data_path = data["model"]["path"], data["data"]["path"]
     if model_path.startswith("/"):
         _check(_knobs.path_problem, "model.path", model_path, sources)
-    if data_path:
+    if data_path.startswith("/"):  # a relative one: rlaunch.inputs.check says where it must be
         _check(_knobs.path_problem, "data.path", data_path, sources)
-    spec["paths"] = {
+    data["pins"] = _pins(data)
+    if not data["model"]["path"]:
+        data["model"]["path"] = data["pins"]["model"].get("hf_id", "")
+    inputs.check(data)
+    data["paths"] = _paths(data)
+    # What the framework loads (rlaunch.inputs decides it): the model directory, or another hub id.
+    data["paths"]["model"] = inputs.model_path(data)
+    data["derived"] = {
+        "ray_nodes": cluster["nodes"] + (1 if cpu_only_head(data) else 0),
+        "cpu_only_head": cpu_only_head(data),
+        "head_ray_cpus": head_ray_cpus(data),
+        "nccl_env": nccl_env(infra["rdma"]),
+    }
+    return Spec.model_validate(data)
+
+
+def nccl_env(rdma: bool) -> dict[str, str]:
+    """NCCL's settings for every Ray process of a run. Without RDMA, NCCL must not try InfiniBand:
+    it would probe for IB devices and, where some exist but are not for this job, hang or fail."""
+    return {} if rdma else {"NCCL_IB_DISABLE": "1"}
+
+
+def cpu_only_head(data: dict) -> bool:
+    """KubeRay's cluster.cpu_head: a head pod without GPUs beside `nodes` GPU workers."""
+    return data["infra"]["name"] == "kuberay" and bool(data["cluster"]["cpu_head"])
+
+
+def head_ray_cpus(data: dict) -> int | None:
+    """The Ray CPUs a CPU-only head advertises: 0 (no task or actor lands there), unless the
+    framework needs Ray CPUs on the head (verl's TransferQueue): then the head pod's CPUs."""
+    if not cpu_only_head(data):
+        return None
+    from .verify.preflight import CPU_RULES
+
+    name = data["framework"]["name"]
+    where, need, why = CPU_RULES.get(name, ("", 0, ""))
+    if where != "head" or not need:
+        return 0
+    have = data["infra"]["kuberay"]["head_cpus"]
+    if have < need:
+        raise ConfigError("infra.kuberay.head_cpus", have, f">= {need} with cluster.cpu_head and {name}: {why}")
+    return have
+
+
+def _paths(data: dict) -> dict[str, str]:
+    mount, run, model = data["storage"]["mount"], data["run"], data["model"]
+    run_dir = f"{mount}/runs/{run['name']}/{run['id']}"
+    model_dir = _pinned_dir(f"{mount}/models/{model['name']}", data["pins"]["model"]) if model["name"] else ""
+    return {
         "run_dir": run_dir,
         "log_dir": f"{run_dir}/logs",
         "ckpt_dir": f"{run_dir}/checkpoints",
-        "data_dir": data_path.rstrip("/") or _pinned_dir(f"{mount}/data/{spec['data']['dataset']}",
-                                                         spec["pins"]["dataset"]),
-        "model_dir": model_path.rstrip("/") if model_path.startswith("/") else
-        _pinned_dir(f"{mount}/models/{model_name}", spec["pins"]["model"]) if model_name else "",
+        # Inputs laid out otherwise (seed 003's models/modelscope/<org>/<name>/<revision>): an absolute
+        # model.path or a data.path is where the input is, so every check of it looks there.
+        "data_dir": data["data"]["path"].rstrip("/") or _pinned_dir(f"{mount}/data/{data['data']['dataset']}",
+                                                                   data["pins"]["dataset"]),
+        "model_dir": model["path"].rstrip("/") if model["path"].startswith("/") else model_dir,
     }
-    if not spec["model"]["path"]:
-        spec["model"]["path"] = spec["pins"]["model"].get("hf_id", "")
-    return spec
 
 
 def _check(rule, key: str, value: str, sources: dict[str, str]) -> None:

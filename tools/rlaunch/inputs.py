@@ -67,7 +67,8 @@ def model_dir(spec: dict) -> str:
 
 
 def model_path(spec: dict) -> str:
-    """What the framework loads: the model directory, or the hub id model.path names."""
+    """What the framework loads: the model directory, or the hub id model.path names. Decided once,
+    by config.derive, as paths.model: read that."""
     return model_dir(spec) or spec["model"]["path"]
 
 
@@ -132,8 +133,8 @@ def check(spec: dict) -> None:
     mount = spec["storage"]["mount"].rstrip("/")
     for key, path in (("model.path", spec["model"]["path"]), ("data.path", spec["data"]["path"])):
         if key == "data.path" and path and not _is_dir(path):
-            raise ConfigError(key, path, f"an absolute directory under storage.mount={mount} (where the "
-                              "dataset already is), or empty for the pinned dataset")
+            raise ConfigError(key, path, f"an absolute path under storage.mount={mount} (the directory "
+                              "where the dataset already is), or empty for the pinned dataset")
         if _is_dir(path) and not os.path.normpath(path).startswith(mount + "/"):
             raise ConfigError(key, path, f"a directory under storage.mount={mount}: every node and the "
                               "inputs step read it from the shared storage")

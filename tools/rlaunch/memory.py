@@ -366,7 +366,7 @@ def why_none(spec: dict) -> str:
 def _with(spec: dict, **changes) -> dict:
     import copy
 
-    out = copy.deepcopy(spec)
+    out = spec.dump() if hasattr(spec, "dump") else copy.deepcopy(spec)  # a frozen Spec: its data
     for dotted, value in changes.items():
         node = out
         *parents, leaf = dotted.split(".")

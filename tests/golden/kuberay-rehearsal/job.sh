@@ -19,6 +19,7 @@ RLAUNCH_PYTHON="${RLAUNCH_PYTHON:-python3}"
 export PYTHONPATH="$RLAUNCH_HOME/tools${PYTHONPATH:+:$PYTHONPATH}"
 RUN_DIR=/data/runs/rehearsal/golden
 SPEC="$RLAUNCH_ARTIFACTS/spec.json"
+export NCCL_IB_DISABLE=1
 
 say() { printf 'rlaunch-job: %s\n' "$*"; }
 

@@ -115,8 +115,8 @@ def job_env(spec: dict) -> dict[str, str]:
     """Non-secret env of the driver and of every Ray worker: the adapter's, offline, NCCL, PYTHONPATH."""
     env = {k: str(v) for k, v in _adapter(spec).env(spec).items()}
     env.update({k: v for k, v in OFFLINE_ENV.items() if k not in env})
-    if not spec["infra"]["rdma"]:
-        env["NCCL_IB_DISABLE"] = "1"  # under 8 GPUs per worker the platform gives no RDMA: IP only
+    # Under 8 GPUs per worker the platform gives no RDMA (form: rdma off): NCCL over IP only.
+    env.update(spec["derived"]["nccl_env"])
     # Workers import the framework's checkout and rlaunch (the rehearsal's train loop) from the
     # shared storage; the adapter's own entries (the image's /opt/Megatron-LM) stay in between.
     code = checkout(spec)
@@ -436,14 +436,13 @@ def _storage_root(spec: dict) -> Path:
     return root
 
 
-def _read_spec(path: Path, asked: dict) -> dict | None:
-    """A launch's spec.json, with the storage where this machine sees it; None if absent or unreadable."""
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+def _read_spec(path: Path, asked):
+    """A launch's spec.json, with the storage where this machine sees it; None if there is none."""
+    from ..spec import Spec
+
+    if not path.is_file():
         return None
-    stored["infra"]["install_root"] = str(install_root(asked))
-    return stored
+    return Spec.read(path, infra={"install_root": str(install_root(asked))})
 
 
 def _launch_run(spec: dict, launch: Path) -> Run:

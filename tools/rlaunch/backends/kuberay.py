@@ -201,8 +201,7 @@ def _tolerations(spec: dict) -> list[dict]:
 def _pod_env(spec: dict) -> list[dict]:
     """The Ray containers' env: every Ray process inherits it (runtime_env carries the job's own)."""
     env = [{"name": "RLAUNCH_RUN_ID", "value": spec["run"]["id"]}]
-    if not spec["infra"]["rdma"]:
-        env.append({"name": "NCCL_IB_DISABLE", "value": "1"})
+    env += [{"name": name, "value": value} for name, value in spec["derived"]["nccl_env"].items()]
     env += [{"name": k, "value": v} for k, v in gke.nccl_env(spec).items()]  # GKE: the node pool's NCCL
     env += [{"name": k, "value": v} for k, v in monitoring.settings(spec)["env"].items()]  # APMPlus tracing
     for name in spec["secrets"]:
@@ -217,9 +216,7 @@ def _runtime_env(spec: dict) -> str:
     from .. import frameworks
 
     env_vars = {"RLAUNCH_HOME": RLAUNCH_HOME, "RLAUNCH_PYTHON": "python3", "PYTHONUNBUFFERED": "1"}
-    env_vars.update(frameworks.get(spec["framework"]["name"]).env(spec))
-    if not spec["infra"]["rdma"]:
-        env_vars.setdefault("NCCL_IB_DISABLE", "1")
+    env_vars.update(frameworks.job_env(spec))
     runtime = {
         # Uploaded by the submitter, which mounts the ConfigMap; `..data` and the timestamped
         # folder are the ConfigMap volume's own bookkeeping, not artifacts.
@@ -228,20 +225,6 @@ def _runtime_env(spec: dict) -> str:
         "env_vars": {k: str(v) for k, v in env_vars.items()},
     }
     return yaml.safe_dump(runtime, sort_keys=False, default_flow_style=False, width=1000)
-
-
-def _head_cpus_needed(spec: dict) -> int:
-    """Ray CPUs a CPU-only head must advertise: 0, unless preflight's rule wants some on the head."""
-    from ..verify.preflight import CPU_RULES  # the one place that knows (preflight checks it live)
-
-    where, need, why = CPU_RULES.get(spec["framework"]["name"], ("", 0, ""))
-    if where != "head" or not need:
-        return 0
-    have = _kr(spec)["head_cpus"]
-    if have < need:
-        raise ConfigError("infra.kuberay.head_cpus", have, f">= {need} with cluster.cpu_head and "
-                          f"{spec['framework']['name']}: {why}")
-    return have
 
 
 def _groups(spec: dict) -> tuple[dict, dict | None]:
@@ -256,10 +239,10 @@ def _groups(spec: dict) -> tuple[dict, dict | None]:
         head_params["port"] = str(c["ray_port"])
     if c["dashboard_port"] != 8265:
         head_params["dashboard-port"] = str(c["dashboard_port"])
-    if c["cpu_head"]:
+    if spec["derived"]["cpu_only_head"]:
         # num-cpus "0": no task or actor lands on the head; it only runs the driver and the GCS.
         # A framework that needs Ray CPUs on the head (verl's TransferQueue) gets the pod's CPUs.
-        head_params["num-cpus"] = str(_head_cpus_needed(spec))
+        head_params["num-cpus"] = str(spec["derived"]["head_ray_cpus"])
         head = {"params": head_params,
                 "resources": _quantities(kr["head_cpus"], kr["head_memory_gb"], 0, kr["head_ephemeral_storage_gb"]),
                 "shm": f"{kr['head_memory_gb'] // 3}Gi" if kr["head_memory_gb"] >= 3 else "",

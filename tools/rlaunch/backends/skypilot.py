@@ -111,8 +111,7 @@ def task_envs(spec: dict) -> dict[str, str]:
     }
     if spec["framework"]["image"] == "rlaunch":
         envs["RLAUNCH_HOME"] = IMAGE_HOME
-    if not spec["infra"]["rdma"]:
-        envs["NCCL_IB_DISABLE"] = "1"
+    envs.update(spec["derived"]["nccl_env"])
     for key, value in frameworks.get(spec["framework"]["name"]).env(spec).items():
         if key in spec["secrets"]:
             raise ConfigError("secrets", key, "a secret is passed by `--secret`, never as a framework env")

@@ -10,6 +10,11 @@ from .base import ARTIFACTS, Framework
 _MODULES = {"trl": "trl", "verl": "verl", "areal": "areal", "rlinf": "rlinf"}
 
 
+def names() -> list[str]:
+    """Every framework rlaunch has an adapter for (what framework.name may be)."""
+    return list(_MODULES)
+
+
 def get(name: str) -> Framework:
     if name not in _MODULES:
         raise ConfigError("framework.name", name, "one of " + ", ".join(_MODULES))
@@ -17,4 +22,12 @@ def get(name: str) -> Framework:
     return module.ADAPTER
 
 
-__all__ = ["ARTIFACTS", "Framework", "get"]
+def job_env(spec) -> dict[str, str]:
+    """The job's non-secret environment, for the driver and every Ray process: the framework's own,
+    then the run's NCCL settings."""
+    env = {k: str(v) for k, v in get(spec["framework"]["name"]).env(spec).items()}
+    env.update(spec["derived"]["nccl_env"])
+    return env
+
+
+__all__ = ["ARTIFACTS", "Framework", "get", "names"]

@@ -34,9 +34,6 @@ class Areal(Framework):
     # AReaL loads GSM8K itself (load_dataset(path, name="main")): the pinned hub snapshot as is.
     dataset_snapshot = True
 
-    def model_path(self, spec: dict) -> str:
-        return run_inputs.model_path(spec)
-
     def dataset_path(self, spec: dict) -> str:
         """The GSM8K snapshot: rlaunch's pinned one (<data_dir>-hf) or data.path."""
         return run_inputs.data_dir(spec)
@@ -88,7 +85,7 @@ class Areal(Framework):
                         "temperature": 1.0},
             "actor": {
                 "backend": actor_backend, "experiment_name": "${experiment_name}", "trial_name": "${trial_name}",
-                "path": self.model_path(spec), "init_from_scratch": False, "disable_dropout": True,
+                "path": spec["paths"]["model"], "init_from_scratch": False, "disable_dropout": True,
                 "gradient_checkpointing": True, "dtype": "bfloat16", "mb_spec": mb,
                 "optimizer": {"type": "adam", "lr": algo["lr"], "weight_decay": 0.017, "beta1": 0.9,
                               "beta2": 0.999, "eps": 1e-8, "lr_scheduler_type": "constant",
@@ -151,8 +148,6 @@ class Areal(Framework):
     def env(self, spec: dict) -> dict[str, str]:
         # AReaL names its log and checkpoint dirs after $USER, which a container may not set.
         env = {"TOKENIZERS_PARALLELISM": "false", "USER": "rlaunch"}
-        if not spec["infra"]["rdma"]:
-            env["NCCL_IB_DISABLE"] = "1"
         return env
 
     def setup(self, spec: dict) -> list[str]:

@@ -26,7 +26,8 @@ class Framework:
         return {}
 
     def env(self, spec: dict) -> dict[str, str]:
-        """Non-secret environment for the job (NCCL settings, logger paths, ...)."""
+        """The framework's own non-secret environment for the job (logger paths, ...); the run's NCCL
+        settings (spec.derived.nccl_env) come with it in frameworks.job_env."""
         return {}
 
     def pythonpath(self, spec: dict) -> list[str]:

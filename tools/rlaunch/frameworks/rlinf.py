@@ -75,16 +75,13 @@ def get_dotted(tree: dict, dotted: str, default=None):
 class Rlinf(Framework):
     name = "rlinf"
 
-    def model_path(self, spec: dict) -> str:
-        return run_inputs.model_path(spec)
-
     def data_file(self, spec: dict) -> str:
         name = spec["pins"]["dataset"].get("file") or "train.jsonl"
         return f"{run_inputs.data_dir(spec)}/{name}"
 
     def base(self, spec: dict) -> dict:
         run, algo, train, paths = spec["run"], spec["algo"], spec["train"], spec["paths"]
-        model, data_file = self.model_path(spec), self.data_file(spec)
+        model, data_file = spec["paths"]["model"], self.data_file(spec)
         seq = spec["data"]["max_prompt_length"] + spec["data"]["max_response_length"]
         steps = train["steps"] if train["steps"] > 0 else -1
         save = train["save_freq"] if train["save_freq"] > 0 else steps  # -1: only at the end
@@ -208,8 +205,6 @@ class Rlinf(Framework):
     def env(self, spec: dict) -> dict[str, str]:
         env = {"REPO_PATH": checkout(spec), "RLINF_CATCH_FAILURE": "0", "RLINF_CODE_WORKING_DIR": "0",
                "CUDA_DEVICE_MAX_CONNECTIONS": "1", "TOKENIZERS_PARALLELISM": "false"}
-        if not spec["infra"]["rdma"]:
-            env["NCCL_IB_DISABLE"] = "1"
         return env
 
     def pythonpath(self, spec: dict) -> list[str]:
@@ -227,7 +222,7 @@ class Rlinf(Framework):
         ]
 
     def inputs(self, spec: dict) -> list[str]:
-        return [f"{checkout(spec)}/{ENTRY}", f"{self.model_path(spec)}/config.json", self.data_file(spec)]
+        return [f"{checkout(spec)}/{ENTRY}", f"{spec['paths']['model']}/config.json", self.data_file(spec)]
 
     def check(self, spec: dict) -> None:
         topology.require_gpus(spec, "RLinf")

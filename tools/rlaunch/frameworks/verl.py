@@ -24,10 +24,6 @@ def _b(value: bool) -> str:
 class Verl(Framework):
     name = "verl"
 
-    def model_path(self, spec: dict) -> str:
-        """The model directory on the shared storage (pinned, or model.path), or another hub id."""
-        return run_inputs.model_path(spec)
-
     def data_files(self, spec: dict) -> dict[str, list[str]]:
         """train and val parquet files: in the dataset directory (pinned, or data.path), unless
         framework.overrides name others."""
@@ -39,7 +35,7 @@ class Verl(Framework):
     def overrides(self, spec: dict) -> list[str]:
         algo, train, rollout, paths = spec["algo"], spec["train"], spec["rollout"], spec["paths"]
         cluster = spec["cluster"]
-        model = self.model_path(spec)
+        model = spec["paths"]["model"]
         ddir = run_inputs.data_dir(spec)
         ppo = algo["adv_estimator"] == "gae"
         loggers = ["console", "file"] + (["wandb"] if spec["logging"]["wandb"] else [])
@@ -115,8 +111,6 @@ class Verl(Framework):
     def env(self, spec: dict) -> dict[str, str]:
         env = {"VERL_FILE_LOGGER_PATH": f"{spec['paths']['log_dir']}/{METRICS}",
                "TOKENIZERS_PARALLELISM": "false"}
-        if not spec["infra"]["rdma"]:
-            env["NCCL_IB_DISABLE"] = "1"
         return env
 
     def install(self, spec: dict) -> list[str]:

@@ -276,11 +276,9 @@ def _read_peers(ctx: dict) -> dict:
 
 
 def expected_nodes(spec: dict) -> int:
-    """Ray nodes the spec asks for: cluster.nodes (AIStudio: its workers), plus a KubeRay CPU head."""
-    nodes = spec["cluster"]["nodes"]
-    if spec["infra"]["name"] == "kuberay" and spec["cluster"].get("cpu_head"):
-        nodes += 1
-    return nodes
+    """Ray nodes the spec asks for: cluster.nodes (AIStudio: its workers), plus a KubeRay CPU head
+    (decided once, in config.derive)."""
+    return spec["derived"]["ray_nodes"]
 
 
 def task_env(spec: dict) -> dict[str, str]:
@@ -288,7 +286,7 @@ def task_env(spec: dict) -> dict[str, str]:
     from .. import frameworks
 
     try:
-        return {k: str(v) for k, v in frameworks.get(spec["framework"]["name"]).env(spec).items()}
+        return frameworks.job_env(spec)
     except (ImportError, AttributeError):  # an adapter not written yet: no env of its own
         return {}
 
@@ -447,11 +445,6 @@ def _same_everywhere(name: str, values: dict[str, object], what: str) -> dict:
     return check(name, True, f"{what} {majority} on all {len(values)} nodes")
 
 
-def _kuberay_cpu_head(spec: dict) -> bool:
-    """A KubeRay CPU-only head (cluster.cpu_head): no GPUs, and no training worker, by design."""
-    return spec["infra"]["name"] == "kuberay" and bool(spec["cluster"].get("cpu_head"))
-
-
 def check_cpus(spec: dict, nodes: list[dict]) -> dict:
     rule = CPU_RULES.get(spec["framework"]["name"])
     if rule is None:
@@ -460,7 +453,7 @@ def check_cpus(spec: dict, nodes: list[dict]) -> dict:
     if where == "head":
         pool = [n for n in nodes if n["is_head"]]
     else:  # every node that runs the framework's workers: not a CPU-only head (num-cpus 0)
-        pool = [n for n in nodes if not (n["is_head"] and _kuberay_cpu_head(spec))]
+        pool = [n for n in nodes if not (n["is_head"] and spec["derived"]["cpu_only_head"])]
     short = next((n for n in pool if n["cpus"] < need), None)
     if short:
         return check("ray cpus", False, f"{short['cpus']:g} Ray CPUs there, {spec['framework']['name']} needs "
@@ -523,7 +516,8 @@ def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[d
         return [skipped("gpus", "cluster.gpus_per_node=0")]
     heads = {_label(n) for n in nodes if n["is_head"]}
     # A KubeRay CPU-only head has no GPUs by design; every other node must have exactly `want`.
-    gpu_probes = {ip: p for ip, p in probes.items() if not (_kuberay_cpu_head(spec) and ip in heads)}
+    gpu_probes = {ip: p for ip, p in probes.items()
+                  if not (spec["derived"]["cpu_only_head"] and ip in heads)}
     out = []
     wrong = [(ip, p["gpu"]["count"]) for ip, p in gpu_probes.items() if p["gpu"]["count"] != want]
     out.append(check("gpu count", not wrong, f"{wrong[0][1]} GPUs, cluster.gpus_per_node={want}" if wrong
@@ -540,12 +534,11 @@ def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[d
     ip = next(iter(no_cuda), None)
     out.append(check("cuda visible", not no_cuda, no_cuda[ip] if ip else
                      "torch sees the GPUs (where torch is installed)", node=ip))
-    if not spec["infra"].get("rdma"):
-        unset = [(ip, p["env"].get("NCCL_IB_DISABLE", "unset")) for ip, p in gpu_probes.items()
-                 if p["env"].get("NCCL_IB_DISABLE") != "1"]
+    for name, value in spec["derived"]["nccl_env"].items():  # what config.derive set for this run
+        unset = [(ip, p["env"].get(name, "unset")) for ip, p in gpu_probes.items() if p["env"].get(name) != value]
         out.append(check("nccl env", not unset,
-                         f"NCCL_IB_DISABLE={unset[0][1]}; without RDMA (infra.rdma=false) it must be 1"
-                         if unset else "NCCL_IB_DISABLE=1 on every node (no RDMA)",
+                         f"{name}={unset[0][1]}; without RDMA (infra.rdma=false) it must be {value}"
+                         if unset else f"{name}={value} on every node (no RDMA)",
                          node=unset[0][0] if unset else None))
     return out
 
