@@ -88,12 +88,12 @@ def test_gpu_head_counts_as_a_node_and_cpu_head_adds_one():
 def test_cpu_head_keeps_ray_cpus_where_the_framework_needs_them_on_the_head():
     # verl's TransferQueue needs >= 10 Ray CPUs on the head (rlaunch.verify.preflight.CPU_RULES).
     spec = config.load("rehearsal", {"INFRA": "kuberay", "RUN_ID": "t1", "FRAMEWORK": "verl"},
-                       "cluster.cpu_head=true infra.kuberay.head_cpus=12")
+                       "cluster.cpu_head=true infra.kuberay.head_cpus=12", rules=False)
     head, _ = kr._groups(spec)
     assert head["params"]["num-cpus"] == "12"
     with pytest.raises(ConfigError, match="infra.kuberay.head_cpus"):
         config.load("rehearsal", {"INFRA": "kuberay", "RUN_ID": "t1", "FRAMEWORK": "verl"},
-                    "cluster.cpu_head=true infra.kuberay.head_cpus=8")
+                    "cluster.cpu_head=true infra.kuberay.head_cpus=8", rules=False)
 
 
 def test_one_node_without_cpu_head_has_no_worker_group():

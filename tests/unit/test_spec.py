@@ -15,8 +15,8 @@ from rlaunch.errors import ConfigError
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load(preset: str = "", sets: str = "", **knobs):
-    return config.load(preset, {"RUN_ID": "spec-t", **knobs}, sets)
+def load(preset: str = "", sets: str = "", rules: bool = True, **knobs):
+    return config.load(preset, {"RUN_ID": "spec-t", **knobs}, sets, rules=rules)
 
 
 def test_the_models_type_exactly_the_keys_of_defaults_yaml():
@@ -105,3 +105,25 @@ def test_nccl_ib_disable_is_decided_in_one_function():
         for where in _string_constants(path, "NCCL_IB_DISABLE"):
             places[f"{path.relative_to(ROOT / 'tools')}:{where}"] = True
     assert set(places) == {"rlaunch/config.py:config.nccl_env", "rlaunch/rehearsal/train.py:train"}, places
+
+
+def test_the_cross_key_rules_run_once_before_render(monkeypatch):
+    """config.check is the one pass: the framework's topology rules and the infrastructure's run
+    there, once, and rendering relies on it."""
+    from rlaunch import artifacts, backends, frameworks
+
+    calls = []
+    verl = type(frameworks.get("verl"))
+    monkeypatch.setattr(verl, "check", lambda self, s: calls.append("verl"))
+    monkeypatch.setattr(type(backends.get("kuberay")), "rules", lambda self, s: calls.append("kuberay"))
+    s = load("verl-grpo-gsm8k-32b", INFRA="kuberay")
+    assert calls == ["verl", "kuberay"]
+    artifacts.finish(s, backends.get("kuberay").render(s))
+    assert calls == ["verl", "kuberay"]
+
+
+def test_an_infrastructure_rule_stops_the_load_naming_the_key():
+    with pytest.raises(ConfigError, match=r"config: framework.image='official' \(from SET\): rlaunch on INFRA=kuberay"):
+        load("rehearsal", "framework.image=official", INFRA="kuberay")
+    # Finding a run by its id needs only where to ask: the launch rules are left out.
+    assert load("rehearsal", "framework.image=official", INFRA="kuberay", rules=False)

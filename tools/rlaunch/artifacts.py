@@ -16,7 +16,6 @@ def spec_json(spec) -> str:
 
 def common(spec: dict) -> dict[str, str]:
     fw = frameworks.get(spec["framework"]["name"])
-    fw.check(spec)
     files = {"spec.json": spec_json(spec)}
     files.update(fw.files(spec))
     files["job.sh"] = render_template(

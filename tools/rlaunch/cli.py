@@ -47,14 +47,14 @@ def _with_env(given: dict, names) -> dict:
     return out
 
 
-def _spec(preset: str, set_: str, out: str, knobs: dict) -> dict:
+def _spec(preset: str, set_: str, out: str, knobs: dict, rules: bool = True):
     from . import config
 
     if not isinstance(set_, str):  # fire reads --SET='[a, b]' as a list
         set_ = " ".join(map(str, set_))
     given = _with_env({"PRESET": preset, "SET": set_, "OUT": out, **knobs}, {"PRESET", "SET", *config.KNOBS})
     preset, set_ = str(given.pop("PRESET", "")), str(given.pop("SET", ""))
-    return config.load(preset, _knobs(given), set_)
+    return config.load(preset, _knobs(given), set_, rules=rules)
 
 
 def _render(spec: dict) -> tuple[object, dict[str, str]]:
@@ -185,7 +185,7 @@ class Cli:
             raise ConfigError("INFRA", "", f"the infrastructure run {run_id} is on: this machine has no "
                               f"{out_dir / 'spec.json'} to tell (local, gcp, aws, azure, k8s, sky, kuberay, "
                               "aistudio; `make runs` lists the runs each infrastructure knows)")
-        return _spec(PRESET, SET, "", {**knobs, "RUN_ID": run_id}), None
+        return _spec(PRESET, SET, "", {**knobs, "RUN_ID": run_id}, rules=False), None
 
     def _act(self, verb: str, **kw):
         spec, out_dir = self._which(**kw)
@@ -233,7 +233,7 @@ class Cli:
         from .config import KNOBS
 
         infra = str(_with_env(_knobs(knobs), set(KNOBS)).get("INFRA", ""))
-        print(runs.report(runs.collect(infra, lambda name: _spec(PRESET, SET, "", {**knobs, "INFRA": name}))))
+        print(runs.report(runs.collect(infra, lambda name: _spec(PRESET, SET, "", {**knobs, "INFRA": name}, rules=False))))
 
     def tensorboard(self, RUN_ID="", OUT="", RUNS="", RUN_DIR="", PORT="", **_ignored):  # noqa: N803
         """Serve TensorBoard on localhost for a run (default: the last launch) or several side by side."""

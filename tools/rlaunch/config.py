@@ -196,8 +196,11 @@ def _resolve_names(preset_layer: dict, knobs: dict[str, str], sets: dict[str, An
 
 
 def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str | list[str] = "",
-         now: _dt.datetime | None = None) -> dict:
-    """Build the validated spec. `knobs` are Make variables (INFRA, NODES, ...), `overrides` SET's text."""
+         now: _dt.datetime | None = None, rules: bool = True) -> Spec:
+    """Build the validated spec. `knobs` are Make variables (INFRA, NODES, ...), `overrides` SET's text.
+
+    rules=False leaves out the rules about what a launch would do (check): status, logs and down of
+    a run known by its id need only where to ask."""
     knobs = {k: str(v) for k, v in (knobs or {}).items() if v is not None and str(v) != ""}
     for name in knobs:
         if name not in KNOBS:
@@ -246,7 +249,10 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
     for key, value in names.items():
         _set(cfg, key, value)
 
-    return derive(validate(cfg, sources), preset, sources, now)
+    spec_ = derive(validate(cfg, sources), preset, sources, now)
+    if rules:
+        check(spec_, sources)
+    return spec_
 
 
 def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.datetime | None = None) -> Spec:
@@ -275,26 +281,14 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     else:
         _check(_knobs.path_problem, "storage.mount", mount, sources)
     mount = storage["mount"] = mount.rstrip("/")
+    # The free-form values, each by its own rule (rlaunch.knobs); what several keys say together is check's.
     if infra["install_root"]:
         _check(_knobs.path_problem, "infra.install_root", infra["install_root"], sources)
-    if storage["source"] and storage["bucket"]:
-        raise ConfigError("storage.bucket", storage["bucket"],
-                          "empty when storage.source is set (mount an existing bucket, or create one)")
-    if storage["bucket"] and not storage["store"]:
-        raise ConfigError("storage.store", "", "a store (gcs, s3, azure, r2, ibm, oci) for the new bucket "
-                          f"'{storage['bucket']}'")
-    _check_sky_infra(infra, sources)
-    _check_source(data, sources)
-    _check_k8s_names(data, sources)
-
+    if infra["sky_infra"]:
+        _check(_knobs.sky_infra_problem, "infra.sky_infra", infra["sky_infra"], sources)
     if cluster["accelerator"]:
         _check(_knobs.accelerator_problem, "cluster.accelerator", cluster["accelerator"], sources)
-        if cluster["gpus_per_node"] == 0 and sources.get("cluster.accelerator") == "ACCELERATOR":
-            raise ConfigError("cluster.accelerator", cluster["accelerator"], "a GPU type needs GPUs: set "
-                              "GPUS_PER_NODE too (this run has cluster.gpus_per_node=0)", "ACCELERATOR")
-    if cluster["gpus_per_node"] > 0 and not cluster["accelerator"]:
-        raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
-                          f"cluster.gpus_per_node={cluster['gpus_per_node']}")
+    _check_k8s_names(data, sources)
 
     model_path, data_path = data["model"]["path"], data["data"]["path"]
     if model_path.startswith("/"):
@@ -315,6 +309,39 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
         "nccl_env": nccl_env(infra["rdma"]),
     }
     return Spec.model_validate(data)
+
+
+def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
+    """Every rule that reads several keys together, in one pass before anything is rendered: the
+    config's own, the framework's topology rules, then the infrastructure's. The first broken rule
+    is one ConfigError naming the key to change."""
+    from . import backends, frameworks
+
+    sources = sources or {}
+    data = spec_.dump()
+    storage, cluster = data["storage"], data["cluster"]
+    if storage["source"] and storage["bucket"]:
+        raise ConfigError("storage.bucket", storage["bucket"],
+                          "empty when storage.source is set (mount an existing bucket, or create one)")
+    if storage["bucket"] and not storage["store"]:
+        raise ConfigError("storage.store", "", "a store (gcs, s3, azure, r2, ibm, oci) for the new bucket "
+                          f"'{storage['bucket']}'")
+    _check_sky_infra(data["infra"], sources)
+    _check_source(data, sources)
+    if cluster["accelerator"] and cluster["gpus_per_node"] == 0 and sources.get("cluster.accelerator") == "ACCELERATOR":
+        raise ConfigError("cluster.accelerator", cluster["accelerator"], "a GPU type needs GPUs: set "
+                          "GPUS_PER_NODE too (this run has cluster.gpus_per_node=0)", "ACCELERATOR")
+    if cluster["gpus_per_node"] > 0 and not cluster["accelerator"]:
+        raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
+                          f"cluster.gpus_per_node={cluster['gpus_per_node']}")
+    try:
+        frameworks.get(spec_.framework.name).check(spec_)
+        backends.get(spec_.infra.name).rules(spec_)
+    except ConfigError as err:
+        source = sources.get(err.key.split("[", 1)[0], "")  # framework.overrides[trainer.nnodes]: SET's
+        if err.source or not source:
+            raise
+        raise ConfigError(err.key, err.value, err.allowed, source) from None
 
 
 def nccl_env(rdma: bool) -> dict[str, str]:
@@ -373,7 +400,6 @@ def _check_sky_infra(infra: dict, sources: dict[str, str]) -> None:
     if not value:
         return
     source = sources.get("infra.sky_infra", "")
-    _check(_knobs.sky_infra_problem, "infra.sky_infra", value, sources)
     if infra["name"] not in _knobs.SKY_INFRAS:
         raise ConfigError("infra.sky_infra", value, "only for INFRA=" + ", ".join(_knobs.SKY_INFRAS) +
                           f" (SkyPilot launches those); INFRA={infra['name']} does not use it", source)

@@ -52,6 +52,10 @@ class Backend:
 
     name = ""
 
+    def rules(self, spec) -> None:
+        """What this infrastructure refuses in a spec, as one ConfigError naming the key; part of
+        config.check's one pass, so render can rely on it."""
+
     def render(self, spec: dict) -> dict[str, str]:
         """Every artifact of a launch: relative path -> text (headers added by the caller)."""
         raise NotImplementedError

@@ -139,25 +139,29 @@ def _quantities(cpus: int, memory_gb: int, gpus: int, ephemeral_gb: int = 0) -> 
     return out
 
 
-def _storage(spec: dict) -> dict:
-    """Which shared volume: an existing PVC, a GCS FUSE bucket (gke), a TOS bucket (vke), or a new PVC."""
+def rules(spec) -> None:
+    """What INFRA=kuberay refuses (config.check's pass, before anything renders)."""
     flavor, storage, kr = spec["infra"]["k8s_flavor"], spec["storage"], _kr(spec)
+    if spec["framework"]["image"] != "rlaunch":
+        raise ConfigError("framework.image", spec["framework"]["image"], "rlaunch on INFRA=kuberay: pods "
+                          f"run job.sh with rlaunch's tools from {RLAUNCH_HOME} in the rlaunch image "
+                          "(make image-build / image-push FRAMEWORK=...)")
+    if kr["gcp_service_account"] and flavor != "gke":
+        raise ConfigError("infra.kuberay.gcp_service_account", kr["gcp_service_account"],
+                          "empty unless k8s_flavor=gke (Workload Identity)")
     source = storage["source"]
+    scheme, _, rest = source.partition("://")
+    bucket = rest.partition("/")[0]
     if storage["bucket"]:
         raise ConfigError("storage.bucket", storage["bucket"], "empty on INFRA=kuberay: create the bucket "
                           "first, then mount it with storage.source (gs://... on gke, tos://... on vke)")
     if storage["pvc"]:
         if source:
             raise ConfigError("storage.source", source, "empty when storage.pvc is set (one shared volume)")
-        return {"kind": "pvc"}
-    scheme, _, rest = source.partition("://")
-    bucket, _, subdir = rest.partition("/")
-    if flavor == "gke":
-        if scheme != "gs" or not bucket:
-            raise ConfigError("storage.source", source, "gs://BUCKET[/DIR] (mounted with Cloud Storage FUSE) "
-                              "or storage.pvc=<an existing ReadWriteMany PVC> on k8s_flavor=gke")
-        return {"kind": "gcsfuse", "bucket": bucket, "subdir": subdir.strip("/")}
-    if flavor == "vke":
+    elif flavor == "gke" and (scheme != "gs" or not bucket):
+        raise ConfigError("storage.source", source, "gs://BUCKET[/DIR] (mounted with Cloud Storage FUSE) "
+                          "or storage.pvc=<an existing ReadWriteMany PVC> on k8s_flavor=gke")
+    elif flavor == "vke":
         if scheme != "tos" or not bucket:
             raise ConfigError("storage.source", source, "tos://BUCKET[/DIR] (a TOS bucket through its CSI "
                               "driver) or storage.pvc=<an existing ReadWriteMany PVC> on k8s_flavor=vke")
@@ -165,27 +169,36 @@ def _storage(spec: dict) -> dict:
             if not kr[key]:
                 raise ConfigError(f"infra.kuberay.{key}", "", "needed for a tos:// storage.source: the TOS "
                                   "endpoint URL, and the Secret holding the bucket's access keys")
-        return {"kind": "tos", "bucket": bucket, "subdir": "/" + subdir.strip("/"),
-                "endpoint": kr["object_store_endpoint"], "secret": kr["object_store_secret"]}
-    if source:
+    elif flavor == "generic" and source:
         raise ConfigError("storage.source", source, "empty on k8s_flavor=generic (bucket mounts are gke/vke); "
                           "use storage.pvc=<an existing ReadWriteMany PVC>, or neither for a new one")
+    for item in kr["node_selector"]:
+        key, sep, _ = item.partition("=")
+        if not sep or not key:
+            raise ConfigError("infra.kuberay.node_selector", item, "a list of key=value node labels")
+    accelerator = spec["cluster"]["accelerator"]
+    if flavor == "gke" and spec["cluster"]["gpus_per_node"] > 0 and accelerator not in GKE_ACCELERATORS:
+        raise ConfigError("cluster.accelerator", accelerator, "on GKE one of " + ", ".join(GKE_ACCELERATORS))
+
+
+def _storage(spec: dict) -> dict:
+    """Which shared volume: an existing PVC, a GCS FUSE bucket (gke), a TOS bucket (vke), or a new PVC."""
+    flavor, storage, kr = spec["infra"]["k8s_flavor"], spec["storage"], _kr(spec)
+    if storage["pvc"]:
+        return {"kind": "pvc"}
+    bucket, _, subdir = storage["source"].partition("://")[2].partition("/")
+    if flavor == "gke":
+        return {"kind": "gcsfuse", "bucket": bucket, "subdir": subdir.strip("/")}
+    if flavor == "vke":
+        return {"kind": "tos", "bucket": bucket, "subdir": "/" + subdir.strip("/"),
+                "endpoint": kr["object_store_endpoint"], "secret": kr["object_store_secret"]}
     return {"kind": "new-pvc", "size": f"{spec['cluster']['disk_gb']}Gi"}
 
 
 def _node_selector(spec: dict) -> dict[str, str]:
-    out = {}
-    for item in _kr(spec)["node_selector"]:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError("infra.kuberay.node_selector", item, "a list of key=value node labels")
-        out[key] = value
-    accelerator = spec["cluster"]["accelerator"]
+    out = dict(item.partition("=")[::2] for item in _kr(spec)["node_selector"])
     if spec["infra"]["k8s_flavor"] == "gke" and spec["cluster"]["gpus_per_node"] > 0:
-        if accelerator not in GKE_ACCELERATORS:
-            raise ConfigError("cluster.accelerator", accelerator,
-                              "on GKE one of " + ", ".join(GKE_ACCELERATORS))
-        out.setdefault("cloud.google.com/gke-accelerator", GKE_ACCELERATORS[accelerator])
+        out.setdefault("cloud.google.com/gke-accelerator", GKE_ACCELERATORS[spec["cluster"]["accelerator"]])
     return out
 
 
@@ -287,10 +300,6 @@ def context(spec: dict, files: dict[str, str] | None = None) -> dict:
     """Everything the templates need, decided here so the templates only lay it out. `files`: what
     run_files(spec) returns (computed when not given)."""
     flavor = spec["infra"]["k8s_flavor"]
-    if spec["framework"]["image"] != "rlaunch":
-        raise ConfigError("framework.image", spec["framework"]["image"], "rlaunch on INFRA=kuberay: pods "
-                          f"run job.sh with rlaunch's tools from {RLAUNCH_HOME} in the rlaunch image "
-                          "(make image-build / image-push FRAMEWORK=...)")
     head, worker = _groups(spec)
     storage = _storage(spec)
     kr = _kr(spec)
@@ -299,9 +308,6 @@ def context(spec: dict, files: dict[str, str] | None = None) -> dict:
     nics = spec["cluster"]["gpus_per_node"] if rdma and flavor == "gke" else 0
     service_account = kr["service_account"]
     render_sa = bool(kr["gcp_service_account"])
-    if render_sa and flavor != "gke":
-        raise ConfigError("infra.kuberay.gcp_service_account", kr["gcp_service_account"],
-                          "empty unless k8s_flavor=gke (Workload Identity)")
     if render_sa and not service_account:
         service_account = "rlaunch-gcs"
     return {
@@ -532,6 +538,9 @@ def _apply_stdin(namespace: str, manifest: dict) -> subprocess.CompletedProcess:
 
 class KubeRay(Backend):
     name = "kuberay"
+
+    def rules(self, spec) -> None:
+        rules(spec)
 
     def render(self, spec: dict) -> dict[str, str]:
         files = run_files(spec)

@@ -61,11 +61,7 @@ INFRA_OF_CLOUD = {"gcp": "gcp", "aws": "aws", "azure": "azure", "kubernetes": "k
 
 def infra_string(spec: dict) -> str:
     """INFRA_SPEC when given (config checked its syntax and that its cloud is INFRA's), else INFRA."""
-    value = spec["infra"]["sky_infra"]
-    if spec["infra"]["name"] == "sky" and not value:
-        raise ConfigError("infra.sky_infra", "", "a SkyPilot infra string for INFRA=sky, e.g. "
-                          "gcp/us-central1 or k8s/my-context (INFRA_SPEC=...)")
-    return value or spec["infra"]["name"]
+    return spec["infra"]["sky_infra"] or spec["infra"]["name"]
 
 
 def cloud(spec: dict) -> str:
@@ -89,10 +85,7 @@ def storage_entry(spec: dict) -> dict[str, str]:
     storage = spec["storage"]
     if storage["source"]:
         return {"source": storage["source"], "mode": storage["mode"]}
-    store = storage["store"] or DEFAULT_STORE.get(cloud(spec), "")
-    if not store:
-        raise ConfigError("storage.store", "", f"a bucket store for infra {infra_string(spec)!r} (gcs, s3, "
-                          "azure, r2, ibm, oci), or storage.source=<bucket URL> to mount an existing one")
+    store = storage["store"] or DEFAULT_STORE[cloud(spec)]  # rules: a store for any other cloud
     return {"name": storage["bucket"] or f"rlaunch-{spec['run']['id']}", "store": store,
             "mode": storage["mode"]}
 
@@ -112,10 +105,7 @@ def task_envs(spec: dict) -> dict[str, str]:
     if spec["framework"]["image"] == "rlaunch":
         envs["RLAUNCH_HOME"] = IMAGE_HOME
     envs.update(spec["derived"]["nccl_env"])
-    for key, value in frameworks.get(spec["framework"]["name"]).env(spec).items():
-        if key in spec["secrets"]:
-            raise ConfigError("secrets", key, "a secret is passed by `--secret`, never as a framework env")
-        envs[key] = str(value)
+    envs.update({k: str(v) for k, v in frameworks.get(spec["framework"]["name"]).env(spec).items()})
     return envs
 
 
@@ -203,6 +193,18 @@ SETUP_RUNNER = """SkyPilot runs it on rank 0 only (task.yaml `setup`: one writer
 
 class SkyPilot(Backend):
     name = "skypilot"
+
+    def rules(self, spec) -> None:
+        if spec["infra"]["name"] == "sky" and not spec["infra"]["sky_infra"]:
+            raise ConfigError("infra.sky_infra", "", "a SkyPilot infra string for INFRA=sky, e.g. "
+                              "gcp/us-central1 or k8s/my-context (INFRA_SPEC=...)")
+        storage = spec["storage"]
+        if not storage["source"] and not storage["store"] and cloud(spec) not in DEFAULT_STORE:
+            raise ConfigError("storage.store", "", f"a bucket store for infra {infra_string(spec)!r} (gcs, s3, "
+                              "azure, r2, ibm, oci), or storage.source=<bucket URL> to mount an existing one")
+        for key in frameworks.get(spec["framework"]["name"]).env(spec):
+            if key in spec["secrets"]:
+                raise ConfigError("secrets", key, "a secret is passed by `--secret`, never as a framework env")
 
     # --- render (pure) ------------------------------------------------------------------------
 
