@@ -6,7 +6,6 @@ import subprocess
 from pathlib import Path
 
 from rlaunch import config, frameworks
-from rlaunch.frameworks import verl
 
 
 def render(preset: str, sets: list[str] = (), **knobs):
@@ -106,10 +105,10 @@ def test_install_on_the_official_base_image_only_and_at_the_pin():
 def test_log_prob_micro_batches_default_to_the_actors_and_follow_the_config():
     spec = config.load("verl-grpo-gsm8k-32b", {"RUN_ID": "t", "INFRA": "kuberay"},
                        "train.log_prob_micro_batch_size_per_gpu=0 train.ref_log_prob_micro_batch_size_per_gpu=0")
-    o = dict(x.split("=", 1) for x in verl.ADAPTER.overrides(spec))
+    o = dict(x.split("=", 1) for x in frameworks.get("verl").overrides(spec))
     assert o["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"] == "8" == \
         o["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"]  # 0: the actor's micro-batch
     spec = config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t", "INFRA": "gcp"})
-    o = dict(x.split("=", 1) for x in verl.ADAPTER.overrides(spec))
+    o = dict(x.split("=", 1) for x in frameworks.get("verl").overrides(spec))
     assert (o["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"],
             o["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"]) == ("8", "4")  # seeds 001/002

@@ -12,7 +12,9 @@ import yaml
 from rlaunch import artifacts, config, inputs
 from rlaunch.backends import aistudio, kuberay
 from rlaunch.errors import ConfigError
-from rlaunch.frameworks import areal, rlinf, verl
+from rlaunch.frameworks.areal import adapter as areal
+from rlaunch.frameworks.rlinf import adapter as rlinf
+from rlaunch.frameworks.verl import adapter as verl
 
 
 def load(preset: str, sets: str = "", **knobs):
@@ -31,7 +33,8 @@ def test_pinned_layout_by_default_one_directory_per_revision():
 
 @pytest.mark.parametrize("preset", ["verl-ppo-gsm8k-0.5b", "areal-grpo-gsm8k", "rlinf-grpo-pipeline-1.5b"])
 def test_every_framework_loads_what_the_user_paths_name_and_preflight_checks_them(preset):
-    spec = load(preset, "model.path=/data/m data.path=/data/data/gsm8k", INFRA="kuberay")
+    # framework.image=rlaunch: KubeRay runs the rlaunch image (its rule runs at load)
+    spec = load(preset, "model.path=/data/m data.path=/data/data/gsm8k framework.image=rlaunch", INFRA="kuberay")
     fw = {"verl": verl.ADAPTER, "areal": areal.ADAPTER, "rlinf": rlinf.ADAPTER}[spec["framework"]["name"]]
     assert spec["paths"]["model"] == "/data/m"  # what every adapter loads (config.derive decides it)
     checked = fw.inputs(spec)
@@ -57,9 +60,8 @@ def test_areal_reads_the_snapshot_and_a_user_path_must_name_gsm8k():
     (data, _) = inputs.of(spec)
     assert data.dir == spec["paths"]["data_dir"] + "-hf" and data.fetch == ("--dataset=gsm8k", "--snapshot")
     assert areal.ADAPTER.experiment(spec)["train_dataset"]["path"] == data.dir
-    spec = load("areal-grpo-gsm8k", "data.path=/storage/my-data", INFRA="gcp")
     with pytest.raises(ConfigError, match="data.path='/storage/my-data'.*names gsm8k"):
-        areal.ADAPTER.check(spec)
+        load("areal-grpo-gsm8k", "data.path=/storage/my-data", INFRA="gcp")  # the framework's rule, at load
 
 
 def test_rlinf_model_on_modelscope_is_never_fetched_but_adopted():

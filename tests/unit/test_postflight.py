@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from rlaunch import frameworks
+from rlaunch.frameworks.rlinf import placement as rlinf_placement
 from rlaunch.verify import postflight
 
 _spec = importlib.util.spec_from_file_location(
@@ -357,7 +359,7 @@ def test_rlinf_without_a_plan_or_a_whole_spec_says_so(rlinf):
                                                    ({"actor": 1}, 1), ({"actor": "0-1,4"}, 3),
                                                    ({"rollout": 0}, None), ({"actor": "all"}, None)])
 def test_placement_ranks(placement, ranks):
-    assert postflight.placement_ranks(placement) == ranks
+    assert rlinf_placement.placement_ranks(placement) == ranks
 
 
 # ---------------------------------------------------------------- CLI
@@ -388,7 +390,7 @@ def test_cli_bad_input_exits_2(tmp_path, capsys):
     assert "expected KEY=VALUE" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("framework", sorted(postflight.FRAMEWORKS))
+@pytest.mark.parametrize("framework", frameworks.names())
 def test_an_empty_run_dir_fails_cleanly(tmp_path, framework):
     """A run that wrote nothing: every framework's checks fail with a reason, none crashes."""
     run_dir = tmp_path / "run"

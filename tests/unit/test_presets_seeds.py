@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from rlaunch import artifacts, backends, config
-from rlaunch.frameworks import areal, verl
+from rlaunch.frameworks.areal import adapter as areal
+from rlaunch.frameworks.verl import adapter as verl
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT.parent / "shared" / "seeds"

@@ -5,7 +5,6 @@ SkyPilot's parser itself (a child process, seconds) is exercised in test_skypilo
 
 from __future__ import annotations
 
-import copy
 import shutil
 import subprocess
 from pathlib import Path

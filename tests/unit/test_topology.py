@@ -9,7 +9,8 @@ import pytest
 
 from rlaunch import config, frameworks
 from rlaunch.errors import ConfigError
-from rlaunch.frameworks import topology
+from rlaunch.frameworks.areal.allocation import allocation_gpus
+from rlaunch.frameworks.rlinf import placement as rlinf
 
 VERL_PPO, VERL_GRPO, VERL_32B = "verl-ppo-gsm8k-0.5b", "verl-grpo-math-7b", "verl-grpo-gsm8k-32b"
 AREAL, RLINF = "areal-grpo-gsm8k", "rlinf-grpo-pipeline-1.5b"
@@ -103,25 +104,25 @@ def test_areal_scales_with_the_cluster(knobs):
 def test_rlinf_collocation_on_purpose_is_allowed():
     # Written through the API: a comma key cannot travel inside SET's whitespace-split words.
     spec = config.load(RLINF)
-    topology.placement(spec, {"actor,rollout": "0-3", "reward": "0"})
+    rlinf.placement(spec, {"actor,rollout": "0-3", "reward": "0"})
     with pytest.raises(ConfigError, match="both on resource rank 0"):
-        topology.placement(spec, {"actor": "0-3", "rollout": "0"})
+        rlinf.placement(spec, {"actor": "0-3", "rollout": "0"})
 
 
 def test_parse_ranks_and_allocations():
-    assert topology.parse_ranks("k", "0-1,4") == [0, 1, 4]
-    assert topology.parse_ranks("k", 3) == [3]
+    assert rlinf.parse_ranks("k", "0-1,4") == [0, 1, 4]
+    assert rlinf.parse_ranks("k", 3) == [3]
     with pytest.raises(ConfigError):
-        topology.parse_ranks("k", "3-1")
-    assert topology.allocation_gpus("k", "sglang:d8") == 8
-    assert topology.allocation_gpus("k", "fsdp:d4p1t2") == 8
+        rlinf.parse_ranks("k", "3-1")
+    assert allocation_gpus("k", "sglang:d8") == 8
+    assert allocation_gpus("k", "fsdp:d4p1t2") == 8
     with pytest.raises(ConfigError, match="colons"):
-        topology.allocation_gpus("k", "sglang.d4")
+        allocation_gpus("k", "sglang.d4")
 
 
 def test_default_placement_scales_seed_003():
     spec = config.load(RLINF)
-    assert topology.default_placement(spec) == {"rollout": "0", "inference": "1", "actor": "2-3", "reward": "0"}
+    assert rlinf.default_placement(spec) == {"rollout": "0", "inference": "1", "actor": "2-3", "reward": "0"}
     spec = config.load(RLINF, {"GPUS_PER_NODE": "4"})
-    assert topology.default_placement(spec) == {"rollout": "0-1", "inference": "2-3", "actor": "4-7",
+    assert rlinf.default_placement(spec) == {"rollout": "0-1", "inference": "2-3", "actor": "4-7",
                                                 "reward": "0-1"}

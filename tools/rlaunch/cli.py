@@ -110,8 +110,44 @@ def _inputs_lines(spec: dict) -> list[str]:
     return [f"  {'inputs' if i == 0 else '':<12}{line}" for i, line in enumerate(found)]
 
 
+class Frameworks:
+    """The frameworks rlaunch has a package for (tools/rlaunch/frameworks/<name>/), as the scripts ask."""
+
+    def list(self, validated=False):
+        """The framework names, one a line; --validated: those with their own config loader."""
+        from . import frameworks
+
+        names = [n for n in frameworks.names() if not _flag(validated) or frameworks.descriptor(n).validator]
+        print("\n".join(names))
+
+    def needs(self, name):
+        """The packages NAME's config loader imports beyond the framework (its validator venv's), one a line."""
+        from . import frameworks
+
+        validator = frameworks.descriptor(str(name)).validator
+        if validator is None:
+            raise ConfigError("framework.name", name, "a framework with its own config loader: "
+                              + ", ".join(n for n in frameworks.names() if frameworks.descriptor(n).validator))
+        print("\n".join(validator.needs))
+
+    def show(self, name):
+        """NAME's descriptor as JSON: CPU rule, metric modules, validator, images."""
+        import dataclasses
+
+        from . import frameworks
+
+        print(json.dumps(dataclasses.asdict(frameworks.descriptor(str(name))), indent=2))
+
+
+def _flag(value) -> bool:
+    return str(value).lower() in ("1", "true", "yes")
+
+
 class Cli:
     """rlaunch: render, plan, launch, status, logs, down an RL post-training run on Ray."""
+
+    def __init__(self):
+        self.frameworks = Frameworks()
 
     def render(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803 - the Make knobs' names
         """Write every artifact of a launch under OUT (default build/<run_id>); touch nothing else."""

@@ -52,25 +52,16 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 def reward_series(spec: dict, run_dir: Path) -> list[tuple[int, float]]:
-    """(step, mean reward) per step from the framework's own metrics; [] when none were written."""
+    """(step, mean reward) per step from the framework's own metrics (its package's postflight says
+    where); else any TensorBoard reward tag under the run directory; [] when none were written."""
+    from . import frameworks
     from .verify import layouts, postflight
 
     where = layouts.defaults(spec, run_dir)
-    name = spec["framework"]["name"]
-    points: list[tuple[int, float]] = []
-    if name == "trl":
-        points = [(r["step"], r["reward"]) for r in _jsonl(Path(where["metrics"]))
-                  if isinstance(r.get("step"), int) and isinstance(r.get("reward"), (int, float))]
-    elif name == "verl":
-        rows, _ = postflight.verl_rows(where, run_dir)
-        for step, data in rows:
-            key = next((k for k in layouts.VERL_METRIC_NAMES["reward"] if k in data), None)
-            if key is not None:
-                points.append((step, data[key]))
-    if not points:  # RLinf, AReaL (and anything else): the TensorBoard events under the run directory
+    points = frameworks.descriptor(spec["framework"]["name"]).postflight.rewards(where, run_dir)
+    if not points:
         scalars = postflight.read_scalars(run_dir) if any(run_dir.rglob("events.out.tfevents.*")) else {}
-        tag = layouts.RLINF_TAGS["reward"] if layouts.RLINF_TAGS["reward"] in scalars else next(
-            (t for t in sorted(scalars) if t.rsplit("/", 1)[-1] in ("reward", "reward_scores")), None)
+        tag = next((t for t in sorted(scalars) if t.rsplit("/", 1)[-1] in ("reward", "reward_scores")), None)
         points = scalars.get(tag, []) if tag else []
     return sorted((int(s), float(v)) for s, v in points if math.isfinite(v))
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import yaml
 
-from . import CONFIGS, ROOT, images, inputs, knobs as _knobs, pins, spec
+from . import CONFIGS, ROOT, dotted, images, inputs, knobs as _knobs, pins, spec
 from .errors import ConfigError
 from .knobs import KNOBS, RUN_ID_RE  # noqa: F401 - re-exported: the CLI and tests read them here
-from .spec import ENUMS, SECRET_NAME, Spec  # noqa: F401 - re-exported
+from .spec import ENUMS, SECRET_NAME, Spec  # noqa: F401 - re-exported (tests, the CLI)
 
 # Kubernetes object names, as its API server checks them (apimachinery IsDNS1123Label and
 # IsDNS1123Subdomain); kubectl would refuse any other only at launch.
@@ -101,14 +101,7 @@ def merge(base: dict, over: dict) -> dict:
 
 
 def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flat(value, dotted + "."))
-        else:
-            out[dotted] = value
-    return out
+    return dotted.flat(tree, prefix)
 
 
 def parse_assignment(text: str, source: str) -> tuple[str, Any]:
@@ -128,14 +121,11 @@ def parse_assignment(text: str, source: str) -> tuple[str, Any]:
     return key, ("" if value is None else value)
 
 
-def _set(tree: dict, dotted: str, value: Any) -> None:
-    node = tree
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            return  # validation reports the type error on the parent key
-    node[leaf] = value
+def _set(tree: dict, key: str, value: Any, source: str) -> None:
+    try:
+        dotted.put(tree, key, value)
+    except TypeError:  # cluster.nodes.x=3: below a value there are no keys
+        raise ConfigError(key, value, spec.suggest(key), source) from None
 
 
 def validate(cfg: dict, sources: dict[str, str] | None = None) -> spec.Config:
@@ -169,13 +159,8 @@ def _config_error(errors: list[dict], sources: dict[str, str]) -> ConfigError:
     return ConfigError(key, first["input"], allowed, sources.get(key, ""))
 
 
-def _get(tree: dict, dotted: str) -> Any:
-    node: Any = tree
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise KeyError(dotted)
-        node = node[part]
-    return node
+def _get(tree: dict, key: str) -> Any:
+    return dotted.get(tree, key)
 
 
 def _resolve_names(preset_layer: dict, knobs: dict[str, str], sets: dict[str, Any]) -> dict[str, str]:
@@ -241,13 +226,13 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
     sources.update({k: f"configs/presets/{overlay_name}.yaml" for k in _flat(overlay)})
     for knob, value in knobs.items():
         key = KNOBS[knob]
-        _set(cfg, key, parse_assignment(f"{key}={value}", knob)[1])
+        _set(cfg, key, parse_assignment(f"{key}={value}", knob)[1], knob)
         sources[key] = knob
     for key, value in sets.items():
-        _set(cfg, key, value)
+        _set(cfg, key, value, "SET")
         sources[key] = "SET"
     for key, value in names.items():
-        _set(cfg, key, value)
+        _set(cfg, key, value, "")
 
     spec_ = derive(validate(cfg, sources), preset, sources, now)
     if rules:
@@ -335,7 +320,7 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
         raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
                           f"cluster.gpus_per_node={cluster['gpus_per_node']}")
     try:
-        frameworks.get(spec_.framework.name).check(spec_)
+        frameworks.check(spec_)
         backends.get(spec_.infra.name).rules(spec_)
     except ConfigError as err:
         source = sources.get(err.key.split("[", 1)[0], "")  # framework.overrides[trainer.nnodes]: SET's
@@ -360,15 +345,16 @@ def head_ray_cpus(data: dict) -> int | None:
     framework needs Ray CPUs on the head (verl's TransferQueue): then the head pod's CPUs."""
     if not cpu_only_head(data):
         return None
-    from .verify.preflight import CPU_RULES
+    from . import frameworks
 
     name = data["framework"]["name"]
-    where, need, why = CPU_RULES.get(name, ("", 0, ""))
-    if where != "head" or not need:
+    rule = frameworks.descriptor(name).cpu_rule
+    if rule is None or rule.where != "head":
         return 0
     have = data["infra"]["kuberay"]["head_cpus"]
-    if have < need:
-        raise ConfigError("infra.kuberay.head_cpus", have, f">= {need} with cluster.cpu_head and {name}: {why}")
+    if have < rule.count:
+        raise ConfigError("infra.kuberay.head_cpus", have, f">= {rule.count} with cluster.cpu_head and {name}: "
+                          f"{rule.why}")
     return have
 
 

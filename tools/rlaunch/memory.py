@@ -286,15 +286,14 @@ def verl_phases(spec: dict, n: dict[str, int]) -> tuple[list[Phase], list[str]]:
 
 
 def areal_phases(spec: dict, n: dict[str, int]) -> tuple[list[Phase], list[str]]:
-    from .frameworks import areal, topology
-
-    adapter = areal.ADAPTER
+    from .frameworks.areal.adapter import ADAPTER as adapter
+    from .frameworks.areal.allocation import allocation_gpus
     exp, eff = adapter.experiment(spec), _eff(spec)
     rollout_default, actor_default = adapter.backends(spec)
     actor_alloc = str(eff.get("actor.backend", actor_default))
     rollout_alloc = str(eff.get("rollout.backend", rollout_default))
-    dp = topology.allocation_gpus("actor.backend", actor_alloc)
-    rollout_gpus = topology.allocation_gpus("rollout.backend", rollout_alloc)
+    dp = allocation_gpus("actor.backend", actor_alloc)
+    rollout_gpus = allocation_gpus("rollout.backend", rollout_alloc)
     tp = 1
     for letter, size in re.findall(r"([dptce])(\d+)", rollout_alloc.partition(":")[2]):
         if letter == "t":

@@ -68,6 +68,20 @@ def Choice(values: list[str] | tuple[str, ...]) -> Any:  # noqa: N802 - a type
     return Literal[tuple(values)]
 
 
+# The keys with a fixed set of values (infra, framework, algorithm names come from their registries).
+InfraName = Choice(knobs.INFRAS)
+K8sFlavor = Choice(["generic", "gke", "vke"])
+FrameworkName = Choice(frameworks.names())
+ImageKind = Choice(["official", "rlaunch"])
+AlgoName = Choice(knobs.ALGOS)
+Estimator = Choice(["gae", "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline",
+    "remax", "opo", "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized"])
+Dataset = Choice(["gsm8k", "math", "boba", "digits"])
+RolloutBackend = Choice(["vllm", "sglang", "hf"])
+StorageMode = Choice(["MOUNT", "COPY", "MOUNT_CACHED"])
+Store = Choice(["", "gcs", "s3", "azure", "r2", "ibm", "oci"])
+
+
 class Section(BaseModel):
     """A frozen part of the spec that refuses unknown keys, and reads like spec.json's mapping."""
 
@@ -122,9 +136,9 @@ class KubeRaySettings(Section):
 
 
 class Infra(Section):
-    name: Choice(knobs.INFRAS)
+    name: InfraName
     sky_infra: Str
-    k8s_flavor: Choice(["generic", "gke", "vke"])
+    k8s_flavor: K8sFlavor
     namespace: Str
     kuberay: KubeRaySettings
     spot: Bool
@@ -151,15 +165,14 @@ class Cluster(Section):
 
 
 class FrameworkSettings(Section):
-    name: Choice(frameworks.names())
-    image: Choice(["official", "rlaunch"])
+    name: FrameworkName
+    image: ImageKind
     overrides: Strings
 
 
 class Algo(Section):
-    name: Choice(knobs.ALGOS)
-    adv_estimator: Choice(["gae", "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline",
-                           "remax", "opo", "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized"])
+    name: AlgoName
+    adv_estimator: Estimator
     group_size: Int(ge=1)
     kl_coef: Float
     use_kl_loss: Bool
@@ -173,7 +186,7 @@ class ModelSettings(Section):
 
 
 class Data(Section):
-    dataset: Choice(["gsm8k", "math", "boba", "digits"])
+    dataset: Dataset
     path: Str
     max_prompt_length: Int(ge=1)
     max_response_length: Int(ge=1)
@@ -196,7 +209,7 @@ class Train(Section):
 
 
 class Rollout(Section):
-    backend: Choice(["vllm", "sglang", "hf"])
+    backend: RolloutBackend
     tp: Int(ge=1)
     gpu_memory_utilization: Annotated[float, BeforeValidator(_float), Field(le=1.0)]
 
@@ -204,9 +217,9 @@ class Rollout(Section):
 class Storage(Section):
     mount: Str
     source: Str
-    mode: Choice(["MOUNT", "COPY", "MOUNT_CACHED"])
+    mode: StorageMode
     bucket: Str
-    store: Choice(["", "gcs", "s3", "azure", "r2", "ibm", "oci"])
+    store: Store
     pvc: Str
 
 

@@ -18,7 +18,6 @@ output); the run script checks them before anything starts.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import shutil
@@ -26,7 +25,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .. import ROOT, artifacts, verify
+from .. import ROOT, artifacts, frameworks, verify
 from .. import inputs as run_inputs
 from ..data import MANIFEST, manifest_text
 from ..errors import CheckError, MissingPrerequisite
@@ -42,10 +41,6 @@ PLATFORM_ENV = ("RAY_ADDRESS", "RAY_HEAD_IP", "RAY_HEAD_ADDRESS", "RAY_PORT", "R
 # Offline on the cluster: the task never downloads, it reads the pinned inputs on the shared storage.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "TOKENIZERS_PARALLELISM": "false"}
-MODEL_FILES = ("config.json", "tokenizer_config.json", "*.safetensors")  # *.ext: at least one such file
-# What the image's python must import for the job's preflight and postflight.
-RUNTIME_MODULES = ("ray", "yaml", "fire")
-METRICS_MODULES = {"trl": ("tensorboard",), "rlinf": ("tensorboard",)}
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -67,22 +62,19 @@ def install_root(spec: dict) -> Path:
 
 
 def _adapter(spec: dict):
-    from .. import frameworks
-
     return frameworks.get(spec["framework"]["name"])
 
 
 def checkout(spec: dict) -> dict | None:
     """The framework's pinned git checkout on the shared storage, when its entrypoint lives in one.
 
-    The adapter module says where (its `checkout(spec)`, e.g. RLinf's <mount>/code/checkouts/<commit>);
-    the files the run needs from it are the adapter's inputs under that path.
+    The adapter says where (`checkout(spec)`, e.g. RLinf's <mount>/code/checkouts/<commit>); the files
+    the run needs from it are the adapter's inputs under that path.
     """
     adapter, commit = _adapter(spec), spec["pins"]["framework_commit"]
-    locate = getattr(importlib.import_module(type(adapter).__module__), "checkout", None)
-    if locate is None or not commit:
+    path = adapter.checkout(spec).rstrip("/")
+    if not path or not commit:
         return None
-    path = locate(spec).rstrip("/")
     required = [p[len(path) + 1:] for p in adapter.inputs(spec) if p.startswith(path + "/")]
     return {"path": path, "commit": commit, "required": required}
 
@@ -327,8 +319,6 @@ class AIStudio(Backend):
         return files
 
     def check(self, spec: dict, files: dict[str, str]) -> list[str]:
-        from .. import frameworks
-
         env = json.loads(files["runtime_env.json"])
         env.pop("_generated_by", None)  # rlaunch's provenance key on every JSON; not pasted (paste_text)
         lines = validate_runtime_env(env, spec)

@@ -1,56 +1,144 @@
-"""The framework adapter interface: the spec in, the exact entrypoint and files out."""
+"""What a framework package provides: one descriptor (what the rest of rlaunch asks of it) and one
+adapter (the spec in, the exact entrypoint and files out)."""
 
 from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
 
 # Rendered job scripts export this as the directory that holds spec.json and the files below, so
 # commands can point at them wherever the backend put them ("${RLAUNCH_ARTIFACTS}/rlinf.yaml").
 ARTIFACTS = "${RLAUNCH_ARTIFACTS}"
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class CpuRule:
+    """Ray CPUs the framework needs where it schedules: on the head, or on every node. The topology
+    rules check cluster.cpus_per_node against it, preflight the live cluster, and a KubeRay CPU-only
+    head advertises them (config.derive)."""
+
+    where: str   # "head" or "every"
+    count: int
+    why: str
+
+    @property
+    def place(self) -> str:
+        return "the head" if self.where == "head" else "every node"
+
+
+@dataclass(frozen=True)
+class Validator:
+    """The framework's own config loader (<package>/loader.py), run at plan in .venv-<name>, which
+    `make setup-validators` builds: the framework at its pin without its dependencies, plus `needs`
+    (the packages its loader imports) at the versions the framework's own metadata gives."""
+
+    needs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Images:
+    """The framework's images: images.<name>.official and .rlaunch in configs/versions.yaml, the
+    rlaunch one built from `dockerfile` (make image-build), checked by running `entrypoint_help`
+    inside it (python ARGS that print the entrypoint's usage and exit 0; empty: not known)."""
+
+    dockerfile: str = ""
+    entrypoint_help: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """Everything rlaunch asks of a framework, in one place (frameworks/<name>/__init__.py)."""
+
+    name: str
+    summary: str
+    order: int = 100                       # where it is listed (errors, help): the rehearsal first
+    cpu_rule: CpuRule | None = None
+    # What the job's own steps (accel, preflight, postflight) import beyond the standard library and
+    # rlaunch for this framework: a run script that cannot count on rlaunch's image (AIStudio's)
+    # refuses an image whose Python lacks one, and asks for nothing else (rlaunch.verify.job_modules;
+    # tests/unit/test_job_modules.py runs the steps with every other import blocked).
+    step_modules: tuple[str, ...] = ("ray",)
+    validator: Validator | None = None
+    images: Images = field(default_factory=Images)
+
+    def module(self, part: str) -> ModuleType:
+        return importlib.import_module(f"rlaunch.frameworks.{self.name}.{part}")
+
+    def adapter(self) -> "Framework":
+        return self.module("adapter").ADAPTER
+
+    @property
+    def postflight(self) -> ModuleType:
+        """<package>/postflight.py: layout(spec, run_dir) (where the run writes, the keys of
+        --path), checks(spec, run_dir, where, facts) (postflight's checks of it) and
+        rewards(where, run_dir) (the (step, reward) pairs compare draws) and, optionally,
+        smoke(spec, run_dir) (SMOKE=1's numbers, rlaunch.verify.smoke)."""
+        return self.module("postflight")
+
+    @property
+    def loader(self) -> Path | None:
+        """<package>/loader.py, run by frameworks/loader_main.py in the validator venv."""
+        return HERE / self.name / "loader.py" if self.validator else None
 
 
 class Framework:
-    """One RL framework. Methods are pure: they read the spec and return text or raise ConfigError."""
+    """One RL framework's adapter. Methods are pure: they read the spec and return text or raise ConfigError."""
 
     name = ""
-    # Arguments to python that print the entrypoint's usage and exit 0 without training: the image
-    # check (rlaunch.verify.image) runs them inside a built image. Empty: not known yet.
-    entrypoint_help: tuple[str, ...] = ()
     # True: the framework reads the dataset's hub snapshot as is (rlaunch.inputs lays it out so).
     dataset_snapshot = False
 
-    def command(self, spec: dict) -> list[str]:
+    def command(self, spec) -> list[str]:
         """argv of the training entrypoint, run once on the Ray head (the driver)."""
         raise NotImplementedError
 
-    def files(self, spec: dict) -> dict[str, str]:
+    def files(self, spec) -> dict[str, str]:
         """Extra files to render next to spec.json: relative path -> text."""
         return {}
 
-    def env(self, spec: dict) -> dict[str, str]:
+    def env(self, spec) -> dict[str, str]:
         """The framework's own non-secret environment for the job (logger paths, ...); the run's NCCL
         settings (spec.derived.nccl_env) come with it in frameworks.job_env."""
         return {}
 
-    def pythonpath(self, spec: dict) -> list[str]:
+    def pythonpath(self, spec) -> list[str]:
         """Directories the job's Python imports from beyond its site-packages (the image's, e.g.
         RLinf's /opt/Megatron-LM): on PYTHONPATH after the framework's checkout, before anything else."""
         return []
 
-    def install(self, spec: dict) -> list[str]:
+    def install(self, spec) -> list[str]:
         """Idempotent shell lines run on EVERY node before Ray starts, when the image lacks the
         framework at its pinned version (SkyPilot nodes on an upstream image)."""
         return []
 
-    def setup(self, spec: dict) -> list[str]:
+    def setup(self, spec) -> list[str]:
         """Idempotent shell lines that prepare data on the shared mount."""
         return []
 
-    def inputs(self, spec: dict) -> list[str]:
+    def inputs(self, spec) -> list[str]:
         """Files that must already be on shared storage; preflight checks them on every node."""
         return []
 
-    def check(self, spec: dict) -> None:
+    def checkout(self, spec) -> str:
+        """The framework's pinned git checkout on the shared storage, when its entrypoint lives in one
+        (RLinf); "" when it comes installed."""
+        return ""
+
+    def check(self, spec) -> None:
         """rlaunch's own topology rules; raise ConfigError naming the key."""
 
-    def loader_check(self, spec: dict, files: dict[str, str]) -> str:
+    def loader_request(self, spec) -> dict | None:
+        """What the framework's own loader (<package>/loader.py) is asked to load; None: no loader."""
+        return None
+
+    def loader_check(self, spec, files: dict[str, str]) -> str:
         """Run the framework's own config loader; return a one-line result."""
-        return "no loader for this framework"
+        from . import loaders
+
+        request = self.loader_request(spec)
+        if request is None:
+            return "no loader for this framework"
+        return loaders.result_line(self.name, loaders.run(self.name, [request])[0])

@@ -1,4 +1,6 @@
-"""rlaunch's own topology rules: what verl, AReaL and RLinf only find out an hour into a GPU run.
+"""rlaunch's own topology rules, shared by the framework adapters: what verl, AReaL and RLinf only find
+out an hour into a GPU run. A framework's own shapes (RLinf's placement, AReaL's allocations) are in its
+package.
 
 Each rule reads the merged spec (plus the framework overrides the adapter will pass) and raises one
 ConfigError naming the key to change, the value and what would be allowed. Pure: no framework import.
@@ -15,8 +17,6 @@ from ..errors import ConfigError
 # Advantage estimators that compare responses within a group: a group of 1 has no baseline.
 GROUP_ESTIMATORS = {"grpo", "rloo", "grpo_passk", "rloo_vectorized", "grpo_vectorized", "opo", "gpg",
                     "reinforce_plus_plus_baseline"}
-# verl's TransferQueue: 1 controller + 8 storage actors at 1 CPU each, plus the driver (FIELD-NOTES).
-VERL_MIN_HEAD_CPUS = 10
 ROLLOUT_ENGINES = ("vllm", "sglang")
 
 
@@ -120,14 +120,13 @@ def rollout_backend(spec: dict, key: str = "rollout.backend", value: Any = None)
     return name
 
 
-def head_cpus(spec: dict) -> None:
-    """verl's TransferQueue hangs silently with fewer than 10 Ray CPUs where it schedules."""
+def ray_cpus(spec, rule, framework: str) -> None:
+    """cluster.cpus_per_node (0: the infrastructure decides) against the framework's CPU rule."""
     cpus = spec["cluster"]["cpus_per_node"]
-    if cpus and cpus < VERL_MIN_HEAD_CPUS:
-        where = "each worker (the head is CPU-only with 0 Ray CPUs)" if spec["cluster"]["cpu_head"] else \
-            "the head"
-        raise ConfigError("cluster.cpus_per_node", cpus, f">= {VERL_MIN_HEAD_CPUS} Ray CPUs on {where}: "
-                          "verl's TransferQueue (1 controller + 8 storage actors) hangs silently otherwise")
+    if cpus and cpus < rule.count:
+        where = "each worker (the head is CPU-only)" if spec["derived"]["cpu_only_head"] else rule.place
+        raise ConfigError("cluster.cpus_per_node", cpus, f">= {rule.count} Ray CPUs on {where} for "
+                          f"{framework}: {rule.why}")
 
 
 def under_mount(spec: dict, key: str, path: str, what: str) -> None:
@@ -145,83 +144,3 @@ def metrics_logger(key: str, loggers: list[str], required: str) -> None:
     if required not in loggers:
         raise ConfigError(key, "[" + ",".join(loggers) + "]", f"a list including '{required}': rlaunch's "
                           "postflight reads its machine-readable metrics")
-
-
-# --- RLinf placement ---------------------------------------------------------------------------
-
-def parse_ranks(key: str, value: Any) -> list[int]:
-    """RLinf resource ranks: 3, '2-3', '0-1,4', 'all' -> a sorted list."""
-    text = str(value).strip()
-    ranks: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not m:
-            raise ConfigError(key, value, "resource ranks like 0, 2-3 or 0-1,4")
-        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
-        if hi < lo:
-            raise ConfigError(key, value, f"a range low-high with low <= high (got {lo}-{hi})")
-        ranks.extend(range(lo, hi + 1))
-    return sorted(set(ranks))
-
-
-# A component that shares GPUs by design: the reward worker is light and sits with the others.
-SHARES = {"reward"}
-
-
-def placement(spec: dict, placement_map: dict[str, Any], prefix: str = "cluster.component_placement") -> None:
-    """Every rank within nodes x GPUs; no two components on one GPU unless they are meant to share."""
-    total = total_gpus(spec)
-    owner: dict[int, str] = {}
-    for comp, value in placement_map.items():
-        key = f"{prefix}.{comp}"
-        ranks = parse_ranks(key, value)
-        bad = [r for r in ranks if r >= total]
-        if bad:
-            raise ConfigError(key, value, f"resource ranks 0-{total - 1} (cluster.nodes x "
-                              f"cluster.gpus_per_node = {spec['cluster']['nodes']} x "
-                              f"{spec['cluster']['gpus_per_node']} GPUs)")
-        # "actor,rollout" as one key is RLinf's way of saying "collocated on purpose".
-        members = {c.strip() for c in comp.split(",")}
-        for r in ranks:
-            other = owner.get(r)
-            if other is None:
-                owner[r] = comp
-                continue
-            if members <= SHARES or {c.strip() for c in other.split(",")} <= SHARES:
-                continue
-            raise ConfigError(key, value, f"ranks not used by '{other}' (both on resource rank {r}); "
-                              "to collocate on purpose, name them together, e.g. 'actor,rollout: 0-3'")
-
-
-def default_placement(spec: dict) -> dict[str, str]:
-    """Seed 003's pipeline shape scaled to the cluster: rollout+reward, inference, then actor on half."""
-    total = total_gpus(spec)
-    if total < 4 or total % 4:
-        raise ConfigError("cluster.gpus_per_node", spec["cluster"]["gpus_per_node"],
-                          "nodes x gpus_per_node a multiple of 4 for the default RLinf pipeline placement "
-                          "(rollout+reward | inference | actor x 2), or set cluster.component_placement.* "
-                          "in framework.overrides")
-    q = total // 4
-
-    def span(lo: int, n: int) -> str:
-        return str(lo) if n == 1 else f"{lo}-{lo + n - 1}"
-
-    return {"rollout": span(0, q), "inference": span(q, q), "actor": span(2 * q, 2 * q), "reward": span(0, q)}
-
-
-# --- AReaL allocation --------------------------------------------------------------------------
-
-def allocation_gpus(key: str, value: str) -> int:
-    """'sglang:d8' / 'fsdp:d4p1t2' -> GPUs it needs (the product of its parallel sizes)."""
-    text = str(value).strip().strip("'\"")
-    engine, sep, dims = text.partition(":")
-    if not sep or not engine or not re.fullmatch(r"([dptce]\d+)+", dims):
-        raise ConfigError(key, value, "engine:dims, e.g. sglang:d8 or fsdp:d4p1t1 (colons separate engine "
-                          "and sizes)")
-    gpus = 1
-    for _letter, size in re.findall(r"([dptce])(\d+)", dims):
-        if int(size) < 1:
-            raise ConfigError(key, value, "parallel sizes >= 1")
-        gpus *= int(size) if _letter in "dptc" else 1
-    return gpus

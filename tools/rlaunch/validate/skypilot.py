@@ -32,6 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .. import dotted
 from ..errors import CheckError
 
 TIMEOUT_S = 120
@@ -209,12 +210,8 @@ def _storage_values(node, key: str = "") -> list[tuple[str, str]]:
     return found
 
 
-def _lookup(doc, dotted: str):
-    node = doc
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
+def _lookup(doc, key: str):
+    node = dotted.get(doc, key, None)
     return node if isinstance(node, (str, int, float)) else None
 
 

@@ -69,7 +69,7 @@ def step_probe(framework: str, want_version: str) -> tuple[bool, str]:
 def step_entrypoint(framework: str) -> tuple[bool | None, str]:
     from .. import frameworks
 
-    entry = frameworks.get(framework).entrypoint_help
+    entry = frameworks.descriptor(framework).images.entrypoint_help
     if not entry:
         return None, f"entrypoint: the {framework} adapter names no entrypoint --help to run yet"
     proc = _run([sys.executable, *entry])
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..errors import ConfigError
 
     try:
-        frameworks.get(args.framework)
+        frameworks.descriptor(args.framework)
     except ConfigError as err:
         print(f"{PROG}: {err}", file=sys.stderr)
         return EXIT_USAGE

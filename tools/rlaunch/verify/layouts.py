@@ -1,28 +1,9 @@
-"""Where each framework writes its outputs, as documented upstream (versions pinned in
-configs/versions.yaml), expressed relative to one run directory.
+"""Where a run's outputs are, relative to one run directory: what every framework shares (its logs,
+the fatal markers in them) and each framework's own layout (frameworks/<name>/postflight.py `layout`).
 
 Every location derives from the run directory given to postflight, so `make verify RUN_DIR=...`
 also works on a copy of a run (downloaded from a bucket). An adapter that puts something elsewhere
-passes it explicitly: `postflight --path KEY=VALUE` (the keys are listed per framework below).
-
-- trl (rlaunch's rehearsal trainer, rlaunch.rehearsal.train): metrics.jsonl, tensorboard/,
-  checkpoint/final/, eval.json, reward.png, train_summary.json in the run directory.
-- verl 0.9: the `file` logger writes one JSON line per step, {"step": N, "data": {...}}, to
-  $VERL_FILE_LOGGER_PATH (rlaunch sets it to <run_dir>/logs/metrics.jsonl); the console logger
-  prints "step:N - key:value - ..."; checkpoints under trainer.default_local_dir (rlaunch:
-  <run_dir>/checkpoints): global_step_N/actor/{model,optim,extra_state}_world_size_W_rank_R.pt,
-  global_step_N/data.pt, latest_checkpointed_iteration.txt.
-- AReaL 1.0.4: logs in {fileroot}/logs/{user}/{experiment}/{trial}/ (main.log, merged.log,
-  config.yaml) with "Train step g/G done." per step; HF checkpoints in {fileroot}/checkpoints/{user}/
-  {experiment}/{trial}/default/epoch{e}epochstep{s}globalstep{g}/ (g counts from 0). rlaunch's
-  defaults: fileroot = run_dir, experiment = run.name, trial = run.id; any user.
-- RLinf 0.3: {output_dir}/{experiment_name}/log/main.log with "Step limit given by max_steps=N
-  reached"; TensorBoard under {logger.log_path}/tensorboard/; checkpoints in {output_dir}/
-  {experiment_name}/checkpoints/global_step_N/actor/dcp_checkpoint/{.metadata,*.distcp} and
-  .../data/data.pt; Hydra's resolved config in {hydra.run.dir}/.hydra/config.yaml, the config rlaunch
-  rendered (what was requested) in <run_dir>/plan/rlinf/rlaunch-grpo.yaml. For rlaunch
-  (and the AIStudio preset) output_dir/experiment_name and log_path are both the run directory,
-  and hydra.run.dir is <run_dir>/hydra.
+passes it explicitly: `postflight --path KEY=VALUE` (the keys are the framework's layout).
 """
 
 from __future__ import annotations
@@ -45,81 +26,29 @@ FATAL_MARKERS = {
 LOG_DIRS = ("logs", "log", "worker_logs")
 LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ""}
 
-VERL_METRICS = "logs/metrics.jsonl"  # the verl adapter exports VERL_FILE_LOGGER_PATH=<run_dir>/this
-VERL_LATEST = "latest_checkpointed_iteration.txt"
-VERL_SHARD_KINDS = ("model", "optim", "extra_state")
-# verl metric -> accepted names (the first one logged is used).
-VERL_METRIC_NAMES = {
-    "reward": ("critic/score/mean", "critic/rewards/mean", "reward"),
-    "loss": ("actor/pg_loss",),
-    "grad_norm": ("actor/grad_norm",),
-    "lr": ("actor/lr",),
-}
 
-AREAL_STEP = r"Train step (\d+)/(\d+) done"
-AREAL_CKPT = r"epoch(\d+)epochstep(\d+)globalstep(\d+)"
-
-RLINF_STEP = r"Step limit given by max_steps=(\d+) reached"
-RLINF_TAGS = {
-    "reward": "rollout/reward_scores",
-    "loss": "actor/training/actor/final_loss",
-    "grad_norm": "actor/training/actor/grad_norm",
-    "lr": "actor/training/actor/lr",
-}
-
-
-def _rehearsal_names() -> dict[str, str]:
-    # The trainer owns these names; reading them keeps the two from drifting apart.
-    from rlaunch.rehearsal import train
-
-    return {"metrics": train.METRICS, "tensorboard": train.TENSORBOARD,
-            "checkpoint": train.FINAL_CHECKPOINT, "eval": train.EVAL, "plot": train.PLOT,
-            "summary": train.SUMMARY}
-
-
-def _rlinf_config_file() -> str:
-    # The adapter names the file it renders; job.sh keeps it under <run_dir>/plan/.
-    from rlaunch.frameworks import rlinf
-
-    return f"{rlinf.CONFIG_DIR}/{rlinf.CONFIG_NAME}.yaml"
-
-
-def _relocate(spec_path: str, spec_run_dir: str, run_dir: Path, default: str) -> Path:
-    """A spec path under the spec's run_dir moves with the run directory; one outside stays put."""
+def relocate(spec, key: str, run_dir: Path, default: str) -> Path:
+    """spec.paths[key] moved with the run directory: a path under the spec's run_dir moves with it,
+    one outside stays put, none is run_dir/default."""
+    paths = spec.get("paths", {})
+    spec_path, spec_run_dir = paths.get(key, ""), paths.get("run_dir", "")
     if not spec_path:
-        return run_dir / default
+        return Path(run_dir) / default
     if spec_run_dir and (spec_path == spec_run_dir or spec_path.startswith(spec_run_dir.rstrip("/") + "/")):
-        return run_dir / spec_path[len(spec_run_dir.rstrip("/")) + 1:]
+        return Path(run_dir) / spec_path[len(spec_run_dir.rstrip("/")) + 1:]
     return Path(spec_path)
 
 
-def defaults(spec: dict, run_dir: Path) -> dict[str, Path | str]:
+def defaults(spec, run_dir: Path) -> dict[str, Path | str]:
     """Every location postflight reads for this spec's framework, keyed as --path accepts them."""
-    run_dir = Path(run_dir)
-    paths = spec.get("paths", {})
-    spec_run_dir = paths.get("run_dir", "")
-    ckpt_dir = _relocate(paths.get("ckpt_dir", ""), spec_run_dir, run_dir, "checkpoints")
-    out: dict[str, Path | str] = {
-        "log_dir": _relocate(paths.get("log_dir", ""), spec_run_dir, run_dir, "logs"),
-    }
-    name = spec["framework"]["name"]
-    if name == "trl":
-        out.update({key: run_dir / rel for key, rel in _rehearsal_names().items()})
-    elif name == "verl":
-        out.update(metrics=run_dir / VERL_METRICS, ckpt_dir=ckpt_dir,
-                   resolved_config=run_dir / "hydra" / ".hydra" / "config.yaml")
-    elif name == "areal":
-        run = spec.get("run", {})
-        out.update(fileroot=run_dir, experiment=run.get("name", ""), trial=run.get("id", ""),
-                   tensorboard="")
-    elif name == "rlinf":
-        out.update(main_log=run_dir / "log" / "main.log", tensorboard=run_dir / "tensorboard",
-                   ckpt_dir=ckpt_dir, resolved_config=run_dir / "hydra" / ".hydra" / "config.yaml",
-                   requested_config=run_dir / "plan" / _rlinf_config_file())
+    from .. import frameworks
+
+    out: dict[str, Path | str] = {"log_dir": relocate(spec, "log_dir", Path(run_dir), "logs")}
+    out.update(frameworks.descriptor(spec["framework"]["name"]).postflight.layout(spec, Path(run_dir)))
     return out
 
 
-def resolve(spec: dict, run_dir: Path, overrides: dict[str, str] | None = None) -> dict[str, Path | str]:
+def resolve(spec, run_dir: Path, overrides: dict[str, str] | None = None) -> dict[str, Path | str]:
     """defaults() with --path KEY=VALUE applied; an unknown key is a usage error naming the keys."""
     out = defaults(spec, run_dir)
     for key, value in (overrides or {}).items():

@@ -7,10 +7,10 @@ and NCCL_* env, the SHA256 of every input (and of SHA256SUMS manifests), and wri
 to <run_dir>/.preflight/<node_id>. A second round has every node read every other node's token: a
 node that cannot means the storage is not shared.
 
-Checks: node count; probes answered; enough Ray CPUs for the framework (verl: >= 10 on the head,
-its TransferQueue hangs silently with fewer; trl: 1 per node for its one Ray Train worker each);
-the same Python, framework version and commit everywhere (and the pinned ones); sys.executable
-under infra.image_bin when that is set; GPU count, model and driver identical when
+Checks: node count; probes answered; enough Ray CPUs for the framework (its descriptor's CPU rule:
+verl >= 10 on the head, its TransferQueue hangs silently with fewer; trl 1 per node for its one Ray
+Train worker each); the same Python, framework version and commit everywhere (and the pinned ones);
+sys.executable under infra.image_bin when that is set; GPU count, model and driver identical when
 cluster.gpus_per_node > 0, CUDA usable; NCCL_IB_DISABLE=1 without RDMA; the framework/accelerator
 rules (rlaunch.frameworks.accel: their hidden packages hidden, each GPU's compute capability, their
 modules importable in the job's Python; the GPU parts skipped on nodes without GPUs); inputs
@@ -59,11 +59,6 @@ NODE_IP = "{node_ip}"  # in a path: replaced on each node by that node's IP
 PROBE_DIR = ".preflight"  # under run_dir: one token file per node, left as evidence
 MANIFEST = "SHA256SUMS"
 DEFAULT_TIMEOUT_S = 120.0
-# Ray CPUs a framework needs: (where, how many, why); where is "head" or "every" node.
-CPU_RULES = {
-    "verl": ("head", 10, "its TransferQueue (1 controller + 8 storage actors) hangs silently with fewer"),
-    "trl": ("every", 1, "one Ray Train worker per node"),
-}
 
 
 # ---------------------------------------------------------------- on every node (Ray tasks)
@@ -285,10 +280,7 @@ def task_env(spec: dict) -> dict[str, str]:
     """The job's non-secret env, from the framework adapter: the probes see what the job will see."""
     from .. import frameworks
 
-    try:
-        return frameworks.job_env(spec)
-    except (ImportError, AttributeError):  # an adapter not written yet: no env of its own
-        return {}
+    return frameworks.job_env(spec)
 
 
 def default_inputs(spec: dict) -> list[str]:
@@ -296,11 +288,7 @@ def default_inputs(spec: dict) -> list[str]:
     (`inputs(spec)`, e.g. the pinned model dir and dataset file); none if it says nothing."""
     from .. import frameworks
 
-    try:
-        adapter = frameworks.get(spec["framework"]["name"])
-    except ImportError:
-        return []
-    return [str(p) for p in getattr(adapter, "inputs", lambda _spec: [])(spec)]
+    return [str(p) for p in frameworks.get(spec["framework"]["name"]).inputs(spec)]
 
 
 def _ship_by_value() -> None:
@@ -446,20 +434,21 @@ def _same_everywhere(name: str, values: dict[str, object], what: str) -> dict:
 
 
 def check_cpus(spec: dict, nodes: list[dict]) -> dict:
-    rule = CPU_RULES.get(spec["framework"]["name"])
+    """The framework's CPU rule (its descriptor) against the Ray CPUs each node registered."""
+    from .. import frameworks
+
+    rule = frameworks.descriptor(spec["framework"]["name"]).cpu_rule
     if rule is None:
         return skipped("ray cpus", f"no CPU rule for {spec['framework']['name']}")
-    where, need, why = rule
-    if where == "head":
+    if rule.where == "head":
         pool = [n for n in nodes if n["is_head"]]
     else:  # every node that runs the framework's workers: not a CPU-only head (num-cpus 0)
         pool = [n for n in nodes if not (n["is_head"] and spec["derived"]["cpu_only_head"])]
-    short = next((n for n in pool if n["cpus"] < need), None)
+    short = next((n for n in pool if n["cpus"] < rule.count), None)
     if short:
         return check("ray cpus", False, f"{short['cpus']:g} Ray CPUs there, {spec['framework']['name']} needs "
-                                        f">= {need} on {'the head' if where == 'head' else 'every node'} ({why})",
-                     node=_label(short))
-    return check("ray cpus", True, f">= {need} Ray CPUs on {'the head' if where == 'head' else 'every node'}")
+                                        f">= {rule.count} on {rule.place} ({rule.why})", node=_label(short))
+    return check("ray cpus", True, f">= {rule.count} Ray CPUs on {rule.place}")
 
 
 def check_framework(spec: dict, probes: dict[str, dict]) -> list[dict]:

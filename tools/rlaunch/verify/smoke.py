@@ -2,12 +2,8 @@
 full run would take at that speed. job.sh runs it after postflight in a smoke run; it writes
 <run_dir>/smoke.json and prints the numbers.
 
-Where the numbers come from, per framework:
-  trl    train_summary.json: duration_s, s_per_step (from the end of step 1, which a smoke run
-         spends saving, reloading and validating), peak_memory per node (RSS; CUDA reserved on GPU)
-  verl   its file logger's metrics: timing_s/step (steps after the first), perf/max_memory_reserved_gb
-         (rank 0's node), the job's logs/exit_code time for the wall time
-  others wall time only
+Where the numbers come from: the framework's package (frameworks/<name>/postflight.py `smoke`:
+steps, s/step after step 1, peak memory per node, wall time); a framework without one reports none.
 The full run: train.steps steps (the config without SMOKE) x s/step, plus this run's time outside its
 steady steps (startup, step 1, saving); unknown when the config counts epochs instead of steps.
 
@@ -28,38 +24,11 @@ PROG = "smoke"
 REPORT = "smoke.json"
 
 
-def _read(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _verl(spec: dict, run_dir: Path) -> dict:
-    from . import layouts
-    from .postflight import verl_rows
-
-    rows = [r for _, r in verl_rows(layouts.resolve(spec, run_dir), run_dir)[0]]
-    steps = [r.get("timing_s/step") for r in rows[1:] if isinstance(r.get("timing_s/step"), (int, float))]
-    peak = max((r["perf/max_memory_reserved_gb"] for r in rows
-                if isinstance(r.get("perf/max_memory_reserved_gb"), (int, float))), default=None)
-    return {"steps": len(rows), "s_per_step": sum(steps) / len(steps) if steps else None,
-            "peak_memory": {"rank 0's node": {"gpu_mb": round(peak * 1024, 1)}} if peak is not None else {},
-            "duration_s": sum(r.get("timing_s/step") or 0 for r in rows) or None}
-
-
 def measure(spec: dict, run_dir: Path) -> dict:
-    name = spec["framework"]["name"]
-    if name == "trl":
-        from ..rehearsal.train import SUMMARY
+    from .. import frameworks
 
-        summary = _read(run_dir / SUMMARY)
-        got = {k: summary.get(k) for k in ("steps", "s_per_step", "peak_memory", "duration_s")}
-    elif name == "verl":
-        got = _verl(spec, run_dir)
-    else:
-        got = {"steps": None, "s_per_step": None, "peak_memory": {}, "duration_s": None}
+    own = getattr(frameworks.descriptor(spec["framework"]["name"]).postflight, "smoke", None)
+    got = own(spec, run_dir) if own else {"steps": None, "s_per_step": None, "peak_memory": {}, "duration_s": None}
     full = spec["train"]["steps"]
     rate, wall, steps = got.get("s_per_step"), got.get("duration_s"), got.get("steps")
     if rate and full > 0:

@@ -8,10 +8,10 @@ mount (a relative default_local_dir lands in Ray's per-job working dir, seed 002
 
 from __future__ import annotations
 
-from .. import inputs as run_inputs
-from ..errors import ConfigError
-from . import loaders, topology
-from .base import Framework
+from ... import inputs as run_inputs
+from ...errors import ConfigError
+from .. import topology
+from ..base import Framework
 
 ENTRY = ["python3", "-m", "verl.trainer.main_ppo"]
 METRICS = "metrics.jsonl"  # under paths.log_dir; postflight reads it (verify/layouts.py)
@@ -157,7 +157,6 @@ class Verl(Framework):
             "micro_override": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"})
         topology.rollout_tp(spec, "rollout.tp", eff.get("actor_rollout_ref.rollout.tensor_model_parallel_size"))
         topology.rollout_backend(spec, "rollout.backend", eff.get("actor_rollout_ref.rollout.name"))
-        topology.head_cpus(spec)
         ckpt = eff.get("trainer.default_local_dir", spec["paths"]["ckpt_dir"])
         ckpt_key = "framework.overrides[trainer.default_local_dir]" if "trainer.default_local_dir" in eff \
             else "storage.mount"
@@ -176,9 +175,6 @@ class Verl(Framework):
         # hydra.* keys belong to the app's run dir, not to the composed config.
         return {"overrides": [o for o in self.overrides(spec) if not o.startswith("hydra.")],
                 "required": required}
-
-    def loader_check(self, spec: dict, files: dict[str, str]) -> str:
-        return loaders.result_line("verl", loaders.run("verl", [self.loader_request(spec)])[0])
 
 
 ADAPTER = Verl()

@@ -1,10 +1,10 @@
 """RLinf's own config loader: Hydra compose of the rendered YAML with RLinf's resolvers registered
 (`import rlinf`), every interpolation resolved, then RLinf's validate_reasoning_cfg.
 
-Runs with .venv-rlinf's python (rlinf --no-deps, hydra-core 1.3, torch for its dtype resolver).
-stdin: {"requests": [{"config_text": <YAML>, "config_name": ..., "overrides": [...]}]}; stdout: one
-JSON line {"results": [...]}. RLinf's validate_cfg itself starts a Ray Cluster and waits for nodes, so
-the loader calls the reasoning-task validation it runs after that, without a cluster.
+Runs in .venv-rlinf (rlinf --no-deps, hydra-core 1.3, torch for its dtype resolver) through
+frameworks/loader_main.py. A request: {"config_text": <YAML>, "config_name": ..., "overrides": [...]}.
+RLinf's validate_cfg itself starts a Ray Cluster and waits for nodes, so the loader calls the
+reasoning-task validation it runs after that, without a cluster.
 
 A request with "compose_only": true answers the composed config instead, every interpolation
 resolved, plus the Hydra settings a run depends on ("hydra": run.dir, output_subdir, job.chdir and
@@ -13,22 +13,11 @@ config_text (an upstream file, with "env" for the variables its search path read
 """
 
 import importlib.metadata
-import json
 import os
-import re
-import sys
-import tempfile
-
-KEY_PATTERNS = (r"Could not override '([^']+)'", r"full_key: (\S+)", r"Key '([^']+)'",
-                r"Could not append to config. An item is already at '([^']+)'")
 
 
-def error_key(text):
-    for pattern in KEY_PATTERNS:
-        m = re.search(pattern, text)
-        if m:
-            return m.group(1)
-    return ""
+def name():
+    return f"rlinf {importlib.metadata.version('rlinf')} compose + validate_reasoning_cfg"
 
 
 def answer(request, tmp):
@@ -39,25 +28,22 @@ def answer(request, tmp):
     from rlinf.config import validate_reasoning_cfg
 
     os.makedirs(tmp, exist_ok=True)
-    name = request.get("config_name", "rlaunch")
+    config_name = request.get("config_name", "rlaunch")
     config_dir = request.get("config_dir") or tmp
     if not request.get("config_dir"):
-        with open(os.path.join(tmp, name + ".yaml"), "w") as f:
+        with open(os.path.join(tmp, config_name + ".yaml"), "w") as f:
             f.write(request["config_text"])
     saved = dict(os.environ)
     os.environ.update(request.get("env") or {})
     try:
         with initialize_config_dir(config_dir=config_dir, version_base="1.1"):
-            cfg = compose(name, overrides=list(request.get("overrides", [])),
+            cfg = compose(config_name, overrides=list(request.get("overrides", [])),
                           return_hydra_config=bool(request.get("compose_only")))
         if request.get("compose_only"):
             return composed(cfg)
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         with open_dict(cfg):
             cfg = validate_reasoning_cfg(cfg)
-    except BaseException as err:
-        text = f"{type(err).__name__}: {err}".replace("\n", " ")
-        return {"ok": False, "key": error_key(str(err)), "error": text[:600]}
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -76,19 +62,3 @@ def composed(cfg):
         del cfg["hydra"]  # the rest of Hydra's own node (sweep dirs, ${now:...}) resolves only in a run
     return {"ok": True, "config": OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True),
             "hydra": hydra}
-
-
-def main():
-    requests = json.load(sys.stdin)["requests"]
-    version = importlib.metadata.version("rlinf")
-    results = []
-    with tempfile.TemporaryDirectory(prefix="rlaunch-rlinf-") as tmp:
-        for i, request in enumerate(requests):
-            res = answer(request, os.path.join(tmp, str(i)))
-            res["loader"] = f"rlinf {version} compose + validate_reasoning_cfg"
-            results.append(res)
-    print(json.dumps({"results": results}))
-
-
-if __name__ == "__main__":
-    main()

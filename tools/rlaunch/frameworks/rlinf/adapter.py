@@ -17,12 +17,12 @@ import shlex
 
 import yaml
 
-from .. import data as datasets
-from .. import pins
-from .. import inputs as run_inputs
-from ..errors import ConfigError
-from . import loaders, topology
-from .base import ARTIFACTS, Framework
+from ... import dotted, pins
+from ... import inputs as run_inputs
+from ...errors import ConfigError
+from .. import topology
+from .placement import default_placement, parse_ranks, placement as check_placement
+from ..base import ARTIFACTS, Framework
 
 CONFIG_DIR = "rlinf"
 CONFIG_NAME = "rlaunch-grpo"
@@ -42,7 +42,7 @@ ACTOR_FSDP = {**FSDP, "forward_prefetch": True, "backward_prefetch": "pre", "use
               "amp_autocast": {"enabled": False, "precision": "fp16"}, "grad_scaler": {"enabled": True}}
 
 
-def checkout(spec: dict) -> str:
+def checkout(spec) -> str:
     """The pinned RLinf checkout on the shared storage (seed 003's layout)."""
     return f"{spec['storage']['mount']}/code/checkouts/{spec['pins']['framework_commit']}"
 
@@ -52,28 +52,15 @@ def _tenth(value: float) -> float:
     return float(f"{value / 10:.12g}")
 
 
-def set_dotted(tree: dict, dotted: str, value) -> None:
-    node = tree
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        nxt = node.setdefault(part, {})
-        if not isinstance(nxt, dict):
-            raise ConfigError(f"framework.overrides[{dotted}]", value, f"'{part}' holds a value, not a mapping")
-        node = nxt
-    node[leaf] = value
-
-
-def get_dotted(tree: dict, dotted: str, default=None):
-    node = tree
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node
+def get_dotted(tree: dict, key: str):
+    return dotted.get(tree, key, None)
 
 
 class Rlinf(Framework):
     name = "rlinf"
+
+    def checkout(self, spec) -> str:
+        return checkout(spec)
 
     def data_file(self, spec: dict) -> str:
         name = spec["pins"]["dataset"].get("file") or "train.jsonl"
@@ -95,7 +82,7 @@ class Rlinf(Framework):
             "defaults": [{"override hydra/job_logging": "stdout"}],
             "hydra": {"run": {"dir": f"{paths['run_dir']}/hydra"}, "output_subdir": ".hydra",
                       "job": {"chdir": False}},
-            "cluster": {"num_nodes": spec["cluster"]["nodes"], "component_placement": topology.default_placement(spec)},
+            "cluster": {"num_nodes": spec["cluster"]["nodes"], "component_placement": default_placement(spec)},
             "runner": {
                 "task_type": "reasoning",
                 "logger": {"log_path": paths["run_dir"], "project_name": spec["logging"]["project"],
@@ -191,7 +178,10 @@ class Rlinf(Framework):
                 value = yaml.safe_load(raw) if raw != "" else ""
             except yaml.YAMLError:
                 value = raw
-            set_dotted(cfg, key, value)
+            try:
+                dotted.put(cfg, key, value)
+            except TypeError as err:
+                raise ConfigError(f"framework.overrides[{key}]", value, str(err)) from None
         return cfg
 
     def command(self, spec: dict) -> list[str]:
@@ -232,8 +222,8 @@ class Rlinf(Framework):
         eff = topology.parse_overrides(spec["framework"]["overrides"])
         cfg = self.config(spec)
 
-        def key(dotted: str, fallback: str) -> str:
-            return f"framework.overrides[{dotted}]" if dotted in eff else fallback
+        def key(name: str, fallback: str) -> str:
+            return f"framework.overrides[{name}]" if name in eff else fallback
 
         n = get_dotted(cfg, "algorithm.group_size")
         topology.group_size(spec, key("algorithm.group_size", "algo.group_size"), n)
@@ -242,7 +232,7 @@ class Rlinf(Framework):
                 "actor" in k for k in placement):
             raise ConfigError("framework.overrides[cluster.component_placement]", placement,
                               "a mapping of component -> resource ranks that places the actor")
-        topology.placement(spec, placement)
+        check_placement(spec, placement)
         if int(get_dotted(cfg, "cluster.num_nodes")) != spec["cluster"]["nodes"]:
             raise ConfigError(key("cluster.num_nodes", "cluster.nodes"), get_dotted(cfg, "cluster.num_nodes"),
                               f"cluster.nodes={spec['cluster']['nodes']} (RLinf waits forever for missing nodes)")
@@ -255,7 +245,7 @@ class Rlinf(Framework):
         n_mini = topology.as_int("train.mini_batch_size", get_dotted(cfg, "algorithm.n_minibatches"))
         micro = topology.as_int("train.micro_batch_size_per_gpu",
                                 get_dotted(cfg, "algorithm.training_batch_size_per_gpu"))
-        actor_gpus = len(topology.parse_ranks("cluster.component_placement.actor", next(
+        actor_gpus = len(parse_ranks("cluster.component_placement.actor", next(
             v for k, v in placement.items() if "actor" in k.split(","))))
         if spec["train"]["mini_batch_size"] > spec["train"]["batch_size"]:
             raise ConfigError("train.mini_batch_size", spec["train"]["mini_batch_size"],
@@ -275,15 +265,12 @@ class Rlinf(Framework):
                               f"a divisor of runner.max_steps={steps}, so the last step is saved")
         topology.metrics_logger(key("runner.logger.logger_backends", "logging.wandb"),
                                 list(get_dotted(cfg, "runner.logger.logger_backends") or []), "tensorboard")
-        for dotted, what in (("runner.output_dir", "checkpoints"), ("runner.logger.log_path", "TensorBoard logs")):
-            topology.under_mount(spec, key(dotted, "storage.mount"), str(get_dotted(cfg, dotted)), what)
+        for path_key, what in (("runner.output_dir", "checkpoints"), ("runner.logger.log_path", "TensorBoard logs")):
+            topology.under_mount(spec, key(path_key, "storage.mount"), str(get_dotted(cfg, path_key)), what)
 
     def loader_request(self, spec: dict) -> dict:
         return {"config_text": self.files(spec)[f"{CONFIG_DIR}/{CONFIG_NAME}.yaml"], "config_name": CONFIG_NAME,
                 "overrides": []}
-
-    def loader_check(self, spec: dict, files: dict[str, str]) -> str:
-        return loaders.result_line("rlinf", loaders.run("rlinf", [self.loader_request(spec)])[0])
 
 
 ADAPTER = Rlinf()

@@ -1,10 +1,10 @@
 """Run a framework's own config loader, at the pinned version, in its validator environment.
 
-Each loader is a small script (loaders/<framework>_loader.py) run with the python of
-<repo>/.venv-<framework> (built by `make setup-validators`). It reads {"requests": [...]} as JSON on
-stdin and prints {"results": [...]}: one process per framework answers every request, so the heavy
-imports (torch, AReaL, RLinf) are paid once for all presets (`prefetch`). Results are cached by
-request, so a later loader_check for the same spec costs nothing.
+Each framework with a Validator has a loader (frameworks/<name>/loader.py) that loader_main.py runs
+with the python of <repo>/.venv-<name> (built by `make setup-validators`). It reads {"requests": [...]}
+as JSON on stdin and prints {"results": [...]}: one process per framework answers every request, so
+the heavy imports (torch, AReaL, RLinf) are paid once for all presets (`prefetch`). Results are
+cached by request, so a later loader_check for the same spec costs nothing.
 
 Env:
     RLAUNCH_VALIDATORS  directory holding the .venv-<framework> environments (default: the repo root)
@@ -18,9 +18,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from ... import ROOT
+from .. import ROOT
 
 HERE = Path(__file__).resolve().parent
+HARNESS = HERE / "loader_main.py"
 SKIPPED = "skipped: run `make setup-validators`"
 _CACHE: dict[str, dict] = {}
 
@@ -66,14 +67,16 @@ def prefetch_all(by_framework: dict[str, list[dict]]) -> None:
 
 
 def _spawn(framework: str, requests: list[dict]) -> list[dict]:
-    script = HERE / f"{framework}_loader.py"
+    from . import descriptor
+
+    script = descriptor(framework).loader
     timeout = float(os.environ.get("RLAUNCH_LOADER_TIMEOUT_S", "300"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
     env.update({"PYTHONNOUSERSITE": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled",
                 "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"})
     try:
         # -P: never import from the current directory (a Ray temp dir named `ray` in /tmp shadows ray).
-        proc = subprocess.run([str(venv_python(framework)), "-P", str(script)],
+        proc = subprocess.run([str(venv_python(framework)), "-P", str(HARNESS), str(script)],
                               input=json.dumps({"requests": requests}), capture_output=True, text=True,
                               timeout=timeout, env=env, cwd=str(HERE))
     except subprocess.TimeoutExpired:
@@ -93,7 +96,7 @@ def _spawn(framework: str, requests: list[dict]) -> list[dict]:
 
 def result_line(framework: str, result: dict) -> str:
     """One plan line for a loader result; a rejection is a CheckError naming the framework's key."""
-    from ...errors import CheckError
+    from ..errors import CheckError
 
     if result.get("skipped"):
         return f"{framework} loader {result['skipped']}"

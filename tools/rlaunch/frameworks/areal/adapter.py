@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import yaml
 
-from .. import inputs as run_inputs
-from ..errors import ConfigError
-from . import loaders, topology
-from .base import ARTIFACTS, Framework
+from ... import inputs as run_inputs
+from ...errors import ConfigError
+from .. import topology
+from .allocation import allocation_gpus
+from ..base import ARTIFACTS, Framework
 
 AREAL_HOME = "/AReaL"  # AReaL's source in its runtime image (Dockerfile: COPY . /AReaL)
 ENTRY = "examples/math/gsm8k_rl.py"
@@ -187,7 +188,7 @@ class Areal(Framework):
             if engine not in ENGINES[key]:
                 raise ConfigError(where, value, f"engine:sizes with a colon, the engine one of "
                                   f"{', '.join(ENGINES[key])}, e.g. {ENGINES[key][0]}:d4")
-            used += topology.allocation_gpus(where, value)
+            used += allocation_gpus(where, value)
         if used > topology.total_gpus(spec):
             named = [f"framework.overrides[{k}]" for k in ("rollout.backend", "actor.backend") if k in eff]
             raise ConfigError(named[0] if named else "cluster.gpus_per_node",
@@ -199,7 +200,7 @@ class Areal(Framework):
         topology.under_mount(spec, key, self.fileroot(spec), "AReaL's cluster.fileroot (logs, checkpoints, "
                              "name records)")
         batch = topology.as_int("train.batch_size", eff.get("train_dataset.batch_size", spec["train"]["batch_size"]))
-        dp = topology.allocation_gpus("actor.backend", eff.get("actor.backend", actor_backend))
+        dp = allocation_gpus("actor.backend", eff.get("actor.backend", actor_backend))
         n = topology.as_int("algo.group_size", eff.get("gconfig.n_samples", spec["algo"]["group_size"]))
         if (batch * n) % dp:
             raise ConfigError("train.batch_size", batch, f"batch x n_samples ({batch} x {n}) divisible by the "
@@ -215,10 +216,6 @@ class Areal(Framework):
 
     def loader_request(self, spec: dict) -> dict:
         return {"config_text": self.files(spec)[CONFIG], "overrides": self.cli(spec)}
-
-    def loader_check(self, spec: dict, files: dict[str, str]) -> str:
-        # The same YAML as files() renders (the shipped copy only adds a comment header).
-        return loaders.result_line("areal", loaders.run("areal", [self.loader_request(spec)])[0])
 
 
 ADAPTER = Areal()

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 
-from ..errors import ConfigError
-from .base import ARTIFACTS, Framework
+from ...errors import ConfigError
+from ..base import ARTIFACTS, Framework
 
 ENTRY = "rlaunch.rehearsal.train"
 
 
 class Trl(Framework):
     name = "trl"
-    entrypoint_help = ("-m", ENTRY, "--help")
 
     def train_config(self, spec: dict) -> dict:
         train, algo = spec["train"], spec["algo"]
@@ -51,9 +50,9 @@ class Trl(Framework):
                               "digits (the TRL adapter's task is made at run time)")
 
     def loader_check(self, spec: dict, files: dict[str, str]) -> str:
-        from ..errors import CheckError
-        from ..rehearsal.train import ConfigError as TrainConfigError
-        from ..rehearsal.train import parse_config  # validates exactly as the job will
+        from ...errors import CheckError
+        from ...rehearsal.train import ConfigError as TrainConfigError
+        from ...rehearsal.train import parse_config  # validates exactly as the job will
 
         try:
             parse_config(json.loads(files["trl.json"]))  # it skips the "_generated_by" header key

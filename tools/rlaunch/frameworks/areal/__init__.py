@@ -1,0 +1,16 @@
+"""AReaL (1.0.4): examples/math/gsm8k_rl.py with an experiment YAML rlaunch renders."""
+
+from ..base import Descriptor, Images, Validator
+
+FRAMEWORK = Descriptor(
+    name="areal",
+    summary="AReaL GRPO (gsm8k_rl.py), local or Ray scheduler",
+    order=2,
+    step_modules=("ray", "yaml"),
+    # What load_expr_config imports beyond AReaL itself (versions from AReaL's own metadata).
+    validator=Validator(needs=("torch", "hydra-core", "omegaconf", "transformers", "uvloop", "pyyaml", "aiohttp",
+                               "colorlog", "tenacity", "flask", "torchdata", "lark", "pillow", "ray", "numba",
+                               "orjson", "einops", "aiofiles", "openai", "swanlab", "trackio", "wandb",
+                               "tensorboardX", "tabulate")),
+    images=Images(dockerfile="docker/areal/Dockerfile"),
+)

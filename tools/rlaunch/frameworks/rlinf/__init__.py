@@ -1,0 +1,13 @@
+"""RLinf (0.3, pinned commit): examples/reasoning/main_grpo.py with a YAML rlaunch renders."""
+
+from ..base import Descriptor, Images, Validator
+
+FRAMEWORK = Descriptor(
+    name="rlinf",
+    summary="RLinf GRPO pipeline from its pinned checkout",
+    order=3,
+    step_modules=("ray", "yaml", "tensorboard"),
+    # `import rlinf` (its resolvers) and its reasoning-config validation.
+    validator=Validator(needs=("torch", "hydra-core", "ray", "numpy")),
+    images=Images(dockerfile="docker/rlinf/Dockerfile"),
+)

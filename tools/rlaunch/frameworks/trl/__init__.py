@@ -1,0 +1,13 @@
+"""TRL: GRPOTrainer inside Ray Train's TorchTrainer, one worker per Ray node (rlaunch.rehearsal.train).
+On CPU this is the rehearsal: a tiny model learns a toy task in minutes."""
+
+from ..base import CpuRule, Descriptor, Images
+
+FRAMEWORK = Descriptor(
+    name="trl",
+    summary="TRL GRPOTrainer under Ray Train (the CPU rehearsal)",
+    order=0,
+    cpu_rule=CpuRule("every", 1, "one Ray Train worker per node"),
+    step_modules=("ray", "tensorboard"),
+    images=Images(dockerfile="docker/trl/Dockerfile", entrypoint_help=("-m", "rlaunch.rehearsal.train", "--help")),
+)
