@@ -213,7 +213,7 @@ has_pair() {
 @test "bad input: unknown framework, missing FRAMEWORK, unknown command, exit 2, no build" {
   run "${REPO}/scripts/image" build verl bogus
   [ "${status}" -eq 2 ]
-  [[ "${output}" == *"FRAMEWORK='bogus' is not allowed; allowed: verl areal rlinf trl all"* ]]
+  [[ "${output}" == *"FRAMEWORK='bogus' is not allowed; allowed: trl verl areal rlinf all"* ]]
   run "${REPO}/scripts/image" build ""   # what `make image-build` passes with FRAMEWORK unset
   [ "${status}" -eq 2 ]
   [[ "${output}" == *"FRAMEWORK is required"* ]]

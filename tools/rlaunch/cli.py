@@ -113,11 +113,14 @@ def _inputs_lines(spec: dict) -> list[str]:
 class Frameworks:
     """The frameworks rlaunch has a package for (tools/rlaunch/frameworks/<name>/), as the scripts ask."""
 
-    def list(self, validated=False):
-        """The framework names, one a line; --validated: those with their own config loader."""
+    def list(self, validated=False, image=False):
+        """The framework names, one a line; --validated: those with their own config loader;
+        --image: those with an rlaunch image (a Dockerfile)."""
         from . import frameworks
 
-        names = [n for n in frameworks.names() if not _flag(validated) or frameworks.descriptor(n).validator]
+        names = [n for n in frameworks.names()
+                 if (not _flag(validated) or frameworks.descriptor(n).validator)
+                 and (not _flag(image) or frameworks.descriptor(n).images.dockerfile)]
         print("\n".join(names))
 
     def needs(self, name):
