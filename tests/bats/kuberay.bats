@@ -7,26 +7,22 @@
 
 load stub_helper
 
-setup_file() {
-  # launch and plan validate against the pinned CRDs (`make crds`, or RLAUNCH_CRDS_DIR).
-  local repo
-  repo="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
-  CRDS_MISSING=""
-  if [[ -x "${repo}/.venv/bin/python" ]] && ! "${repo}/.venv/bin/python" -m rlaunch.validate.crds where \
-      >/dev/null 2>"${BATS_FILE_TMPDIR}/crds"; then
-    CRDS_MISSING="$(head -1 "${BATS_FILE_TMPDIR}/crds")"
-  fi
-  export CRDS_MISSING
-}
-
-# need_crds: skip the test without the pinned CRDs, saying how to get them; under CI=true, fail it.
+# need_crds [KIND...]: the pinned CRDs this test validates against (`make crds`, or RLAUNCH_CRDS_DIR;
+# default: KubeRay's and PodMonitor's). Without one the test skips saying how to get it; under CI=true
+# it fails, unless the last `make crds` recorded that this machine cannot reach that CRD's upstream.
 need_crds() {
-  [[ -n "${CRDS_MISSING}" ]] || return 0
-  if [[ "${CI:-}" == true ]]; then
-    echo "CI=true and a CRD is missing: ${CRDS_MISSING}" >&2
+  local py="${BATS_TEST_DIRNAME}/../../.venv/bin/python" missing offline
+  local -a kinds=("$@")
+  ((${#kinds[@]})) || kinds=(RayCluster RayJob PodMonitor)
+  [[ -x "${py}" ]] || return 0 # setup skips without the venv
+  missing="$("${py}" -m rlaunch.validate.crds where "${kinds[@]}" 2>&1 >/dev/null)" && return 0
+  if offline="$("${py}" -m rlaunch.validate.crds unreachable "${kinds[@]}")"; then
+    skip "${missing}; this machine cannot reach it: ${offline}"
+  elif [[ "${CI:-}" == true ]]; then
+    echo "CI=true and a CRD is missing: ${missing}" >&2
     return 1
   fi
-  skip "${CRDS_MISSING}"
+  skip "${missing}"
 }
 
 setup() {
@@ -121,9 +117,10 @@ launch_inputs() {
   local calls
   calls="$(stub_calls kubectl | sed -n '/^get namespace/,$p')"
   [ "${calls}" = "get namespace default -o name
+get crd podmonitors.monitoring.coreos.com -o name
 get secret tos-credentials -n default -o name
 ${APPLY} -f -
-${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/inputs.yaml
+${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/podmonitors.yaml -f ${OUT}/kuberay/grafana.yaml -f ${OUT}/kuberay/inputs.yaml
 get job ${RUN_ID}-inputs -n default -o json
 logs job/${RUN_ID}-inputs -n default --tail=20
 ${APPLY} -f ${OUT}/kuberay/rayjob.yaml" ]
@@ -160,7 +157,7 @@ launch_a4x() {
 }
 
 @test "launch on A4X checks the DRA device classes and the ComputeDomain CRD, then applies the ComputeDomain" {
-  need_crds
+  need_crds RayCluster RayJob ComputeDomain
   stub_reply kubectl get job '{"status": {"conditions": [{"type": "Complete", "status": "True"}]}}'
   run launch_a4x
   [ "${status}" -eq 0 ]
@@ -173,7 +170,7 @@ get deviceclass compute-domain-default-channel.nvidia.com -o name"* ]]
 }
 
 @test "launch on A4X without managed DRANET: exit 3, names the device class and how to get it, applies nothing" {
-  need_crds
+  need_crds RayCluster RayJob ComputeDomain
   stub_fail kubectl get deviceclass mrdma.google.com 1 \
     'Error from server (NotFound): deviceclasses.resource.k8s.io "mrdma.google.com" not found'
   run launch_a4x
@@ -183,7 +180,7 @@ get deviceclass compute-domain-default-channel.nvidia.com -o name"* ]]
 }
 
 @test "launch on A4X without NVIDIA's DRA driver: exit 3 with the pinned helm install, applies nothing" {
-  need_crds
+  need_crds RayCluster RayJob ComputeDomain
   stub_fail kubectl get crd computedomains.resource.nvidia.com 1 \
     'Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io "computedomains.resource.nvidia.com" not found'
   run launch_a4x

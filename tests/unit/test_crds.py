@@ -132,6 +132,21 @@ def test_no_network_says_how_to_get_the_crds_with_exit_3(pinned):
     assert "could not download http://127.0.0.1:" in str(err.value) and "RLAUNCH_CRDS_DIR" in str(err.value)
 
 
+def test_an_unreachable_upstream_is_recorded_until_a_fetch_gets_the_crd(github, pinned):
+    # Tests tell a machine that cannot reach GitHub (skip, saying so) from a setup never run (fail).
+    pinned(f"http://127.0.0.1:{closed_port()}")
+    assert crds.unreachable("RayJob") == ""  # never tried
+    with pytest.raises(MissingPrerequisite):
+        crds.fetch_one(crds.get("RayJob"))
+    assert crds.unreachable("RayJob").startswith("http://127.0.0.1:")
+    assert crds.main(["unreachable", "RayJob"]) == 0 and crds.main(["where", "RayJob"]) == 3
+    base, www = github
+    pinned(base)
+    serve(www)
+    crds.fetch_one(crds.get("RayJob"))
+    assert crds.unreachable("RayJob") == "" and crds.main(["where", "RayJob"]) == 0
+
+
 def test_rlaunch_crds_dir_copies_are_used_by_fetch_and_plan_and_checked_too(tmp_path, pinned, monkeypatch):
     pinned(f"http://127.0.0.1:{closed_port()}")  # nothing to download from
     local = tmp_path / "copies"

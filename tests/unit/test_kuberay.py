@@ -467,7 +467,7 @@ def quiet_loader(monkeypatch):
     monkeypatch.setattr(type(fw), "loader_check", lambda self, spec, files: "loader ok")
 
 
-def test_check_validates_every_manifest_and_skips_server_dry_run_without_a_cluster(crds, no_kubectl, quiet_loader):
+def test_check_validates_every_manifest_and_skips_server_dry_run_without_a_cluster(crds, dra_crd, no_kubectl, quiet_loader):
     spec, files = render(f"monitoring.podmonitors=true {GKE_BUCKET}", K8S_FLAVOR="gke", RDMA="1",
                          GPUS_PER_NODE="4", ACCELERATOR="GB200")
     lines = kr.BACKEND.check(spec, files)

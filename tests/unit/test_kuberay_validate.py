@@ -79,6 +79,7 @@ def test_conversion_closes_objects_and_reads_int_or_string_and_nullable():
 
 def test_missing_crds_stop_with_exit_3_naming_make_crds_and_rlaunch_crds_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("RLAUNCH_CRDS_DIR", str(tmp_path))
+    monkeypatch.setenv("RLAUNCH_CRDS_CACHE", str(tmp_path / "cache"))
     v.crd_schema.cache_clear()
     try:
         with pytest.raises(MissingPrerequisite) as err:
@@ -265,7 +266,7 @@ def test_podmonitor_schema_rejects_typos_and_bad_intervals(crds):
         v.check_podmonitor(bad, "m")
 
 
-def test_compute_domain_is_admitted_with_the_dra_drivers_crd_and_its_mistakes_named(crds):
+def test_compute_domain_is_admitted_with_the_dra_drivers_crd_and_its_mistakes_named(crds, dra_crd):
     spec = config.load("verl-grpo-gsm8k-32b", {"INFRA": "kuberay", "RUN_ID": "cd"})
     files = artifacts.finish(spec, kr.BACKEND.render(spec))
     domain = yaml.safe_load(files["kuberay/computedomain.yaml"])
@@ -410,12 +411,15 @@ def golden_kuberay_cases() -> list[tuple[str, str, dict]]:
 
 
 @pytest.mark.parametrize(("name", "preset", "knobs"), golden_kuberay_cases(), ids=[c[0] for c in golden_kuberay_cases()])
-def test_every_rendered_kuberay_manifest_is_admitted(crds, name, preset, knobs):
+def test_every_rendered_kuberay_manifest_is_admitted(crds, name, preset, knobs, request):
     knobs = dict(knobs)
     sets = f"monitoring.podmonitors=true {knobs.pop('SET', '')}"  # a case's own overrides
     spec = config.load(preset, {"RUN_ID": "golden", **knobs}, sets)
     files = artifacts.finish(spec, kr.BACKEND.render(spec))
-    lines = v.check_documents(kr._documents(files), K8S)
+    documents = kr._documents(files)
+    if any(doc.get("kind") == "ComputeDomain" for _, doc in documents):  # A4X: its CRD too
+        request.getfixturevalue("dra_crd")
+    lines = v.check_documents(documents, K8S)
     assert any("PodMonitor/" in line and "valid PodMonitor" in line for line in lines)
     assert any("RayJob/" in line and "valid against" in line for line in lines)
 

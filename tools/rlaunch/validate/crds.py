@@ -6,12 +6,18 @@ Section `crds:` of the versions file names, per kind, the upstream file at its r
 
   - $RLAUNCH_CRDS_DIR: folders holding local copies (a PATH-like list, for machines that cannot reach
     GitHub). Each folder is searched for the file itself and for <group>-crds-v<version>/<file>.
-  - otherwise the cache that `make crds` fills: $RLAUNCH_CRDS_CACHE (default <repo>/build/crds), laid
-    out as <group>-crds-v<version>/<file>.
+  - then the cache that `make crds` fills: $RLAUNCH_CRDS_CACHE (default <repo>/build/crds), laid
+    out as <group>-crds-v<version>/<file>. `make crds` downloads what no local folder holds; a
+    download that cannot reach its upstream is recorded beside it (unreachable()), so tests can tell
+    a machine without that network from a setup that never fetched.
 
 CLI (what `make crds` and scripts/setup run):
     python -m rlaunch.validate.crds fetch   # download (or copy from $RLAUNCH_CRDS_DIR) into the cache
-    python -m rlaunch.validate.crds where   # where each CRD is found; exit 3 if one is missing
+    python -m rlaunch.validate.crds where [KIND...]  # where each (or each named) CRD is found; exit 3 if
+                                                      # one is missing
+    python -m rlaunch.validate.crds unreachable [KIND...]  # exit 0 if each is in place or the last
+                                                      # fetch could not reach its upstream (tests tell a
+                                                      # machine offline from a setup never run)
 
 Exit: 0 every CRD in place; 1 a file whose SHA256 is not the pinned one (refused, nothing written);
 3 a CRD could not be had (no network, not in $RLAUNCH_CRDS_DIR): the message says how to get it.
@@ -116,8 +122,8 @@ def locate(kind: str) -> Path:
     """The verified file of a pinned CRD; MissingPrerequisite (exit 3) saying how to get it."""
     crd = get(kind)
     dirs = local_dirs()
-    where = "RLAUNCH_CRDS_DIR=" + os.pathsep.join(map(str, dirs)) if dirs else f"the cache {cache_dir()}"
-    for path in _candidates(crd, dirs or [cache_dir()]):
+    where = (f"RLAUNCH_CRDS_DIR={os.pathsep.join(map(str, dirs))} or " if dirs else "") + f"the cache {cache_dir()}"
+    for path in _candidates(crd, [*dirs, cache_dir()]):
         if path.is_file():
             try:
                 return _verified(crd, path)
@@ -156,34 +162,46 @@ def _download(crd: Crd, target: Path) -> None:
                     shutil.copyfileobj(response, out)
             except (urllib.error.URLError, OSError, ValueError) as err:
                 reason = getattr(err, "reason", err)
+                _unreachable_file(crd).write_text(f"{crd.url}: {reason}\n", encoding="utf-8")
                 raise MissingPrerequisite(f"the {crd.label}", f"could not download {crd.url} ({reason}, "
                                           f"{DOWNLOAD_TIMEOUT_S} s limit); set RLAUNCH_CRDS_DIR to a folder "
                                           f"holding a copy of {crd.file} and run `make crds` again") from None
         _verified(crd, Path(tmp), f"the download of {crd.url}")
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep the cache from other users of the checkout
         os.replace(tmp, target)
+        _unreachable_file(crd).unlink(missing_ok=True)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
 
 
+def _unreachable_file(crd: Crd) -> Path:
+    return cache_dir() / crd.folder / f".{crd.file}.unreachable"
+
+
+def unreachable(kind: str) -> str:
+    """Why the last `make crds` could not download this CRD ("" if it did, or never tried): the
+    machine cannot reach its upstream, as opposed to a setup that never fetched it."""
+    path = _unreachable_file(get(kind))
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+
+
 def fetch_one(crd: Crd) -> str:
-    """Put one pinned CRD in the cache; a line saying where it came from."""
+    """Put one pinned CRD in the cache; a line saying where it came from. A copy in RLAUNCH_CRDS_DIR
+    comes first; a CRD none of those folders holds is downloaded."""
     target = cache_dir() / crd.folder / crd.file
     dirs = local_dirs()
-    if dirs:
-        source = next((p for p in _candidates(crd, dirs) if p.is_file()), None)
-        if source is None:
-            raise MissingPrerequisite(f"the {crd.label}", f"not in RLAUNCH_CRDS_DIR="
-                                      f"{os.pathsep.join(map(str, dirs))} (looked for {crd.file} and "
-                                      f"{crd.folder}/{crd.file} in each)")
+    source = next((p for p in _candidates(crd, dirs) if p.is_file()), None)
+    if source is not None:
         _verified(crd, source)
         if source.resolve() != target.resolve():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target.with_name(f".{crd.file}.part"))
             os.replace(target.with_name(f".{crd.file}.part"), target)
+        _unreachable_file(crd).unlink(missing_ok=True)
         return f"{crd.label}: copied from {source} (sha256 ok)"
     if target.is_file() and sha256(target) == crd.sha256:
+        _unreachable_file(crd).unlink(missing_ok=True)
         return f"{crd.label}: already in {target.parent} (sha256 ok)"
     _download(crd, target)
     return f"{crd.label}: downloaded to {target.parent} (sha256 ok)"
@@ -194,11 +212,21 @@ def fetch() -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if argv not in (["fetch"], ["where"]):
+    if argv[:1] not in (["fetch"], ["where"], ["unreachable"]) or not set(argv[1:]) <= set(pinned()):
         print(__doc__.split("CLI")[1].split("Exit")[0].strip(), file=sys.stderr)
         return 0 if argv in (["-h"], ["--help"]) else 2
+    if argv[0] == "unreachable":  # exit 0: each named CRD is in place or its upstream was unreachable
+        codes = []
+        for kind in argv[1:] or pinned():
+            try:
+                locate(kind)
+            except MissingPrerequisite:
+                why = unreachable(kind)
+                print(f"crds: {kind}: {why or 'missing, and no fetch recorded its upstream unreachable'}")
+                codes.append(0 if why else 1)
+        return max(codes, default=0)
     codes = []
-    for crd in pinned().values():
+    for crd in [c for kind, c in pinned().items() if kind in argv[1:] or len(argv) == 1]:
         try:
             line = fetch_one(crd) if argv == ["fetch"] else f"{crd.label}: {locate(crd.kind)}"
         except RlaunchError as err:

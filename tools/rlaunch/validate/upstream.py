@@ -162,16 +162,29 @@ def _download(f: File) -> bytes:
             data = response.read()
     except (urllib.error.URLError, OSError, ValueError) as err:
         reason = getattr(err, "reason", err)
+        _write(_unreachable_file(f), f"{f.url}: {reason}\n".encode())
         raise MissingPrerequisite(f"the {f.label}", f"could not download {f.url} ({reason}, {DOWNLOAD_TIMEOUT_S} s "
                                   f"limit); set RLAUNCH_UPSTREAM_DIR to a clone of {f.repo} that holds commit "
                                   f"{f.commit} and run `make upstream` again") from None
     return _verified(f, data, f"the download of {f.url}")
 
 
+def _unreachable_file(f: File) -> Path:
+    return cache_dir() / f.folder / f"{f.path}.unreachable"
+
+
+def unreachable(framework: str) -> str:
+    """Why the last `make upstream` could not download a pinned file of this framework ("" if none
+    failed so): the machine cannot reach GitHub, as opposed to a setup that never fetched."""
+    found = [p.read_text(encoding="utf-8").strip() for p in map(_unreachable_file, pinned(framework)) if p.is_file()]
+    return "; ".join(found)
+
+
 def fetch_one(f: File) -> str:
     """Put one pinned file in the cache; a line saying where it came from."""
     target = cache_dir() / f.folder / f.path
     if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == f.sha256:
+        _unreachable_file(f).unlink(missing_ok=True)
         return f"{f.label}: already in {cache_dir() / f.folder} (sha256 ok)"
     found = _from_local(f)
     if found is None and local_sources():
@@ -180,6 +193,7 @@ def fetch_one(f: File) -> str:
                                   f"{f.folder}/{f.path} in each)")
     data, source = found if found else (_download(f), f"downloaded from {f.url}")
     _write(target, data)
+    _unreachable_file(f).unlink(missing_ok=True)
     return f"{f.label}: {source} -> {target} (sha256 ok)"
 
 
