@@ -59,9 +59,10 @@ def test_file_logger_always_wandb_only_when_asked():
     assert o["trainer.logger"] == "[console,file,wandb]"
 
 
-def test_spot_resumes_and_rdma_keeps_infiniband():
+def test_every_start_resumes_and_rdma_keeps_infiniband():
+    # A RayJob retry or RESUME=1 restarts a run as a managed-job recovery does: all resume.
     spec, fw, _, o = render("verl-ppo-gsm8k-0.5b")
-    assert "trainer.resume_mode" not in o and frameworks.job_env(spec)["NCCL_IB_DISABLE"] == "1"
+    assert o["trainer.resume_mode"] == "auto" and frameworks.job_env(spec)["NCCL_IB_DISABLE"] == "1"
     spec, fw, _, o = render("verl-ppo-gsm8k-0.5b", SPOT="1", RDMA="1")
     assert o["trainer.resume_mode"] == "auto" and "NCCL_IB_DISABLE" not in frameworks.job_env(spec)
 

@@ -110,7 +110,8 @@ def test_spot_is_a_managed_job_with_recovery_and_no_autostop():
     task = task_of(spec)
     res = task["resources"]
     assert res["use_spot"] is True
-    assert res["job_recovery"] == {"strategy": "FAILOVER", "max_restarts_on_errors": 2}
+    # 75: job.sh lost a node (rlaunch.nodewatch): recovered like a preemption, resumed from the checkpoints.
+    assert res["job_recovery"] == {"strategy": "FAILOVER", "max_restarts_on_errors": 2, "recover_on_exit_codes": [75]}
     assert "autostop" not in res  # the jobs controller tears a managed job's cluster down
     assert sp.launch_argv(spec, "/o")[:4] == ["jobs", "launch", "-n", "t-sky"]
     # Recoveries resume in the run dir, which is bound to the first task id that used it.

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from . import attempts
+
 
 def _read(path: Path) -> dict:
     try:
@@ -24,6 +26,14 @@ def _facts(spec: dict, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]],
     verification = _read(run_dir / "verification.json")
     preflight = _read(run_dir / "preflight.json")
     rows = []
+    history = attempts.summary(attempts.read(run_dir))["attempts"]
+    if len(history) > 1 or (history and history[-1].get("resume_step")):
+        last = history[-1]
+        lost = f", {last['steps_lost']} step(s) done again" if last.get("steps_lost") else ""
+        rows.append(("attempt", f"{last['attempt']}: resumed from step {last.get('resume_step') or 0}{lost}"))
+    for entry in history:
+        rows += [("node lost", f"attempt {entry['attempt']}: {attempts.describe_loss(loss)}")
+                 for loss in entry["nodes_lost"]]
     if preflight:
         rows.append(("preflight", f"{'passed' if preflight.get('passed') else 'FAILED'} on "
                                   f"{len(preflight.get('nodes', []))} nodes"))

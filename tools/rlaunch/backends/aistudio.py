@@ -105,7 +105,10 @@ def pins_env(spec: dict) -> dict[str, str]:
 
 def job_env(spec: dict) -> dict[str, str]:
     """Non-secret env of the driver and of every Ray worker: the adapter's, offline, NCCL, PYTHONPATH."""
+    from .. import tracking
+
     env = {k: str(v) for k, v in _adapter(spec).env(spec).items()}
+    env.update(tracking.wandb_env(spec))
     env.update({k: v for k, v in OFFLINE_ENV.items() if k not in env})
     # Under 8 GPUs per worker the platform gives no RDMA (form: rdma off): NCCL over IP only.
     env.update(spec["derived"]["nccl_env"])
@@ -294,6 +297,7 @@ def install(spec: dict, files: dict[str, str]) -> tuple[Path, bool]:
 
 class AIStudio(Backend):
     name = "aistudio"
+    resume_hint = "a run directory is never reused (the run script refuses its RUN_ID): launch a new RUN_ID"
 
     def render(self, spec: dict) -> dict[str, str]:
         files = artifacts.common(spec)

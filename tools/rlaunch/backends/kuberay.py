@@ -226,10 +226,11 @@ def _runtime_env(spec: dict) -> str:
     """runtimeEnvYAML: the artifacts as working_dir, the job's non-secret env for every Ray process."""
     import yaml
 
-    from .. import frameworks
+    from .. import frameworks, tracking
 
     env_vars = {"RLAUNCH_HOME": RLAUNCH_HOME, "RLAUNCH_PYTHON": "python3", "PYTHONUNBUFFERED": "1"}
     env_vars.update(frameworks.job_env(spec))
+    env_vars.update(tracking.wandb_env(spec))  # a backoffLimit retry logs into the same W&B run
     runtime = {
         # Uploaded by the submitter, which mounts the ConfigMap; `..data` and the timestamped
         # folder are the ConfigMap volume's own bookkeeping, not artifacts.
@@ -538,6 +539,8 @@ def _apply_stdin(namespace: str, manifest: dict) -> subprocess.CompletedProcess:
 
 class KubeRay(Backend):
     name = "kuberay"
+    resume_hint = ("the operator retries a failed RayJob on a fresh cluster (infra.kuberay.backoff_limit) "
+                   "and the run resumes from its checkpoints")
 
     def rules(self, spec) -> None:
         rules(spec)

@@ -16,6 +16,12 @@ on the reloaded files: validation.json, reload.json. train_summary.json has each
 (RSS; GPU memory reserved on GPU) and the measured s/step.
 Prints a progress line every `progress_every` steps. Keys starting with "_" are ignored.
 
+Resumes by itself: with save_freq > 0 it checkpoints every save_freq steps (checkpoint/checkpoint-N,
+HF Trainer's layout, the last 2 kept), and a start that finds a complete one in run_dir continues
+from it (model, optimizer, scheduler, each rank's RNG, the data order) in the same histories:
+metrics.jsonl keeps the steps up to the checkpoint and goes on from there, and TensorBoard's
+directory gets a purge mark at the next step, so the steps done again replace the lost ones.
+
 Env:
   RAY_ADDRESS          cluster to join (set by `ray job submit`); unset: ray.init() starts a local Ray
   GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_IB_DISABLE
@@ -23,8 +29,8 @@ Env:
                        PYTHONPATH (default: unset)
   RAY_TRAIN_ENABLE_PRINT_PATCH  default here 0 (Ray's default 1 leaks bytecode dumps into logs)
 
-Exit: 0 done; 1 training failed; 2 bad config, or fewer usable Ray nodes than num_workers by
-node_wait_s.
+Exit: 0 done; 1 training failed (a full storage is named, with what it left free); 2 bad config,
+or fewer usable Ray nodes than num_workers by node_wait_s.
 """
 
 from __future__ import annotations
@@ -46,7 +52,9 @@ PROG = "rlaunch.rehearsal.train"
 # Names postflight reads; keep them in sync with the verification code.
 METRICS = "metrics.jsonl"
 TENSORBOARD = "tensorboard"
+CHECKPOINTS = "checkpoint"  # HF Trainer's output_dir: checkpoint-N every save_freq steps, and final/
 FINAL_CHECKPOINT = "checkpoint/final"
+KEEP_CHECKPOINTS = 2  # the newest may be cut short by a lost node; the one before stays whole
 INIT_CHECKPOINT = "checkpoint/init"  # only with beta > 0: the KL reference
 EVAL = "eval.json"
 PLOT = "reward.png"
@@ -85,6 +93,7 @@ class RehearsalConfig:
     node_wait_s: float = 120.0  # deadline for enough Ray nodes to be alive
     progress_every: int = 10  # steps between progress lines
     smoke: bool = False  # validation and checkpoint save + reload at step 1 (SMOKE=1)
+    save_freq: int = 0  # checkpoint every N steps to resume from (0: only the final model)
 
 
 LR_SCHEDULERS = ("constant", "linear", "cosine")
@@ -126,6 +135,8 @@ def _check_ranges(cfg: RehearsalConfig) -> None:
         raise ConfigError(f"temperature={cfg.temperature!r}: must be > 0")
     if cfg.beta < 0:
         raise ConfigError(f"beta={cfg.beta!r}: must be >= 0")
+    if cfg.save_freq < 0:
+        raise ConfigError(f"save_freq={cfg.save_freq!r}: must be >= 0 (0: only the final checkpoint)")
     if cfg.node_wait_s <= 0:
         raise ConfigError(f"node_wait_s={cfg.node_wait_s!r}: must be > 0")
     if cfg.lr_scheduler not in LR_SCHEDULERS:
@@ -172,7 +183,8 @@ def load_config(path: str) -> RehearsalConfig:
 
 
 def _metrics_callback(run_dir: Path, t0: float):
-    """A TrainerCallback that appends one JSON line per optimizer step (rank 0 only)."""
+    """A TrainerCallback that appends one JSON line per optimizer step (rank 0 only). time_s counts
+    training time across attempts: t0 is set back by the time the resumed steps had taken."""
     from transformers import TrainerCallback
 
     class MetricsWriter(TrainerCallback):
@@ -291,7 +303,7 @@ def _grpo_args(cfg: RehearsalConfig, run_dir: Path):
     from trl import GRPOConfig
 
     return GRPOConfig(
-        output_dir=str(run_dir / "checkpoint"),
+        output_dir=str(run_dir / CHECKPOINTS),
         max_steps=cfg.steps,
         per_device_train_batch_size=cfg.per_device_batch,
         gradient_accumulation_steps=1,
@@ -308,7 +320,9 @@ def _grpo_args(cfg: RehearsalConfig, run_dir: Path):
         bf16=False,
         logging_steps=1,
         report_to=["tensorboard"],
-        save_strategy="no",
+        save_strategy="steps" if cfg.save_freq else "no",
+        save_steps=cfg.save_freq or 500,
+        save_total_limit=KEEP_CHECKPOINTS,
         disable_tqdm=True,
         log_level="warning",
         dataloader_num_workers=0,
@@ -316,7 +330,8 @@ def _grpo_args(cfg: RehearsalConfig, run_dir: Path):
 
 
 def train_loop(config: dict) -> None:
-    """Ray Train worker body: build the tiny world, run GRPO, save and score the final model."""
+    """Ray Train worker body: build the tiny world, run GRPO (from `_resume`, a checkpoint, when
+    given), save and score the final model."""
     import ray.train
     import torch
     from transformers import PrinterCallback
@@ -325,8 +340,9 @@ def train_loop(config: dict) -> None:
 
     from rlaunch.rehearsal import evaluate, tiny
 
-    cfg = RehearsalConfig(**config)
-    t0 = time.monotonic()
+    resume = config.get("_resume") or None
+    cfg = RehearsalConfig(**{k: v for k, v in config.items() if not k.startswith("_")})
+    t0 = time.monotonic() - float(config.get("_time_offset") or 0.0)
     hf_logging.disable_progress_bar()  # weight load/save bars are noise in the job log
     torch.set_num_threads(cfg.torch_threads)
     run_dir = Path(cfg.run_dir)
@@ -357,7 +373,7 @@ def train_loop(config: dict) -> None:
         step1.trainer = trainer
     # disable_tqdm swaps the progress bar for a dict print per step; the driver prints progress.
     trainer.remove_callback(PrinterCallback)
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume)
     final = run_dir / FINAL_CHECKPOINT
     trainer.save_model(str(final))  # rank 0 writes model + tokenizer
     trainer.accelerator.wait_for_everyone()
@@ -468,12 +484,12 @@ def step_rate(rows: list[dict], window: int = 20) -> float | None:
 PROGRESS_SILENCE_S = 30.0
 
 
-def follow_progress(cfg: RehearsalConfig, stop: threading.Event, clock=time.monotonic) -> None:
+def follow_progress(cfg: RehearsalConfig, stop: threading.Event, clock=time.monotonic, start_step: int = 0) -> None:
     """Print a line every progress_every steps (and at least every PROGRESS_SILENCE_S while steps
     are slow) from metrics.jsonl, which rank 0 writes on shared storage; worker stdout on other
     nodes is prefixed and interleaved, so the driver speaks."""
     run_dir = Path(cfg.run_dir)
-    printed, last_print = 0, None
+    printed, last_print = start_step, None
     while True:
         finished = stop.wait(1.0)
         rows = read_metrics(run_dir)
@@ -545,6 +561,74 @@ def clear_outputs(run_dir: Path) -> None:
             path.unlink()
 
 
+def resume_point(cfg: RehearsalConfig) -> tuple[int, Path] | None:
+    """The newest complete checkpoint-N in run_dir (step, path), or None: start at step 0."""
+    from rlaunch import checkpoints
+
+    found, skipped = checkpoints.latest({"framework": {"name": "trl"}, "cluster": {"nodes": cfg.num_workers}},
+                                        Path(cfg.run_dir))
+    for note in skipped:
+        print(f"not resuming from {note}", flush=True)
+    return (found.step, Path(found.path)) if found else None
+
+
+def continue_outputs(run_dir: Path, step: int) -> float:
+    """Outputs for a run resumed at `step`: the final ones of an earlier attempt go, metrics.jsonl
+    keeps its steps up to `step` (the later ones are done again), TensorBoard gets a purge mark at
+    step + 1 in the same directory. Returns the training seconds those kept steps had taken."""
+    for name in OUTPUTS:
+        if name in (METRICS, TENSORBOARD):
+            continue
+        path = run_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    kept = [r for r in read_metrics(run_dir) if isinstance(r.get("step"), int) and r["step"] <= step]
+    tmp = run_dir / f".{METRICS}.tmp"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    tmp.replace(run_dir / METRICS)
+    from torch.utils.tensorboard import SummaryWriter
+
+    # TensorBoard drops the events at and after purge_step that earlier files of this directory hold.
+    SummaryWriter(log_dir=str(run_dir / TENSORBOARD), purge_step=step + 1).close()
+    return float(kept[-1].get("time_s") or 0.0) if kept else 0.0
+
+
+def incomplete_checkpoints(run_dir: Path, workers: int) -> list[Path]:
+    from rlaunch import checkpoints
+
+    return [p for p in sorted((run_dir / CHECKPOINTS).glob("checkpoint-*"))
+            if p.is_dir() and checkpoints.trl_problems(p, workers)]
+
+
+def storage_full_message(cfg: RehearsalConfig) -> str | None:
+    """After a failure: the storage that filled up, and the incomplete checkpoint removed so the
+    job's reports still fit (it cannot be resumed from anyway)."""
+    from rlaunch.verify.postflight import storage_full
+
+    run_dir = Path(cfg.run_dir)
+    full = storage_full(run_dir)
+    if not full:
+        return None
+    removed = []
+    for path in incomplete_checkpoints(run_dir, cfg.num_workers):
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path.name)
+    rows = read_metrics(run_dir)
+    at = f" after step {rows[-1]['step']}" if rows else ""
+    message = (f"storage full{at}: {full}; checkpoints need room on {run_dir} (save_freq={cfg.save_freq})"
+               + (f"; removed the incomplete {', '.join(removed)} so the reports can be written" if removed else ""))
+    from rlaunch import attempts
+
+    try:  # postflight reads it there: the space freed above no longer shows the storage full
+        attempts.append(run_dir, {"event": "storage_full", "attempt": attempts.current(run_dir),
+                                  "at": attempts.now_iso(), "detail": message})
+    except OSError:
+        pass
+    return message
+
+
 def run(cfg: RehearsalConfig) -> dict:
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
@@ -553,7 +637,15 @@ def run(cfg: RehearsalConfig) -> dict:
     start = time.monotonic()
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    clear_outputs(run_dir)
+    resume = resume_point(cfg)
+    offset = 0.0
+    if resume:
+        offset = continue_outputs(run_dir, resume[0])
+        print(f"resuming from step {resume[0]} ({resume[1]})", flush=True)
+    else:
+        clear_outputs(run_dir)
+        for stale in (run_dir / CHECKPOINTS).glob("checkpoint-*"):  # none complete: none to keep
+            shutil.rmtree(stale, ignore_errors=True)
     (run_dir / RAY_TRAIN).mkdir(exist_ok=True)
     # Ray Train's print patch reroutes worker stdout past `dill`'s capture, so datasets' function
     # hashing dumps bytecode into the job log. Ray Train forwards this variable to its workers.
@@ -564,7 +656,8 @@ def run(cfg: RehearsalConfig) -> dict:
           f"on {cfg.num_workers} workers", flush=True)
     trainer = TorchTrainer(
         train_loop,
-        train_loop_config=dataclasses.asdict(cfg),
+        train_loop_config={**dataclasses.asdict(cfg), "_resume": str(resume[1]) if resume else "",
+                           "_time_offset": offset},
         torch_config=TorchConfig(backend="nccl" if cfg.use_gpu else "gloo"),
         scaling_config=ScalingConfig(
             num_workers=cfg.num_workers,
@@ -580,14 +673,16 @@ def run(cfg: RehearsalConfig) -> dict:
         ),
     )
     stop = threading.Event()
-    follower = threading.Thread(target=follow_progress, args=(cfg, stop), daemon=True)
+    follower = threading.Thread(target=follow_progress, args=(cfg, stop, time.monotonic,
+                                                              resume[0] if resume else 0), daemon=True)
     follower.start()
     try:
         trainer.fit()
     finally:
         stop.set()
         follower.join(timeout=10)
-    summary = {**summarize(cfg, time.monotonic() - start), **measurements(cfg)}
+    summary = {**summarize(cfg, time.monotonic() - start), **measurements(cfg),
+               "resumed_from_step": resume[0] if resume else None}
     from rlaunch.rehearsal import plot
 
     plot.plot_reward(run_dir / METRICS, run_dir / PLOT)
@@ -626,7 +721,8 @@ def main(argv: list[str] | None = None) -> int:
         summary = run(cfg)
     except Exception as err:  # Ray wraps worker errors; keep the traceback, end with one line.
         traceback.print_exc()
-        die(f"training failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+        full = storage_full_message(cfg)
+        die(full or f"training failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
     print(closing_line(summary, Path(cfg.run_dir)), flush=True)
     return 0
 

@@ -21,6 +21,7 @@ FATAL_MARKERS = {
     "Ray actor unavailable": "ActorUnavailableError",
     "NCCL error": "NCCL error",
     "Hydra job error": "Error executing job with overrides",
+    "storage full": "No space left on device",
 }
 # Log files: everything under these (relative to the run directory), plus *.log directly in it.
 LOG_DIRS = ("logs", "log", "worker_logs")

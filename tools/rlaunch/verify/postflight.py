@@ -1,11 +1,15 @@
 """Postflight: prove from a run's own outputs that it trained, for every framework.
 
 A platform's "succeeded" proves nothing: postflight reads what the framework wrote (logs, metrics,
-TensorBoard, checkpoints, the resolved config) and checks, for every framework, that no log holds a
-fatal marker (traceback, CUDA OOM, RayTaskError, ActorDiedError, ActorUnavailableError, NCCL error)
-and that the exit code is 0; then the framework's own checks (frameworks/<name>/postflight.py: where
-it writes, and what proves it trained: step target, finite metrics, complete checkpoints for every
-rank, ...). This module holds the readers and checks they share.
+TensorBoard, checkpoints, the resolved config) and checks, for every framework, that no node was lost
+during the last attempt (rlaunch.nodewatch's record in attempts.jsonl: IP, rank, when Ray's GCS
+declared it dead, why), that the storage is not full, that no log holds a fatal marker (traceback,
+CUDA OOM, RayTaskError, ActorDiedError, ActorUnavailableError, NCCL error, no space left) and that
+the exit code is 0; a resumed run's logs are read from its last attempt's mark on, and its earlier
+attempts are facts (resumed from, steps lost, nodes lost). Then the framework's own checks
+(frameworks/<name>/postflight.py: where it writes, and what proves it trained: step target, finite
+metrics, one metrics history, complete checkpoints for every rank, ...). This module holds the
+readers and checks they share.
 
 Usage:
   python -m rlaunch.verify.postflight --run-dir DIR [--spec SPEC.json] [--exit-code N]
@@ -25,10 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
 
+from .. import attempts as _attempts
 from .. import dotted
 from . import layouts
 from .report import (EXIT_FAILED, EXIT_USAGE, UsageError, all_passed, check, checks_table,
@@ -190,26 +196,96 @@ def check_exit_code(exit_code: int | None, run_dir: Path, log_dir: Path) -> dict
     return check("exit code", exit_code == 0, f"framework exited with {exit_code}")
 
 
+def _since_last_attempt(lines: list[str]) -> tuple[int, int]:
+    """(index of the line after the last attempt's mark, number of marks); (0, 0) in an unmarked log."""
+    marks = [i for i, line in enumerate(lines) if ANSI.sub("", line).startswith(_attempts.MARK)]
+    return (marks[-1], len(marks)) if marks else (0, 0)
+
+
 def check_logs(run_dir: Path, extra_dirs: list[Path]) -> dict:
-    """The first fatal marker in any log, by file and line; a clean log is evidence, not proof."""
+    """The first fatal marker in any log, by file and line; a clean log is evidence, not proof. In a
+    log with attempt marks (job.log, train.log of a resumed run), only the last attempt counts: what
+    ended the earlier ones is recorded in attempts.jsonl."""
     files = layouts.log_files(run_dir, extra_dirs)
-    forwarded = 0
+    forwarded, earlier = 0, 0
     for path in files:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            for lineno, line in enumerate(fh, 1):
-                for label, marker in layouts.FATAL_MARKERS.items():
-                    if marker not in line:
-                        continue
-                    # Ray forwards every actor's stderr, "(Name pid=N)"-prefixed; a traceback there
-                    # that Ray logged and handled (e.g. a timed-out autoscaler request under load) did
-                    # not fail the job. One that did also fails the driver: exit code and RayTaskError.
-                    if label == "python traceback" and RAY_FORWARDED.match(ANSI.sub("", line)):
-                        forwarded += 1
-                        continue
-                    return check("fatal log markers", False,
-                                 f"{label} in {path}:{lineno}: {ANSI.sub('', line).strip()[:160]}")
+            lines = fh.readlines()
+        first, marks = _since_last_attempt(lines)
+        earlier = max(earlier, marks - 1)
+        for lineno, line in enumerate(lines[first:], first + 1):
+            for label, marker in layouts.FATAL_MARKERS.items():
+                if marker not in line:
+                    continue
+                # Ray forwards every actor's stderr, "(Name pid=N)"-prefixed; a traceback there
+                # that Ray logged and handled (e.g. a timed-out autoscaler request under load) did
+                # not fail the job. One that did also fails the driver: exit code and RayTaskError.
+                if label == "python traceback" and RAY_FORWARDED.match(ANSI.sub("", line)):
+                    forwarded += 1
+                    continue
+                return check("fatal log markers", False,
+                             f"{label} in {path}:{lineno}: {ANSI.sub('', line).strip()[:160]}")
     note = f"; {forwarded} handled traceback(s) forwarded from Ray actors" if forwarded else ""
+    note += f"; read from the last attempt's mark on ({earlier} earlier attempt(s))" if earlier else ""
     return check("fatal log markers", True, f"none in {len(files)} log file(s){note}")
+
+
+def check_nodes(run_dir: Path, facts: dict) -> dict:
+    """No node lost during the last attempt, as rlaunch.nodewatch recorded it from Ray's GCS."""
+    records = _attempts.read(run_dir)
+    if not records:
+        return skipped("nodes stayed up", f"no {_attempts.FILE} (the job did not record its attempts)")
+    history = _attempts.summary(records)["attempts"]
+    facts["attempts"] = history
+    last = history[-1]
+    if last["nodes_lost"]:
+        return check("nodes stayed up", False, "node lost: " + "; ".join(
+            _attempts.describe_loss(loss) for loss in last["nodes_lost"]), node=last["nodes_lost"][0].get("ip"))
+    earlier = [f"attempt {a['attempt']}: " + "; ".join(_attempts.describe_loss(x) for x in a["nodes_lost"])
+               for a in history[:-1] if a["nodes_lost"]]
+    resumed = "" if last.get("resume_step") in (None, 0) else f", resumed from step {last['resume_step']}"
+    return check("nodes stayed up", True, f"attempt {last['attempt']}: every node stayed up{resumed}"
+                 + (f" (earlier, {'; '.join(earlier)})" if earlier else ""))
+
+
+STORAGE_FULL_BYTES = 1 << 20  # less than this free on the run directory's filesystem is full
+
+
+def storage_full(path: Path) -> str | None:
+    """`<mount> is full: N KiB free of M MiB` when the filesystem holding path is (nearly) full."""
+    import shutil
+
+    path = Path(path)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return None
+    if usage.free >= min(STORAGE_FULL_BYTES, usage.total // 100 + 1):
+        return None
+    mount = path.resolve()
+    while not os.path.ismount(mount) and mount != mount.parent:
+        mount = mount.parent
+    return (f"the storage at {mount} is full: {usage.free // 1024} KiB free of "
+            f"{usage.total / 2**20:.1f} MiB")
+
+
+def check_storage(run_dir: Path, exit_check: dict) -> dict:
+    """After a failed run: was its filesystem full (a checkpoint that could not be written)? Full
+    now, or full when the framework failed: it may have freed what it could not finish, and
+    recorded so in attempts.jsonl (the rehearsal's trainer does)."""
+    if exit_check["passed"]:
+        return skipped("storage space", "the framework exited 0")
+    full = storage_full(run_dir)
+    if not full:
+        records = _attempts.read(run_dir)
+        attempt = _attempts.current(run_dir)
+        full = next((r.get("detail") for r in reversed(records)
+                     if r.get("event") == "storage_full" and r.get("attempt") == attempt), None)
+    if full:
+        return check("storage space", False, f"{full} (the run's checkpoints and logs could not all be written)")
+    return check("storage space", True, "not full")
 
 
 def check_series(name: str, rows: list[tuple[int, dict]], aliases: tuple[str, ...]) -> tuple[dict, str | None]:
@@ -312,7 +388,9 @@ def run(spec: dict, run_dir: Path, report_path: Path, *, exit_code: int | None,
         raise UsageError(f"--run-dir {run_dir}: not a directory")
     where = layouts.resolve(spec, run_dir, paths)
     facts: dict = {}
-    checks = [check_exit_code(exit_code, run_dir, Path(where["log_dir"])),
+    exit_check = check_exit_code(exit_code, run_dir, Path(where["log_dir"]))
+    # What ended the run first: a lost node, then a full disk, then the framework's exit code.
+    checks = [check_nodes(run_dir, facts), check_storage(run_dir, exit_check), exit_check,
               check_logs(run_dir, [Path(where["log_dir"])])]
     checks += frameworks.descriptor(name).postflight.checks(spec, run_dir, where, facts)
     report = {

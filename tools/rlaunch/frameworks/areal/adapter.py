@@ -119,8 +119,9 @@ class Areal(Framework):
             "valid_dataset": {"batch_size": train["batch_size"], "pin_memory": True, "num_workers": 4,
                               "path": dataset, "type": "rl"},
             "saver": {**common, **freq},
-            "recover": {**common, "mode": "auto" if spec["infra"]["spot"] else "disabled",
-                        "freq_epochs": 1, "freq_steps": None, "freq_secs": 3600},
+            # AReaL resumes from recover_info/ under the run's fileroot, written as often as the
+            # checkpoints (train.save_freq): every restart of the run continues from the last one.
+            "recover": {**common, "mode": "auto", **freq},
             "evaluator": {**common, **evaluate},
             "stats_logger": {**common, "wandb": {"mode": "online" if spec["logging"]["wandb"] else "disabled",
                                                  "project": spec["logging"]["project"]},

@@ -90,7 +90,9 @@ class Rlinf(Framework):
                 "max_epochs": train["epochs"], "max_steps": steps,
                 "val_check_interval": val,
                 "save_interval": save, "seq_length": seq, "enable_dynamic_batch_size": False,
-                "max_tokens_per_mbs": seq, "resume_dir": None, "per_worker_log": True,
+                # auto: the highest checkpoints/global_step_N under logger.log_path (the run directory);
+                # rlaunch.checkpoints sets incomplete ones aside before a restart.
+                "max_tokens_per_mbs": seq, "resume_dir": "auto", "per_worker_log": True,
                 # output_dir/experiment_name is the run directory (verify/layouts.py).
                 "experiment_name": run["id"], "output_dir": posixpath.dirname(paths["run_dir"]),
             },

@@ -28,6 +28,7 @@ class Trl(Framework):
             "per_device_batch": train["micro_batch_size_per_gpu"],
             "max_completion_length": spec["data"]["max_response_length"],
             "seed": 0,
+            "save_freq": max(train["save_freq"], 0),  # -1 (only at the end): no checkpoint to resume from
             **({"smoke": True} if train["smoke"] else {}),
         }
 

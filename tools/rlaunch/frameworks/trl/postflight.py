@@ -1,7 +1,8 @@
 """Where the TRL rehearsal writes (rlaunch.rehearsal.train, which owns the names) and postflight's checks
-of it: step target, finite metrics, lr > 0, TensorBoard, a complete HF checkpoint, learning (mean reward
-of the last 10% of steps against the first 10%), the greedy score (a smoke run: validation and a
-checkpoint save + reload at step 1 instead of those two), one Ray Train worker per node.
+of it: step target, one metrics history (each step once, across attempts), finite metrics, lr > 0,
+TensorBoard, a complete HF checkpoint, learning (mean reward of the last 10% of steps against the
+first 10%), the greedy score (a smoke run: validation and a checkpoint save + reload at step 1
+instead of those two), one Ray Train worker per node.
 
 --path keys: metrics, tensorboard, checkpoint, eval, plot, summary (all in the run directory).
 """
@@ -35,13 +36,20 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
     checks = []
     metrics = Path(where["metrics"])
     raw, bad = read_jsonl(metrics) if metrics.is_file() else ([], 0)
+    steps = [r.get("step") for r in raw]
+    twice = sorted({s for s in steps if isinstance(s, int) and steps.count(s) > 1})
     rows = [(r.get("step"), r) for r in raw]
     if not rows:
         checks.append(check("metrics", False, f"{metrics} missing or empty"))
     elif bad:
         checks.append(check("metrics", False, f"{metrics}: {bad} line(s) are not JSON"))
+    elif twice or steps != sorted(steps, key=lambda s: s if isinstance(s, int) else -1):
+        # One history across attempts: a resumed attempt continues after its checkpoint.
+        what = f"step {twice[0]} logged {steps.count(twice[0])} times" if twice else "steps out of order"
+        checks.append(check("metrics", False, f"{metrics.name}: {what}: one history is expected, "
+                                              "a resumed attempt continues after its checkpoint"))
     else:
-        checks.append(check("metrics", True, f"{len(rows)} steps in {metrics.name}"))
+        checks.append(check("metrics", True, f"{len(rows)} steps in {metrics.name}, each once"))
     if rows:
         checks += [check_series(name, rows, (name,))[0] for name in ("reward", "loss", "grad_norm", "lr")]
         checks.append(check_lr([(s, r["lr"]) for s, r in rows if is_finite(r.get("lr"))], "lr"))

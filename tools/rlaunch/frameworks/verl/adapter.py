@@ -101,8 +101,9 @@ class Verl(Framework):
             out.append(f"trainer.total_training_steps={train['smoke_steps']}")
         elif train["steps"] > 0:
             out.append(f"trainer.total_training_steps={train['steps']}")
-        if spec["infra"]["spot"]:
-            out.append("trainer.resume_mode=auto")  # a recovered managed job continues from the bucket
+        # Every start of the run (a managed-job recovery, a RayJob retry, RESUME=1) continues from the
+        # last checkpoint in the run directory; the first start finds none and begins at step 0.
+        out.append("trainer.resume_mode=auto")
         return out + list(spec["framework"]["overrides"])
 
     def command(self, spec: dict) -> list[str]:
