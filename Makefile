@@ -24,6 +24,7 @@ PRESET ?=         ## default: rehearsal (local grpo), verl-grpo-math-7b (cloud g
 NODES ?=          ## Ray nodes
 GPUS_PER_NODE ?=  ## GPUs per node
 RUN_ID ?=         ## default <preset>-<UTC timestamp>; status/logs/down: the last launch, or RUN_ID with INFRA from any machine
+RESUME ?=         ## make launch RUN_ID=<used id> RESUME=1: continue that local run from its last checkpoint (a used RUN_ID is refused otherwise)
 SET ?=            ## dotted.key=value overrides, split like a shell command line: SET='train.steps=50 logging.project="exp 1"'
 OUT ?=            ## render directory (default build/<run_id>)
 SPOT ?=           ## 1: SkyPilot managed job with recovery
@@ -152,5 +153,5 @@ lint: $(VENV)/.rlaunch-setup ## shellcheck, hadolint, workflow schema, zizmor, y
 golden: $(VENV)/.rlaunch-setup ## Regenerate tests/golden from the presets
 	@$(PY) tests/golden/regen.py
 
-bench: $(VENV)/.rlaunch-setup ## Benchmarks: cluster formation and plan time (build/bench/*.json)
+bench: $(VENV)/.rlaunch-setup ## Benchmarks: cluster formation, recovery from a lost node, plan time (build/bench/*.json)
 	@tests/bench/run

@@ -146,7 +146,8 @@ def wait_formed(gcs: Gcs, want: Totals, deadline: float, expected_ips: list[str]
         return EXIT_DEADLINE
     joined = {n.node_manager_address for n in nodes}
     missing = [ip for ip in expected_ips if ip not in joined]
-    where = f"; not joined: {' '.join(missing)}" if missing else ""
+    ranks = ", ".join(str(list(expected_ips).index(ip)) for ip in missing)
+    where = f"; not joined: {' '.join(missing)}; rank(s) {ranks} never arrived" if missing else ""
     log(f"{max(want.nodes - have.nodes, 0)} of {want.nodes} nodes missing ({have.nodes} registered){where}; "
         f"GPUs {have.gpus:g}/{want.gpus:g}, CPUs {have.cpus:g}/{want.cpus:g}")
     return EXIT_DEADLINE

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from rlaunch import config
+from rlaunch import artifacts, config
 from rlaunch.backends import local
-from rlaunch.errors import MissingPrerequisite
+from rlaunch.errors import ConfigError, MissingPrerequisite
 
 
 def spec(**knobs):
@@ -59,3 +61,55 @@ def test_default_ports_are_left_to_local_cluster(tmp_path):
     assert "RLAUNCH_RAY_PORT" not in env and "RLAUNCH_DASHBOARD_PORT" not in env
     env = local._cluster_env(config.load("rehearsal", {"RUN_ID": "t"}, "cluster.ray_port=7000"), tmp_path)
     assert env["RLAUNCH_RAY_PORT"] == "7000"
+
+
+# ---------------------------------------------------------------- a run id is used once (issue 18)
+
+
+def claim_spec(tmp_path, **knobs):
+    return config.load("rehearsal", {"RUN_ID": f"t-claim-{id(tmp_path) % 10**6}", "WORK_ROOT": str(tmp_path),
+                                     **knobs})
+
+
+def test_a_second_launch_of_a_running_run_id_is_refused_at_once(tmp_path):
+    import fcntl
+
+    s = claim_spec(tmp_path)
+    with open(local.lock_path(s), "w") as held:  # another launch of it, running
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(local.RunInUse, match="another launch of it is running") as err:
+            with local.BACKEND.claim(s):
+                pass
+        assert err.value.exit_code == 2 and "nothing was written" in str(err.value)
+    with local.BACKEND.claim(s):  # released: the next one may run
+        pass
+
+
+def test_a_used_run_id_is_refused_unless_resume_and_resume_needs_the_same_config(tmp_path, monkeypatch):
+    monkeypatch.setattr(local.Local, "_up", lambda self, spec: False)
+    s = claim_spec(tmp_path)
+    with pytest.raises(ConfigError, match="RESUME.*it never started"):
+        with local.BACKEND.claim(s, resume=True):
+            pass
+    run_dir = Path(s["paths"]["run_dir"])
+    run_dir.mkdir(parents=True)
+    (run_dir / "spec.json").write_text(artifacts.spec_json(s))  # as the job keeps it
+    with pytest.raises(ConfigError, match=r"already has .*RESUME=1` continues the run from step 0") as err:
+        with local.BACKEND.claim(s):
+            pass
+    assert err.value.exit_code == 2
+    with local.BACKEND.claim(s, resume=True):
+        pass
+    changed = config.load("rehearsal", {"RUN_ID": s["run"]["id"], "WORK_ROOT": str(tmp_path)}, "train.steps=7")
+    with pytest.raises(ConfigError, match="train.steps was 300, now 7"):
+        with local.BACKEND.claim(changed, resume=True):
+            pass
+
+
+def test_resume_is_the_local_launchs_other_infrastructures_restart_runs_themselves():
+    from rlaunch import backends
+
+    s = config.load("rehearsal", {"RUN_ID": "t-sky", "INFRA": "gcp", "SPOT": "1"})
+    with pytest.raises(ConfigError, match="INFRA=local only; on gcp, a managed job"):
+        with backends.get("gcp").claim(s, resume=True):
+            pass

@@ -106,7 +106,7 @@ def test_a_node_missing_at_the_deadline_is_exit_3_naming_how_many_and_which(caps
     err = capsys.readouterr().err
     assert rc == 3 and clock.t == 1004.0  # by the deadline, not after it
     assert err.splitlines()[-1] == ("ray-up: 1 of 3 nodes missing (2 registered); not joined: 10.0.0.3; "
-                                    "GPUs 0/2, CPUs 4/5")
+                                    "rank(s) 2 never arrived; GPUs 0/2, CPUs 4/5")
 
 
 def test_gpus_count_and_a_cluster_with_enough_is_formed(capsys):

@@ -177,14 +177,19 @@ class Cli:
         print(summary)
         return backend
 
-    def launch(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
-        """Plan, then act: form the cluster / submit, follow, verify."""
+    def launch(self, PRESET="", SET="", OUT="", RESUME="", **knobs):  # noqa: N803
+        """Plan, then act: form the cluster / submit, follow, verify. RESUME=1 continues RUN_ID."""
+        from . import backends
+
+        resume = _resume(_with_env({"RESUME": RESUME}, {"RESUME"}).get("RESUME", ""))
         spec = _spec(PRESET, SET, OUT, knobs)
         _smoke_guard(spec)
-        backend = self._plan(spec)
-        LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
-        LAST_RUN.write_text(spec["run"]["out"] + "\n")
-        return _exit(backend.launch(spec, Path(spec["run"]["out"])))
+        # Before anything is written: a used RUN_ID, or one another launch holds, is refused here.
+        with backends.get(spec["infra"]["name"]).claim(spec, resume):
+            backend = self._plan(spec)
+            LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
+            LAST_RUN.write_text(spec["run"]["out"] + "\n")
+            return _exit(backend.launch(spec, Path(spec["run"]["out"])))
 
     def _existing(self, run_id: str, out: str) -> tuple[dict | None, Path]:
         if out:
@@ -345,6 +350,18 @@ def _smoke_guard(spec: dict) -> None:
         raise ConfigError("RUN_ID", spec["run"]["id"], f"a new id for the smoke run: {run_dir} holds a real run")
 
 
+def _resume(value) -> bool:
+    """RESUME= as typed: empty or 0 is a new run, 1 continues RUN_ID (rlaunch.knobs' rule)."""
+    from .knobs import RULES
+
+    text = str(value).strip().lower()
+    text = {"true": "1", "false": "0"}.get(text, text)  # fire reads --RESUME=1 as True
+    problem = RULES["RESUME"](text) if text else None
+    if problem:
+        raise ConfigError("RESUME", value, problem + " (1: continue RUN_ID from its last checkpoint)")
+    return text == "1"
+
+
 def _port(value) -> int | None:
     """PORT= as typed: empty means the verb's default; otherwise a TCP port (0: any free one)."""
     text = str(value).strip()
@@ -371,4 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     except RlaunchError as err:
         print(f"rlaunch: {err}", file=sys.stderr)
         return err.exit_code
+    except KeyboardInterrupt:  # a verb that acts handles Ctrl-C itself; any other just stops
+        print("rlaunch: interrupted", file=sys.stderr)
+        return 130
     return 0

@@ -67,13 +67,16 @@ def follow(address: str, submission_id: str, deadline_s: float = 3600) -> int:
 
     try:
         asyncio.run(asyncio.wait_for(_tail(), timeout=max(1.0, deadline_s - (time.monotonic() - started))))
+    except KeyboardInterrupt:  # Ctrl-C reaches this follower too; the launch that started it acts
+        view.close()
+        return 130
     except asyncio.TimeoutError:
         view.close()
         print(f"job {submission_id}: still running after {deadline_s:.0f} s; stopped following",
               file=sys.stderr)
         return 4
     view.close()
-    return status(address, submission_id, wait_s=30)
+    return status(address, submission_id, wait_s=30, client=client)
 
 
 def wait_pending(client, submission_id: str, deadline_s: float, poll_s: float = 0.5) -> str:
@@ -94,8 +97,8 @@ def wait_pending(client, submission_id: str, deadline_s: float, poll_s: float = 
     return str(info.status)
 
 
-def status(address: str, submission_id: str, wait_s: float = 0) -> int:
-    client = _client(address)
+def status(address: str, submission_id: str, wait_s: float = 0, client=None) -> int:
+    client = client or _client(address)
     deadline = time.monotonic() + wait_s
     while True:
         try:

@@ -164,6 +164,7 @@ def _count(minimum: int) -> Callable[[str], str | None]:
 RULES: dict[str, Callable[[str], str | None]] = {
     "INFRA": _choice(INFRAS), "ALGO": _choice(ALGOS), "PRESET": preset_problem, "RUN_ID": run_id_problem,
     "NODES": _count(1), "GPUS_PER_NODE": _count(0), "SPOT": _choice(["0", "1"]), "OUT": out_problem,
+    "RESUME": _choice(["0", "1"]),
     "WORK_ROOT": path_problem, "INFRA_SPEC": sky_infra_problem, "ACCELERATOR": accelerator_problem,
     "REGISTRY": registry_problem, "TAG": tag_problem,
     "BASE": _choice(["official", "standin"]), "BUILDER": _choice(["docker", "podman", "buildah"]),

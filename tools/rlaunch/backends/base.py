@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,16 @@ class Backend:
     """
 
     name = ""
+    # What restarts a run on this infrastructure, for RESUME=1 where the launch cannot do it.
+    resume_hint = "a run here is started again by its infrastructure, not by RESUME=1"
+
+    @contextlib.contextmanager
+    def claim(self, spec: dict, resume: bool = False):
+        """Held for the whole launch, before anything is rendered or written: refuses a run id
+        this launch must not (re)use. Here: nothing to hold, and RESUME=1 is the local launch's."""
+        if resume:
+            raise ConfigError("RESUME", "1", f"INFRA=local only; on {spec['infra']['name']}, {self.resume_hint}")
+        yield
 
     def rules(self, spec) -> None:
         """What this infrastructure refuses in a spec, as one ConfigError naming the key; part of

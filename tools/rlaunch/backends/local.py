@@ -6,10 +6,19 @@ because the bridge has no address on the host. The cluster is named after the ru
 local-cluster finds it on the host from that name alone (namespaces rl-<run_id>-*, its host dir under
 /tmp), so status/logs/down need no build/. The run directory (reports, logs/job.log) is on the
 repository's build/storage, the local "shared storage".
+
+A run id is used once: a launch holds /tmp/rl<hash>.lock (the cluster's name hash) while it runs, so a
+second launch of the same RUN_ID is refused at once, and a RUN_ID whose run directory exists is
+refused unless RESUME=1, which continues it from its last checkpoint on a fresh cluster. When the
+launch cannot go on, it frees every node itself: a cluster that did not form, a lost node (named
+from Ray's GCS by the job's node watch, or, for the head, from the host), Ctrl-C.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import queue
@@ -18,10 +27,11 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
-from .. import ROOT, SCRIPTS, artifacts, config
-from ..errors import MissingPrerequisite
+from .. import ROOT, SCRIPTS, artifacts, attempts, config
+from ..errors import ConfigError, MissingPrerequisite, RlaunchError
 from .base import Answer, Backend, Run
 
 LOCAL_CLUSTER = SCRIPTS / "local-cluster"
@@ -62,7 +72,9 @@ def _cluster_env(spec: dict, out: Path | None) -> dict[str, str]:
 
 
 def _job_env(spec: dict, info: dict) -> dict[str, str]:
-    return {
+    from .. import tracking
+
+    env = {
         "RLAUNCH_HOME": str(ROOT), "RLAUNCH_PYTHON": sys.executable,
         "PYTHONPATH": str(ROOT / "tools"), "PYTHONUNBUFFERED": "1",
         # Every actor of the job connects to this cluster, even with other Ray clusters on the host.
@@ -70,7 +82,49 @@ def _job_env(spec: dict, info: dict) -> dict[str, str]:
         # All namespaces share the host's name, which /etc/hosts maps to 127.0.0.1: without this,
         # Gloo ranks advertise loopback and never reach each other across nodes.
         "GLOO_SOCKET_IFNAME": "eth0" if info["mode"] == "netns" else "lo",
+        **tracking.wandb_env(spec),
     }
+    if info.get("nodes"):  # the node watch names a lost node by its rank: the IPs in rank order
+        env["RLAUNCH_NODE_IPS"] = ",".join(n["ip"] for n in info["nodes"])
+    return env
+
+
+# After a lost node (postflight has run) or Ctrl-C (the job was stopped) nothing is left to shut
+# down gracefully: KILL at once, every second of idle nodes is paid for.
+FAST_GRACE_S = "0"
+NODE_LOST = 75  # rlaunch.nodewatch's exit code too: the run can continue (RESUME=1)
+
+
+def _resume_hint(spec: dict) -> str:
+    """`make launch RUN_ID=x RESUME=1` continues it from step N (its last complete checkpoint)."""
+    from .. import checkpoints
+
+    try:
+        found, _ = checkpoints.latest(spec, Path(spec["paths"]["run_dir"]))
+    except (OSError, KeyError, ValueError):
+        found = None
+    where = f"step {found.step}, its last checkpoint" if found else "step 0 (it has no checkpoint yet)"
+    return f"`make launch RUN_ID={spec['run']['id']} RESUME=1` continues the run from {where}"
+
+
+class RunInUse(RlaunchError):
+    """Another launch of the same run id holds it (exit 2: nothing was written)."""
+
+
+def lock_path(spec: dict) -> Path:
+    """/tmp/rl<6 hex of sha1(name)>.lock, beside local-cluster's host dir of the same cluster."""
+    return Path(f"/tmp/rl{hashlib.sha1(cluster_name(spec).encode()).hexdigest()[:6]}.lock")
+
+
+def _first_diff(old, new, prefix: str = "") -> tuple[str, object, object] | None:
+    """The first dotted key whose value differs between two specs (None: the same)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            found = _first_diff(old.get(key), new.get(key), f"{prefix}{key}.")
+            if found:
+                return found
+        return None
+    return None if old == new else (prefix.rstrip("."), old, new)
 
 
 # The head's ray-up logs `ray-up: 1/2 nodes joined, ...` on each change while the cluster forms.
@@ -98,6 +152,64 @@ def _read_from(path: Path, offset: int) -> tuple[str, int]:
 class Local(Backend):
     name = "local"
 
+    @contextlib.contextmanager
+    def claim(self, spec: dict, resume: bool = False):
+        """The run is this launch's while it runs: a second launch of the same RUN_ID is refused at
+        once, a used one is refused unless RESUME=1, which must continue it with the same config."""
+        run_id, run_dir = spec["run"]["id"], Path(spec["paths"]["run_dir"])
+        path = lock_path(spec)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+                raise RunInUse(f"run {run_id}: another launch of it is running ({holder}; lock {path}): "
+                               "wait for it to end, or stop it (Ctrl-C, `make down RUN_ID="
+                               f"{run_id}`); nothing was written") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()}, since {attempts.now_iso()}\n".encode(), 0)
+            self._check_reuse(spec, run_dir, resume)
+            if resume and self._up(spec):
+                print(f"local: RESUME=1: taking down what is left of run {run_id}'s cluster first: "
+                      "the run continues on fresh nodes")
+                self._local_cluster(spec, None, "down", env={"RLAUNCH_STOP_GRACE_S": FAST_GRACE_S})
+            yield
+        finally:
+            os.close(fd)  # releases the lock; the empty file stays (removing it would race)
+
+    def _check_reuse(self, spec: dict, run_dir: Path, resume: bool) -> None:
+        run_id = spec["run"]["id"]
+        history = attempts.summary(attempts.read(run_dir))["attempts"] if run_dir.is_dir() else []
+        if run_dir.is_dir() and not resume:
+            last = ""
+            if history and history[-1]["nodes_lost"]:
+                last = f" (attempt {history[-1]['attempt']} lost node {history[-1]['nodes_lost'][0].get('ip')})"
+            elif history and history[-1].get("exit_code") is not None:
+                last = f" (attempt {history[-1]['attempt']} ended with exit code {history[-1]['exit_code']})"
+            raise ConfigError("RUN_ID", run_id, f"a new run id: run {run_id} already has {run_dir}{last}; "
+                              + _resume_hint(spec))
+        if not resume:
+            return
+        if not run_dir.is_dir():
+            raise ConfigError("RESUME", "1", f"a run to continue: run {run_id} has no {run_dir} "
+                              "(it never started); launch it without RESUME=1")
+        try:
+            old = json.loads((run_dir / "spec.json").read_text())
+        except (OSError, ValueError):
+            return  # the job never kept its spec: nothing to compare with
+        # Compared as spec.json holds it; keys starting with "_" are annotations, not config.
+        new = json.loads(artifacts.spec_json(spec))
+        diff = _first_diff({k: v for k, v in old.items() if not k.startswith("_")},
+                           {k: v for k, v in new.items() if not k.startswith("_")})
+        if diff:
+            key, was, now = diff
+            raise ConfigError("RESUME", "1", f"the config run {run_id} started with, to continue it: "
+                              f"{key} was {was!r}, now {now!r} (launch a new RUN_ID to change it)")
+
+    def _up(self, spec: dict) -> bool:
+        return self._local_cluster(spec, None, "info", capture_output=True).returncode == 0
+
     def render(self, spec: dict) -> dict[str, str]:
         return artifacts.common(spec)
 
@@ -116,10 +228,11 @@ class Local(Backend):
             f"then: make status / make logs / make down RUN_ID={spec['run']['id']}",
         ]
 
-    def _local_cluster(self, spec: dict, out: Path | None, *args: str, **kw) -> subprocess.CompletedProcess:
+    def _local_cluster(self, spec: dict, out: Path | None, *args: str, env: dict | None = None,
+                       **kw) -> subprocess.CompletedProcess:
         if not LOCAL_CLUSTER.exists():
             raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
-        env = {**os.environ, **_cluster_env(spec, out)}
+        env = {**os.environ, **_cluster_env(spec, out), **(env or {})}
         return subprocess.run([str(LOCAL_CLUSTER), *args], env=env, check=False, **kw)
 
     def _exec_head(self, spec: dict, out: Path | None, argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -155,20 +268,92 @@ class Local(Backend):
                 "GPUs", f"{spec['framework']['name']} with cluster.gpus_per_node="
                 f"{spec['cluster']['gpus_per_node']} needs NVIDIA GPUs and this machine has none "
                 "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
-        rc = self._form(spec, out)
+        submitted = False
+        try:
+            rc = self._form(spec, out)
+            if rc != 0:
+                print(f"local: the cluster did not form (exit {rc}; each node's ray-up log: "
+                      f"{state_dir(out, spec) / 'logs'})", file=sys.stderr)
+                self._free(spec, out, "the cluster did not form")
+                return rc
+            entry = f"bash {out / 'job.sh'}"
+            submitted = True
+            rc = self._job(spec, out, "submit", f"--entrypoint={entry}",
+                           f"--env_json={json.dumps(_job_env(spec, self._info(spec)))}",
+                           f"--secrets={','.join(spec['secrets'])}")
+            if rc != 0:
+                return rc
+            rc = self._job(spec, out, "follow")
+        except KeyboardInterrupt:
+            return self._interrupted(spec, out, submitted)
         if rc != 0:
-            print(f"local: the cluster did not form (exit {rc}); `make down RUN_ID="
-                  f"{spec['run']['id']}` removes what was created", file=sys.stderr)
-            return rc
-        entry = f"bash {out / 'job.sh'}"
-        rc = self._job(spec, out, "submit", f"--entrypoint={entry}",
-                       f"--env_json={json.dumps(_job_env(spec, self._info(spec)))}",
-                       f"--secrets={','.join(spec['secrets'])}")
-        if rc != 0:
-            return rc
-        rc = self._job(spec, out, "follow")
+            lost = self._lost_nodes(spec, out)
+            if lost:
+                self._summary(spec, out)
+                for line in lost:
+                    print(f"local: node lost: {line}", file=sys.stderr)
+                self._free(spec, out, "a node was lost")
+                print(f"local: {_resume_hint(spec)}", file=sys.stderr)
+                return NODE_LOST
         self._summary(spec, out)
         return rc
+
+    def _lost_nodes(self, spec: dict, out: Path) -> list[str]:
+        """After a failed follow: the nodes this attempt lost, as the job's node watch recorded them
+        from Ray's GCS, or, with the head gone (and the watch with it), as the host sees them."""
+        run_dir = Path(spec["paths"]["run_dir"])
+        history = attempts.summary(attempts.read(run_dir))["attempts"]
+        recorded = history[-1]["nodes_lost"] if history else []
+        lines = [attempts.describe_loss(loss) for loss in recorded]
+        if recorded or not self._up(spec):
+            return lines
+        status = self._local_cluster(spec, out, "status", capture_output=True, text=True)
+        seen = {loss.get("ip") for loss in recorded}
+        for row in status.stdout.splitlines():
+            parts = row.split()
+            if len(parts) == 4 and parts[0].isdigit() and parts[3] == "no" and parts[2] not in seen:
+                rank = int(parts[0])
+                role = "the head" if rank == 0 else "a worker"
+                lines.append(f"{parts[2]} (rank {rank}, {role}), found without a raylet in {parts[1]} at "
+                             f"{attempts.now_iso()}" + (": the job's driver and node watch ran there"
+                                                         if rank == 0 else ""))
+        return lines
+
+    def _free(self, spec: dict, out: Path | None, why: str) -> bool:
+        """Take the cluster down at once (every node freed), or print the exact command that does."""
+        down = f"make down RUN_ID={spec['run']['id']}"
+        try:
+            proc = self._local_cluster(spec, out, "down", env={"RLAUNCH_STOP_GRACE_S": FAST_GRACE_S},
+                                       capture_output=True, text=True)
+        except KeyboardInterrupt:
+            print(f"local: {why}; interrupted while taking the cluster down: it may be left up, run `{down}`",
+                  file=sys.stderr)
+            return False
+        if proc.returncode == 0:
+            print(f"local: {why}: took the cluster down, every node freed ({_last_line(proc.stdout)})",
+                  file=sys.stderr)
+            return True
+        print(f"local: {why}; the cluster could not be taken down ({_last_line(proc.stderr)}): run `{down}`",
+              file=sys.stderr)
+        return False
+
+    def _interrupted(self, spec: dict, out: Path, submitted: bool) -> int:
+        """Ctrl-C: stop the job, free every node, and say which of the two happened."""
+        run_id = spec["run"]["id"]
+        print(f"\nlocal: interrupted: stopping run {run_id} (Ctrl-C again leaves the cluster up)",
+              file=sys.stderr)
+        try:
+            if submitted and self._up(spec):
+                self._job(spec, out, "stop")
+        except KeyboardInterrupt:
+            print(f"local: interrupted again: the cluster of run {run_id} is left up; run "
+                  f"`make down RUN_ID={run_id}`", file=sys.stderr)
+            return 130
+        except MissingPrerequisite:
+            pass
+        if self._free(spec, out, "interrupted") and Path(spec["paths"]["run_dir"]).is_dir():
+            print(f"local: {_resume_hint(spec)}", file=sys.stderr)
+        return 130
 
     def _form(self, spec: dict, out: Path) -> int:
         """`local-cluster up`, its output relayed above one progress line: nodes joined out of

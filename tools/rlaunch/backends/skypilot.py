@@ -193,6 +193,7 @@ SETUP_RUNNER = """SkyPilot runs it on rank 0 only (task.yaml `setup`: one writer
 
 class SkyPilot(Backend):
     name = "skypilot"
+    resume_hint = "a managed job (SPOT=1) resumes from the run's checkpoints when SkyPilot recovers it"
 
     def rules(self, spec) -> None:
         if spec["infra"]["name"] == "sky" and not spec["infra"]["sky_infra"]:
