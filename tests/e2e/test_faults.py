@@ -1,0 +1,299 @@
+"""The fault table, on real network-namespace clusters through `make launch`, and recovery proof (c).
+
+Each case ends with one clear message, every node of the run freed (or the exact `make down`), and
+nothing of another run touched: a bystander cluster (namespaces with a process in each, a run
+directory, a launch lock of its own) stays as it was through every case.
+
+  two launches of one RUN_ID at once   one runs, the other is refused at once, nothing overwritten
+  a worker killed mid-run              named (IP, rank, when, from Ray's GCS) in the summary and
+                                       verification.json; non-zero exit; every node freed
+  the same RUN_ID again                refused; with RESUME=1 the run continues from its last
+                                       checkpoint, loses at most save_freq steps, and postflight
+                                       passes on the whole run (one metrics history, one TensorBoard)
+  the head killed mid-run              fails naming the head; the workers leave
+  a worker that never arrives          the formation deadline names it (IP, rank); every node freed
+  the storage full at a checkpoint     named, with what the storage had left (a small tmpfs)
+  Ctrl-C during `make launch`          the job stopped and the cluster taken down, and it says so
+
+Shared: the first four are one run (its first attempt loses a worker, its second resumes), so the
+table costs five short trainings. Seconds from a loss to the launch's exit are printed, not
+asserted: `make bench` measures them (build/bench/recovery.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from faults_support import (ROOT, Launch, attempts, kill_node, make, namespaces, run_dir, steps,
+                            wait_for_step)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.slow]
+
+SAVE_FREQ = 20
+TRAIN = f"train.steps=120 train.save_freq={SAVE_FREQ}"  # learned by ~100 steps: postflight's thresholds hold
+KILL_AT = SAVE_FREQ + 5  # after the first checkpoint: the resumed attempt redoes a few steps
+DEADLINE_S = 600  # one attempt, formation to postflight, on a loaded 2-core machine
+
+
+def cluster_info(run_id: str, deadline_s: float = 60) -> dict:
+    """cluster.json of a run's local cluster while it is up (`down` removes it)."""
+    path = ROOT / "build" / run_id / "cluster" / "cluster.json"
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            time.sleep(0.1)
+    raise AssertionError(f"no {path} after {deadline_s:.0f} s")
+
+
+def down(run_id: str) -> None:
+    make("down", "INFRA=local", f"RUN_ID={run_id}")
+    shutil.rmtree(run_dir(run_id), ignore_errors=True)
+    shutil.rmtree(ROOT / "build" / run_id, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def needs_root():
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true and the fault tests need root and iproute2 (network namespaces)")
+        pytest.skip("the fault tests need root and iproute2 (network namespaces)")
+
+
+@pytest.fixture(scope="module")
+def bystander():
+    """Another run on this host: its cluster's namespaces (a process in each), its run directory,
+    its launch lock held. No fault of the runs under test may touch any of it."""
+    name = f"flt-other-{os.getpid()}"
+    env = {**os.environ, "RLAUNCH_CLUSTER_NAME": name, "RLAUNCH_NODES": "2", "RLAUNCH_START_RAY": "0",
+           "RLAUNCH_LOCAL_MODE": "netns", "RLAUNCH_STATE_DIR": str(ROOT / "build" / name / "cluster")}
+    subprocess.run([str(ROOT / "scripts" / "local-cluster"), "up"], env=env, check=True, capture_output=True)
+    sleepers = [subprocess.Popen(["ip", "netns", "exec", f"rl-{name}-{r}", "sleep", "3600"]) for r in (0, 1)]
+    other = run_dir(name)
+    other.mkdir(parents=True, exist_ok=True)
+    (other / "metrics.jsonl").write_text('{"step": 1}\n')
+    from rlaunch.backends import local
+
+    lock = open(local.lock_path({"run": {"id": name}}), "w")  # noqa: SIM115 - held for the module
+    import fcntl
+
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    state = {"name": name, "namespaces": namespaces(f"rl-{name}-"), "sleepers": sleepers, "dir": other}
+
+    def untouched() -> None:
+        assert namespaces(f"rl-{name}-") == state["namespaces"], "another run's namespaces changed"
+        assert all(p.poll() is None for p in sleepers), "a process of another run was killed"
+        assert (other / "metrics.jsonl").read_text() == '{"step": 1}\n', "another run's files changed"
+
+    state["untouched"] = untouched
+    yield state
+    lock.close()
+    for p in sleepers:
+        p.kill()
+        p.wait()
+    subprocess.run([str(ROOT / "scripts" / "local-cluster"), "down"], env=env, capture_output=True)
+    shutil.rmtree(other, ignore_errors=True)
+    shutil.rmtree(ROOT / "build" / name, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- one run: lost worker, then resumed
+
+
+@pytest.fixture(scope="module")
+def lost_worker(bystander):
+    """Two launches of one RUN_ID at once; the one that runs loses its worker after the first
+    checkpoint. What each saw, and when."""
+    run_id = f"flt-{os.getpid()}"
+    down(run_id)
+    first, second = Launch(f"RUN_ID={run_id}", f"SET={TRAIN}"), Launch(f"RUN_ID={run_id}", f"SET={TRAIN}")
+    metrics = run_dir(run_id) / "metrics.jsonl"
+    end = time.monotonic() + 120
+    while first.alive() and second.alive() and time.monotonic() < end:
+        time.sleep(0.1)
+    refused, runs = (first, second) if not first.alive() else (second, first)
+    refused.wait(60)
+    plan = ROOT / "build" / run_id / "plan.txt"
+    try:
+        seen = wait_for_step(metrics, KILL_AT, DEADLINE_S, runs.alive)
+        plan_then = (plan.stat().st_mtime_ns, plan.read_text())
+        worker_ip = cluster_info(run_id)["nodes"][1]["ip"]
+        killed_at = kill_node(f"rl-{run_id}-1")
+        rc = runs.wait(DEADLINE_S)
+        yield {"run_id": run_id, "refused": refused, "runs": runs, "rc": rc, "killed_at": killed_at,
+               "worker_ip": worker_ip,
+               "step_at_kill": seen, "plan": plan, "plan_then": plan_then, "bystander": bystander}
+    finally:
+        for launch in (first, second):
+            if launch.alive():
+                launch.interrupt()
+                launch.wait(120)
+        down(run_id)
+
+
+def test_two_launches_of_one_run_id_at_once_one_runs_and_the_other_is_refused(lost_worker):
+    refused, run_id = lost_worker["refused"], lost_worker["run_id"]
+    assert refused.rlaunch_rc == 2, refused.output
+    assert f"run {run_id}: another launch of it is running (pid" in refused.output, refused.output
+    assert "nothing was written" in refused.output
+    assert "plan for run" not in refused.output, "the refused launch rendered a plan"
+    # The launch that ran kept its own plan: the refused one wrote nothing over it.
+    plan = lost_worker["plan"]
+    assert (plan.stat().st_mtime_ns, plan.read_text()) == lost_worker["plan_then"]
+    assert lost_worker["runs"].first("plan for run") is not None
+    lost_worker["bystander"]["untouched"]()
+
+
+def test_a_worker_killed_mid_run_is_named_and_every_node_freed(lost_worker):
+    runs, run_id = lost_worker["runs"], lost_worker["run_id"]
+    out = runs.output
+    assert runs.rlaunch_rc == 75, out  # EX_TEMPFAIL: a lost node; RESUME=1 can continue the run
+    loss = next(r for r in attempts(run_dir(run_id)) if r["event"] == "node_lost")
+    assert loss["ip"] == lost_worker["worker_ip"], loss
+    assert loss["rank"] == 1 and loss["rank_from"] == "launch order" and loss["declared_dead_at"], loss
+    assert loss["reason"].startswith("UNEXPECTED_TERMINATION"), loss  # Ray's GCS: health check failed
+    named = f"{loss['ip']} (rank 1), declared dead at {loss['declared_dead_at']}"
+    assert f"node lost     attempt 1: {named}" in out, out  # the closing summary
+    report = json.loads((run_dir(run_id) / "verification.json").read_text())
+    assert report["passed"] is False
+    first_failed = next(c for c in report["checks"] if not c["passed"])
+    assert first_failed["name"] == "nodes stayed up" and named in first_failed["detail"], first_failed
+    assert first_failed["node"] == loss["ip"]
+    assert "took the cluster down, every node freed" in out, out
+    assert namespaces(f"rl-{run_id}-") == []
+    killed = lost_worker["killed_at"]
+    print(f"worker killed at step {lost_worker['step_at_kill']}: the launch exited {runs.ended - killed:.1f} s "
+          f"later (Ray's GCS declared the node dead at {loss['declared_dead_at']}); "
+          + runs.timeline(killed, "no longer answer", "rlaunch-nodewatch: node lost", "postflight: FAILED",
+                          "job " + run_id + ": FAILED", "local: node lost", "every node freed"))
+    lost_worker["bystander"]["untouched"]()
+
+
+def test_the_same_run_id_is_refused_and_resume_continues_it_to_a_verified_end(lost_worker):
+    run_id = lost_worker["run_id"]
+    run = run_dir(run_id)
+    again = make("launch", f"RUN_ID={run_id}", f"SET={TRAIN}")
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert f"a new run id: run {run_id} already has {run}" in again.stderr
+    assert f"`make launch RUN_ID={run_id} RESUME=1` continues the run from step {SAVE_FREQ}" in again.stderr
+
+    resumed = Launch(f"RUN_ID={run_id}", "RESUME=1", f"SET={TRAIN}")
+    resumed.wait(DEADLINE_S)
+    out = resumed.output
+    assert resumed.rlaunch_rc == 0, out[-6000:]
+    assert f"rlaunch-job: attempt 2 of run {run_id}: resuming from step {SAVE_FREQ}" in out
+    start = next(r for r in attempts(run) if r["event"] == "start" and r["attempt"] == 2)
+    assert start["resume_step"] == SAVE_FREQ and 0 < start["steps_lost"] <= SAVE_FREQ, start
+    assert steps(run / "metrics.jsonl") == list(range(1, 121)), "one metrics history, each step once"
+    from rlaunch.verify.postflight import read_scalars
+
+    rewards = read_scalars(run / "tensorboard")["train/reward"]
+    assert [s for s, _ in rewards] == list(range(1, 121)), "TensorBoard: the redone steps replace the lost ones"
+    assert {p.parent for p in (run / "tensorboard").rglob("events.out.tfevents.*")} == {run / "tensorboard"}
+    report = json.loads((run / "verification.json").read_text())
+    assert report["passed"] is True, [c for c in report["checks"] if not c["passed"]]
+    assert [a["attempt"] for a in report["facts"]["attempts"]] == [1, 2]
+    assert "attempt       2: resumed from step 20" in out and "verification  passed" in out
+    resumed_at = resumed.first(f"rlaunch-job: attempt 2 of run {run_id}")
+    first_step = next(t for t, line in resumed.lines if line.startswith("step "))
+    print(f"resumed: {start['steps_lost']} step(s) redone; {first_step - resumed.started:.1f} s from "
+          f"`make launch RESUME=1` to the first progress line ({resumed_at - resumed.started:.1f} s to the job)")
+    lost_worker["bystander"]["untouched"]()
+
+
+# ---------------------------------------------------------------- the other faults, one run each
+
+
+def test_the_head_killed_mid_run_fails_naming_the_head_and_the_workers_leave(bystander):
+    run_id = f"flt-h-{os.getpid()}"
+    down(run_id)
+    try:
+        launch = Launch(f"RUN_ID={run_id}", f"SET={TRAIN}")
+        wait_for_step(run_dir(run_id) / "metrics.jsonl", 1, DEADLINE_S, launch.alive)
+        head_ip = cluster_info(run_id)["head_ip"]
+        killed_at = kill_node(f"rl-{run_id}-0")
+        launch.wait(300)
+        out = launch.output
+        assert launch.rlaunch_rc == 75, out
+        assert f"local: node lost: {head_ip} (rank 0, the head), found without a raylet in rl-{run_id}-0" in out, out
+        assert "took the cluster down, every node freed" in out
+        assert namespaces(f"rl-{run_id}-") == [], "the workers left with the head"
+        print(f"head killed: the launch exited {launch.ended - killed_at:.1f} s later")
+    finally:
+        down(run_id)
+    bystander["untouched"]()
+
+
+def test_a_worker_that_never_arrives_is_named_and_every_node_freed(bystander):
+    run_id = f"flt-n-{os.getpid()}"
+    down(run_id)
+    try:
+        launch = Launch(f"RUN_ID={run_id}", "SET=cluster.formation_timeout_s=90")  # the head alone: 10-40 s
+        # cluster.json is written once the nodes' links are up, before any ray-up starts; the
+        # head then takes 10 s and more to start, so the worker cannot have joined yet. Its machine
+        # is cut off now: it never arrives.
+        worker_ip = cluster_info(run_id, deadline_s=120)["nodes"][1]["ip"]
+        subprocess.run(["ip", "-n", f"rl-{run_id}-1", "link", "set", "eth0", "down"], check=True)
+        launch.wait(300)
+        out = launch.output
+        assert launch.rlaunch_rc == 3, out
+        assert f"1 of 2 nodes missing (1 registered); not joined: {worker_ip}; rank(s) 1 never arrived" in out, out
+        assert "the cluster did not form: took the cluster down, every node freed" in out, out
+        assert namespaces(f"rl-{run_id}-") == []
+        assert not run_dir(run_id).exists(), "nothing ran: the run id is still unused"
+    finally:
+        down(run_id)
+    bystander["untouched"]()
+
+
+def test_full_storage_when_a_checkpoint_is_written_is_named(bystander, tmp_path):
+    run_id = f"flt-s-{os.getpid()}"
+    storage = Path(f"/tmp/flt-s-{os.getpid()}")
+    storage.mkdir()
+    # Room for the plan, the logs and a few steps' metrics, not for a checkpoint (about 1 MiB).
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=900k", "tmpfs", str(storage)], check=True)
+    try:
+        launch = Launch(f"RUN_ID={run_id}", f"WORK_ROOT={storage}", "SET=train.steps=120 train.save_freq=5")
+        launch.wait(DEADLINE_S)
+        out = launch.output
+        run = run_dir(run_id, storage=storage)
+        assert launch.rlaunch_rc == 1, out
+        assert f"rlaunch.rehearsal.train: storage full after step 5: the storage at {storage} is full" in out, out
+        assert "removed the incomplete checkpoint-5 so the reports can be written" in out
+        report = json.loads((run / "verification.json").read_text())
+        first_failed = next(c for c in report["checks"] if not c["passed"])
+        assert first_failed["name"] == "storage space" and f"the storage at {storage} is full" in \
+            first_failed["detail"], first_failed
+        assert "verification  FAILED: storage space" in out
+    finally:
+        down(run_id)
+        subprocess.run(["umount", str(storage)], check=False)
+        storage.rmdir()
+    bystander["untouched"]()
+
+
+def test_ctrl_c_during_make_launch_takes_the_cluster_down_and_says_so(bystander):
+    run_id = f"flt-i-{os.getpid()}"
+    down(run_id)
+    try:
+        launch = Launch(f"RUN_ID={run_id}", f"SET={TRAIN}")
+        wait_for_step(run_dir(run_id) / "metrics.jsonl", 1, DEADLINE_S, launch.alive)
+        pressed = launch.interrupt()
+        launch.wait(120)
+        out = launch.output
+        assert launch.rlaunch_rc == 130, out
+        assert f"local: interrupted: stopping run {run_id}" in out, out
+        assert "local: interrupted: took the cluster down, every node freed" in out, out
+        assert f"`make launch RUN_ID={run_id} RESUME=1` continues the run from step 0" in out
+        assert "Traceback" not in out[out.index("local: interrupted"):], out
+        assert namespaces(f"rl-{run_id}-") == []
+        print(f"Ctrl-C: every node freed and the launch exited {launch.ended - pressed:.1f} s later")
+    finally:
+        down(run_id)
+    bystander["untouched"]()
