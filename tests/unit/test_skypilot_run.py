@@ -7,6 +7,11 @@ SkyPilot's exit-status epilogue. HOME has a sky_workdir that is this repository,
 upload would make it. job.sh is a stub framework entrypoint that records where it ran, what the
 cluster looked like from there, and then fails with 3, so the test also proves the head's exit
 status reaches SkyPilot and the workers still leave on their own.
+
+Recovery proof (a): the same scripts run the real job.sh of a managed rehearsal; a node dies during
+training; the head exits 75 (recover_on_exit_codes) naming it; the same task runs again with the same
+SKYPILOT_TASK_ID on two fresh namespaces, resumes from the last checkpoint on the "bucket" (a
+directory that outlives both clusters) and passes postflight on the whole run.
 """
 
 from __future__ import annotations
@@ -199,3 +204,119 @@ def test_run_section_forms_the_cluster_and_runs_the_entrypoint_once_on_rank_0(no
     while any(nodes.pids(ns) for ns in nodes.names) and time.monotonic() < end:
         time.sleep(0.5)
     assert not any(nodes.pids(ns) for ns in nodes.names), output
+
+
+# ---------------------------------------------------------------- recovery proof (a)
+
+RECOVERY_TASK_ID = "sky-managed-2026-12-01-10-00-00-000000_run-recovery_8-0"
+SAVE_FREQ = 20
+
+
+def _node_envs(task: dict, nodes: Namespaces, artifacts_dir: Path, task_id: str) -> list[dict]:
+    return [{
+        **task["envs"],
+        "SKYPILOT_NODE_IPS": "\n".join(nodes.ips), "SKYPILOT_NUM_NODES": "2",
+        "SKYPILOT_NUM_GPUS_PER_NODE": "0", "SKYPILOT_NODE_RANK": str(rank),
+        "SKYPILOT_TASK_ID": task_id, "SKYPILOT_INTERNAL_JOB_ID": "8",
+        # This machine instead of a cloud VM: the venv's Ray and python, small nodes, and gloo on
+        # the namespace's own interface (every namespace shares the host's name, mapped to 127.0.0.1).
+        "RLAUNCH_ARTIFACTS": str(artifacts_dir), "RLAUNCH_PYTHON": str(VENV_BIN / "python"),
+        "RLAUNCH_RAY": str(VENV_BIN / "ray"), "RLAUNCH_TEMP_DIR": f"/tmp/{nodes.prefix}-{rank}",
+        "RLAUNCH_NUM_CPUS": "2", "RLAUNCH_OBJECT_STORE_BYTES": "80000000",
+        "RLAUNCH_DEADLINE_S": "300", "RLAUNCH_HEAD_WATCH_S": "1", "GLOO_SOCKET_IFNAME": "eth0",
+    } for rank in range(2)]
+
+
+def _run_nodes(task: dict, nodes: Namespaces, envs: list[dict], tmp_path: Path, home: Path, tag: str):
+    """Each node runs the script SkyPilot builds around the task's `run`, as on a fresh cluster."""
+    procs, logs = [], []
+    scripts = skypilot_scripts(task["run"], envs, tmp_path / "sky-home")
+    for rank, (ns, text) in enumerate(zip(nodes.names, scripts)):
+        script = tmp_path / f"{tag}-node{rank}.sh"
+        script.write_text(text)
+        log = tmp_path / f"{tag}-node{rank}.log"
+        logs.append(log)
+        with log.open("w") as out:
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", ns, "/bin/bash", str(script)], stdout=out, stderr=subprocess.STDOUT,
+                env={"PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}))
+    return procs, logs
+
+
+def _fresh_nodes() -> Namespaces:
+    fixture = Namespaces(2)
+    fixture.up()
+    return fixture
+
+
+def _remove(nodes: Namespaces) -> None:
+    nodes.down()
+    for i in range(2):
+        shutil.rmtree(f"/tmp/{nodes.prefix}-{i}", ignore_errors=True)
+
+
+def test_a_managed_job_recovered_on_fresh_nodes_resumes_from_its_last_checkpoint(tmp_path):
+    """SkyPilot managed-job recovery: a node dies mid-training, SkyPilot runs the same task again
+    (same SKYPILOT_TASK_ID) on fresh nodes, and the run continues from its last checkpoint on the
+    bucket: at most save_freq steps lost, postflight passing on the whole run."""
+    from faults_support import kill_node, steps, wait_for_step
+
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("needs root and iproute2 (network namespaces)")
+    storage = tmp_path / "storage"  # the bucket: it outlives every cluster of the managed job
+    spec = config.load("rehearsal", {"INFRA": "gcp", "SPOT": "1", "RUN_ID": f"sky-rec-{os.getpid()}"},
+                       f"storage.mount={storage} framework.image=official train.steps=120 "
+                       f"train.save_freq={SAVE_FREQ}")
+    files = artifacts.finish(spec, sp.BACKEND.render(spec))
+    task = yaml.safe_load(files["task.yaml"])
+    assert task["resources"]["job_recovery"]["recover_on_exit_codes"] == [75]
+    artifacts_dir = tmp_path / "artifacts"  # the rendered files' file mount, on every node
+    for rel, text in files.items():
+        (artifacts_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (artifacts_dir / rel).write_text(text)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "sky_workdir").symlink_to(ROOT)
+    run_dir = Path(spec["paths"]["run_dir"])
+
+    nodes = _fresh_nodes()
+    try:
+        procs, logs = _run_nodes(task, nodes, _node_envs(task, nodes, artifacts_dir, RECOVERY_TASK_ID),
+                                 tmp_path, home, "first")
+        wait_for_step(run_dir / "metrics.jsonl", SAVE_FREQ + 5, 600, lambda: procs[0].poll() is None)
+        lost_ip = nodes.ips[1]
+        kill_node(nodes.names[1])  # preempted: the machine and everything on it gone
+        head_rc = procs[0].wait(timeout=300)
+        output = logs[0].read_text()
+        assert head_rc == 75, output[-5000:]  # job.sh: a node was lost (recover_on_exit_codes)
+        loss = next(json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()
+                    if '"node_lost"' in line)
+        assert (loss["ip"], loss["rank"], loss["rank_from"]) == (lost_ip, 1, "launch order"), loss
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        _remove(nodes)  # SkyPilot terminates the preempted cluster
+
+    nodes = _fresh_nodes()  # the recovery: a new cluster, new addresses, the same task and bucket
+    try:
+        procs, logs = _run_nodes(task, nodes, _node_envs(task, nodes, artifacts_dir, RECOVERY_TASK_ID),
+                                 tmp_path, home, "recovered")
+        codes = [proc.wait(timeout=900) for proc in procs]
+        output = {i: log.read_text() for i, log in enumerate(logs)}
+        assert codes == [0, 0], output[0][-6000:]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        _remove(nodes)
+    records = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    second = next(r for r in records if r["event"] == "start" and r["attempt"] == 2)
+    assert second["resume_step"] == SAVE_FREQ and 0 < second["steps_lost"] <= SAVE_FREQ, second
+    assert f"rlaunch-job: attempt 2 of run {spec['run']['id']}: resuming from step {SAVE_FREQ}" in output[0]
+    assert steps(run_dir / "metrics.jsonl") == list(range(1, 121))
+    report = json.loads((run_dir / "verification.json").read_text())
+    assert report["passed"] is True, [c for c in report["checks"] if not c["passed"]]
+    assert (run_dir / "skypilot-task-id").read_text().strip() == RECOVERY_TASK_ID
+    summary = json.loads((run_dir / "train_summary.json").read_text())
+    assert set(summary["worker_nodes"]) == set(nodes.ips), "trained on the fresh nodes"
