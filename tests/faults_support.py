@@ -85,6 +85,12 @@ def namespaces(prefix: str) -> list[str]:
     return sorted(line.split()[0] for line in out.splitlines() if line.split() and line.split()[0].startswith(prefix))
 
 
+def _terminal_signals() -> None:
+    """Ctrl-C as at a terminal: a test runner started in the background (`cmd &`) ignores SIGINT,
+    and its children would inherit that; a foreground job's processes take SIGINT's default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Launch:
     """`make launch ARGS...` in a session of its own (as a terminal's foreground job), its output
     collected line by line with the wall time each line arrived."""
@@ -94,7 +100,7 @@ class Launch:
         self.started = time.time()
         self.proc = subprocess.Popen(["make", "launch", *args], cwd=ROOT, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                     env={**os.environ, **(env or {})})
+                                     env={**os.environ, **(env or {})}, preexec_fn=_terminal_signals)
         self.lines: list[tuple[float, str]] = []
         self.ended: float | None = None
         self._reader = threading.Thread(target=self._read, daemon=True)

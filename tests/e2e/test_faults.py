@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from faults_support import (ROOT, Launch, attempts, kill_node, make, namespaces, run_dir, steps,
-                            wait_for_step)
+from faults_support import (ROOT, Launch, attempts, kill_node, last_step, make, namespaces, run_dir,
+                            steps, wait_for_step)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.slow]
 
@@ -287,10 +288,14 @@ def test_ctrl_c_during_make_launch_takes_the_cluster_down_and_says_so(bystander)
         pressed = launch.interrupt()
         launch.wait(120)
         out = launch.output
+        print(f"Ctrl-C at step {last_step(run_dir(run_id) / 'metrics.jsonl')} (of the run so far): "
+              + launch.timeline(pressed, "local: interrupted: stopping", "local: interrupted: took the cluster down"))
         assert launch.rlaunch_rc == 130, out
         assert f"local: interrupted: stopping run {run_id}" in out, out
         assert "local: interrupted: took the cluster down, every node freed" in out, out
-        assert f"`make launch RUN_ID={run_id} RESUME=1` continues the run from step 0" in out
+        # From the checkpoint the run had when the nodes went (step 0 if it had none yet).
+        assert re.search(rf"`make launch RUN_ID={run_id} RESUME=1` continues the run from step "
+                         rf"(0 \(it has no checkpoint yet\)|\d+, its last checkpoint)", out), out[-3000:]
         assert "Traceback" not in out[out.index("local: interrupted"):], out
         assert namespaces(f"rl-{run_id}-") == []
         print(f"Ctrl-C: every node freed and the launch exited {launch.ended - pressed:.1f} s later")
