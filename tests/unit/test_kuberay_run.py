@@ -6,7 +6,8 @@ injects, the submitter's `ray job submit`) and the kubelet's (env from Secrets a
 Root, seconds: a plain pod with its volumes, env and workdir; deleting and starting a pod again.
 Root, `cluster`: the rehearsal preset trains, verifies and passes postflight as a RayJob with 2 pods,
 3 pods and a CPU-only head; and the same RayJob with one thing changed (a mount path, an env var,
-a ray start param, a secret reference) fails before training, saying why.
+a ray start param, a secret reference) fails before training, saying why. Recovery proof (b): a
+worker pod killed mid-training, the RayJob retried on a fresh cluster (backoffLimit), the run resumed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import random
 import re
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -366,3 +368,50 @@ def test_one_change_to_the_rendered_rayjob_fails_before_training_and_says_why(
     assert re.search(why, result.describe()), result.describe()
     assert not (run_dir / "metrics.jsonl").exists()  # it failed before training
     assert SECRET not in result.describe()
+
+
+# ---------------------------------------------------------------- recovery proof (b): a backoffLimit retry
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_a_rayjob_retry_on_a_fresh_cluster_resumes_the_run(host_ok, tmp_path):
+    """A worker pod is killed mid-training; the Ray job fails; the operator retries the RayJob
+    (backoffLimit) as it does: the RayCluster goes, a new one (<rayjob>-<new suffix>) comes from the
+    same RayJob, the job is submitted again, and it continues from the last checkpoint on the PVC."""
+    from faults_support import steps, wait_for_step
+
+    save_freq = 20
+    spec, objects = plan(f"kh-retry-{os.getpid()}",
+                         f"train.steps=120 train.save_freq={save_freq} infra.kuberay.backoff_limit=1")
+    assert rayjob(objects)["spec"]["backoffLimit"] == 1
+    with kh.RayJobRun(objects, workdir=tmp_path / "k8s", images=kh.default_images(spec)) as run:
+        run_dir = run.claims[kuberay.pvc_name(spec)] / Path(spec["paths"]["run_dir"]).relative_to("/data")
+        run.start_cluster()
+        first_cluster = run.cluster
+        run.wait_ready(300)
+        run.submit()
+        wait_for_step(run_dir / "metrics.jsonl", save_freq + 5, 600)
+        worker = next(p for p in run.ray_pods() if p.role == "worker")
+        run.kill_pod(worker.name)
+        # The Ray job fails on its own (the node watch names the pod's node); then the RayJob is Failed.
+        end, info = time.monotonic() + 300, None
+        while time.monotonic() < end:
+            info = run.job_info()
+            if (info or {}).get("status") in kh.JOB_TERMINAL:
+                break
+            time.sleep(1)
+        assert (info or {}).get("status") == "FAILED", info
+        loss = next(json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()
+                    if '"node_lost"' in line)
+        assert loss["ip"] == worker.ip and loss["rank"] == 1, loss
+        run.delete_cluster()
+        result = run.execute(ready_s=300, job_s=900)  # the retry, on a fresh RayCluster
+        assert run.attempts == 2 and run.cluster != first_cluster
+        assert result.succeeded, result.describe()
+    second = next(json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()
+                  if '"start"' in line and '"attempt": 2' in line)
+    assert second["resume_step"] == save_freq and 0 < second["steps_lost"] <= save_freq, second
+    assert steps(run_dir / "metrics.jsonl") == list(range(1, 121))
+    report = json.loads((run_dir / "verification.json").read_text())
+    assert report["passed"] is True, [c for c in report["checks"] if not c["passed"]]
