@@ -3,6 +3,9 @@
 
 Styles, each on fresh namespaces from scripts/local-cluster (RLAUNCH_START_RAY=0), torn down after:
   rlaunch     scripts/ray-up on every node at once; done when the head's ray-up reports 3/3 nodes
+  pinned      the shape of a real cluster, where each node has CPUs of its own: 2 nodes, each
+              pinned to its own core with taskset, scripts/ray-up on both at once (its limit: the
+              pinned head's own `ray start`, as for rlaunch)
   seed_verl   tests/bench/seed_style/verl.sh (workers `sleep 15`, head polls `ray status` every 10 s)
   seed_areal  tests/bench/seed_style/areal.sh (workers `sleep 10`, head polls `ray status` every 5 s)
   head_alone  `ray start --head` in the head's namespace with no other node starting
@@ -11,13 +14,14 @@ cluster can form before its head is up, and it is measured under the same load a
 head_alone is reported too, for comparison. For the rlaunch runs it also reads, from the GCS log,
 when the head's raylet and the last worker registered: Ray starts a worker's raylet only once the
 head's is registered, so the gap between the two is the part of formation no script can overlap
-with the head's start. Targets: rlaunch within 1.15x of the limit, and at
-least 1.3x faster than each seed style.
+with the head's start. Targets: rlaunch within 1.15x of the limit (3 nodes and the pinned 2), and at
+least 1.3x faster than each seed style. formation.json holds the 3-node numbers at its top level and
+the pinned run under "pinned_2_nodes": {"limit_s", "rlaunch_s", "ratio"}.
 
 Usage: tests/bench/formation.py        (as root, with iproute2; after `make setup`)
 Env:
   RLAUNCH_BENCH_RUNS        runs per style, >= 1 (default 3; the issue asks for >= 3)
-  RLAUNCH_BENCH_STYLES      space-separated subset of the styles (default: all four)
+  RLAUNCH_BENCH_STYLES      space-separated subset of the styles (default: all five)
   RLAUNCH_BENCH_DEADLINE_S  give up on one formation after this long (default 240)
   RLAUNCH_BENCH_OUT         result file (default build/bench/formation.json)
   RLAUNCH_BENCH_STRICT      1: exit 1 when a target is missed (default 0: report only)
@@ -43,8 +47,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
 SEEDS = Path(__file__).resolve().parent / "seed_style"
-STYLES = ("rlaunch", "seed_verl", "seed_areal", "head_alone")
+STYLES = ("rlaunch", "seed_verl", "seed_areal", "head_alone", "pinned")
 NODES = 3
+PINNED_NODES = 2  # one core each on a 2-core host
 # Every style gets the same small nodes: the host has 2 cores shared by 3 nodes.
 NODE_CPUS, NODE_OBJECT_STORE = 1, 80_000_000
 
@@ -84,10 +89,10 @@ def read_env() -> dict:
 
 
 class Cluster:
-    """Three fresh namespaces from scripts/local-cluster, no Ray; `down` removes everything."""
+    """Fresh namespaces (3, or `nodes`) from scripts/local-cluster, no Ray; `down` removes everything."""
 
-    def __init__(self, name: str, cfg: dict):
-        self.env = {**os.environ, "RLAUNCH_CLUSTER_NAME": name, "RLAUNCH_NODES": str(NODES),
+    def __init__(self, name: str, cfg: dict, nodes: int = NODES):
+        self.env = {**os.environ, "RLAUNCH_CLUSTER_NAME": name, "RLAUNCH_NODES": str(nodes),
                     "RLAUNCH_START_RAY": "0", "RLAUNCH_LOCAL_MODE": "netns", "RLAUNCH_STOP_GRACE_S": "5",
                     "RLAUNCH_STATE_DIR": str(REPO / "build" / "bench" / "clusters" / name),
                     "RLAUNCH_RAY": cfg["ray"]}
@@ -97,8 +102,10 @@ class Cluster:
         self.nodes = info["nodes"]
         self.ips = [n["ip"] for n in self.nodes]
 
-    def spawn(self, rank: int, argv: list[str], env: dict, log_path: Path) -> subprocess.Popen:
+    def spawn(self, rank: int, argv: list[str], env: dict, log_path: Path, pin: bool = False) -> subprocess.Popen:
         node = self.nodes[rank]
+        if pin:  # every process of the node (Ray's daemons inherit the affinity) on one core of its own
+            argv = ["taskset", "-c", str(rank % (os.cpu_count() or 1)), *argv]
         # Same node environment for every style: auth and usage stats off, small nodes.
         full = {**self.env, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", **env}
         with open(log_path, "wb") as f:
@@ -158,14 +165,15 @@ def reap(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
-def run_rlaunch(c: Cluster, cfg: dict, logs: Path) -> dict:
+def run_rlaunch(c: Cluster, cfg: dict, logs: Path, pin: bool = False) -> dict:
     procs, t0, t0_wall = [], time.monotonic(), time.time()
+    style = "pinned" if pin else "rlaunch"
     for rank, node in enumerate(c.nodes):
         env = {"RLAUNCH_NODE_RANK": str(rank), "RLAUNCH_NODE_IPS": ",".join(c.ips),
                "RLAUNCH_NODE_IP": node["ip"], "RLAUNCH_TEMP_DIR": node["temp_dir"],
                "RLAUNCH_NUM_CPUS": str(NODE_CPUS), "RLAUNCH_OBJECT_STORE_BYTES": str(NODE_OBJECT_STORE),
                "RLAUNCH_DEADLINE_S": str(cfg["deadline"])}
-        procs.append(c.spawn(rank, [str(SCRIPTS / "ray-up")], env, logs / f"rlaunch-{rank}.log"))
+        procs.append(c.spawn(rank, [str(SCRIPTS / "ray-up")], env, logs / f"{style}-{rank}.log", pin=pin))
     took = wait_head(procs, t0, cfg["deadline"])
     limit = None
     state = Path(c.nodes[0]["temp_dir"]) / "rlaunch-ray.state"
@@ -175,6 +183,8 @@ def run_rlaunch(c: Cluster, cfg: dict, logs: Path) -> dict:
                 limit = float(line.split("=", 1)[1])
     regs = registrations(Path(c.nodes[0]["temp_dir"]) / "session_latest" / "logs" / "gcs_server.out", t0_wall)
     workers = [regs.get(ip) for ip in c.ips[1:]]
+    if pin:
+        return {"pinned": took, "limit_pinned": limit, "procs": procs}
     return {"rlaunch": took, "limit": limit, "head_registered": regs.get(c.ips[0]),
             "workers_registered": None if None in workers else max(workers), "procs": procs}
 
@@ -199,11 +209,11 @@ def run_head_alone(c: Cluster, cfg: dict, logs: Path) -> dict:
 
 def one(style: str, run: int, cfg: dict, logs: Path) -> dict:
     name = f"bf{os.getpid() % 100000}-{run}{STYLES.index(style)}"
-    c = Cluster(name, cfg)
+    c = Cluster(name, cfg, PINNED_NODES if style == "pinned" else NODES)
     result: dict = {"procs": []}
     try:
-        if style == "rlaunch":
-            result = run_rlaunch(c, cfg, logs)
+        if style in ("rlaunch", "pinned"):
+            result = run_rlaunch(c, cfg, logs, pin=style == "pinned")
         elif style == "head_alone":
             result = run_head_alone(c, cfg, logs)
         else:
@@ -255,12 +265,15 @@ def main() -> int:
         "rlaunch_over_head_alone": ratio(m.get("rlaunch"), m.get("head_alone")),
         "seed_verl_over_rlaunch": ratio(m.get("seed_verl"), m.get("rlaunch")),
         "seed_areal_over_rlaunch": ratio(m.get("seed_areal"), m.get("rlaunch")),
+        "pinned_2_nodes": {"limit_s": m.get("limit_pinned"), "rlaunch_s": m.get("pinned"),
+                           "ratio": ratio(m.get("pinned"), m.get("limit_pinned"))},
         "not_formed": {k: sum(v is None for v in vals) for k, vals in samples.items()},
         "samples": samples,
         "loadavg_start": load_start, "loadavg_end": loadavg(), "cpus": os.cpu_count(),
     }
     checks = {
         "rlaunch within 1.15x of the limit": (result["rlaunch_over_limit"] or 99) <= 1.15,
+        "pinned 2 nodes within 1.15x of the pinned head's start": (result["pinned_2_nodes"]["ratio"] or 99) <= 1.15,
         "1.3x faster than seed verl": (result["seed_verl_over_rlaunch"] or 0) >= 1.3,
         "1.3x faster than seed AReaL": (result["seed_areal_over_rlaunch"] or 0) >= 1.3,
     }
@@ -268,6 +281,10 @@ def main() -> int:
         checks.pop("1.3x faster than seed verl")
     if "seed_areal" not in cfg["styles"]:
         checks.pop("1.3x faster than seed AReaL")
+    if "pinned" not in cfg["styles"]:
+        checks.pop("pinned 2 nodes within 1.15x of the pinned head's start")
+    if "rlaunch" not in cfg["styles"]:
+        checks.pop("rlaunch within 1.15x of the limit")
     result["targets_met"] = checks
     cfg["out"].parent.mkdir(parents=True, exist_ok=True)
     cfg["out"].write_text(json.dumps(result, indent=2) + "\n")
@@ -283,6 +300,9 @@ def main() -> int:
     if result["head_registered_s"] and result["workers_registered_s"]:
         print(f"  registered: the head's raylet at {fmt(result['head_registered_s'])}, the last worker at "
               f"{fmt(result['workers_registered_s'])} (Ray starts no worker raylet before the head's registers)")
+    pinned = result["pinned_2_nodes"]
+    print(f"  2 nodes, a core each     {fmt(pinned['rlaunch_s'])}   x{pinned['ratio']} of the pinned head's "
+          f"own start ({fmt(pinned['limit_s'])})")
     print(f"  seed verl style          {fmt(result['seed_verl_s'])}   x{result['seed_verl_over_rlaunch']} of rlaunch")
     print(f"  seed AReaL style         {fmt(result['seed_areal_s'])}   x{result['seed_areal_over_rlaunch']} of rlaunch")
     for name, ok in checks.items():
