@@ -143,7 +143,7 @@ def test_standin_refuses_an_unpinned_package_and_missing_facts():
     moved["images"]["trl"]["standin"]["pip"] = ["ray[default]", "vllm"]
     with pytest.raises(PinError, match="names vllm, which has no version in versions.yaml"):
         images.standin("trl", moved)
-    with pytest.raises(PinError, match="no key 'facts' under images.verl"):
+    with pytest.raises(PinError, match="no key 'standin' under images.verl"):
         images.standin("verl", VERSIONS)
 
 

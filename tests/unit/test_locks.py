@@ -71,7 +71,9 @@ def test_what_requirements_txt_dropped_is_in_no_launcher_lock():
 def test_a_validator_lock_is_its_framework_alone_and_its_loaders_needs_at_the_pins(fw):
     text = (ROOT / pins.get_str(f"locks.{fw}", VERSIONS)).read_text()
     first = next(line for line in text.splitlines() if line and not line.startswith("#"))
-    assert first == f"{fw}=={VERSIONS['frameworks'][fw]['version']}"  # before uv's resolution, on its own
+    pinned = VERSIONS["frameworks"][fw]
+    # loader_version: the release the loader runs where the pinned code is newer (RLinf's commit)
+    assert first == f"{fw}=={pinned.get('loader_version', pinned['version'])}"  # before uv's resolution, on its own
     locked = lock(fw)
     assert "hydra-core" in locked and "pip" in locked
     if "torch" in locked:

@@ -128,6 +128,7 @@ def standin(framework: str, versions: dict[str, Any] | None = None) -> dict[str,
     versions = pins.load_versions() if versions is None else versions
     base = f"images.{framework}"
     official = pins.get_str(f"{base}.official", versions)
+    pins.get(f"{base}.standin", versions)  # first: every image has facts (the image check's), few a stand-in
     facts = {key: pins.get_str(f"{base}.facts.{key}", versions)
              for key in ("python", "python_prefix", "user", "uid", "gid", "home")}
     env = pins.get(f"{base}.facts.env", versions)
