@@ -14,6 +14,28 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 
+def _offline_imagecheck() -> None:
+    """The plan's image check never reaches PyPI from a test: resolutions the lock
+    (configs/locks/imagecheck) lacks run offline against the recorded index, with a cache of this
+    session's own (a worktree's build/imagecheck would hide a stale lock)."""
+    import atexit
+    import shutil
+    import tarfile
+    import tempfile
+
+    if os.environ.get("RLAUNCH_IMAGECHECK_INDEX"):
+        return
+    tmp = tempfile.mkdtemp(prefix="rlaunch-test-imagecheck-")
+    atexit.register(shutil.rmtree, tmp, True)
+    with tarfile.open(ROOT / "tests" / "fixtures" / "pipindex-verl.tar.gz") as archive:
+        archive.extractall(Path(tmp) / "index", filter="data")
+    os.environ["RLAUNCH_IMAGECHECK_INDEX"] = str(Path(tmp) / "index")
+    os.environ["RLAUNCH_IMAGECHECK_CACHE"] = str(Path(tmp) / "cache")
+
+
+_offline_imagecheck()
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "cluster: starts a real multi-node Ray cluster in network namespaces")
     config.addinivalue_line("markers", "e2e: runs a whole launch end to end")

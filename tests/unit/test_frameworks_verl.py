@@ -98,7 +98,9 @@ def test_install_on_the_official_base_image_only_and_at_the_pin():
     official = config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-inst", "INFRA": "gcp"})
     lines = verl.install(official)
     version = pins.get_str("frameworks.verl.version")
-    assert f"verl[verl-core]=={version}" in " ".join(lines)
+    # the requirement the plan's image check resolves: verl with the rollout engine's extra, and Ray's pin
+    assert f"verl[verl-core,vllm]=={version}" in " ".join(lines)
+    assert f"ray[default]=={pins.get_str('ray')}" in " ".join(lines)
     assert verl.install(config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-inst", "INFRA": "gcp"},
                                     "framework.image=rlaunch")) == []
 

@@ -104,7 +104,9 @@ def test_build_args_are_exactly_the_declared_args_from_their_pins():
         "BASE_IMAGE": VERSIONS["images"]["verl"]["official"],
         "FRAMEWORK_VERSION": VERSIONS["frameworks"]["verl"]["version"]}
     result = cli("build-args", "rlinf", str(ROOT / "docker" / "rlinf" / "Dockerfile"))
-    assert (result.returncode, result.stdout) == (0, "BASE_IMAGE=example.org/base/rlinf:fixture-rlinf\n")
+    # FRAMEWORK_INSTALL: the image check's install on that base (no facts: the Ray pin)
+    assert (result.returncode, result.stdout) == (0, "BASE_IMAGE=example.org/base/rlinf:fixture-rlinf\n"
+                                                     "FRAMEWORK_INSTALL=ray[default]==9.9.1\n")
 
 
 # ---------------------------------------------------------------- the stand-in

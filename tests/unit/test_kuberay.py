@@ -145,7 +145,9 @@ def test_gpu_pods_tolerate_the_gpu_taint_and_cpu_pods_do_not_need_to():
 
 def test_extra_node_selector_from_config_and_a_bad_entry_names_the_key():
     _, files = render("infra.kuberay.node_selector=[pool=gpu-a]", GPUS_PER_NODE="1", ACCELERATOR="L4")
-    assert worker_group(files)["template"]["spec"]["nodeSelector"] == {"pool": "gpu-a"}
+    # the image's architecture too: every pod runs on nodes of its image's arch (issue 15)
+    assert worker_group(files)["template"]["spec"]["nodeSelector"] == {"kubernetes.io/arch": "amd64",
+                                                                      "pool": "gpu-a"}
     with pytest.raises(ConfigError, match="infra.kuberay.node_selector"):
         render("infra.kuberay.node_selector=[nolabel]", GPUS_PER_NODE="1", ACCELERATOR="L4")
 
@@ -255,7 +257,7 @@ def test_gke_workload_identity_renders_the_annotated_service_account():
 def test_gke_gpu_pods_select_the_accelerator_node_pool():
     _, files = render(GKE_BUCKET, K8S_FLAVOR="gke", GPUS_PER_NODE="8", ACCELERATOR="H200")
     selector = worker_group(files)["template"]["spec"]["nodeSelector"]
-    assert selector == {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"}
+    assert selector == {"kubernetes.io/arch": "amd64", "cloud.google.com/gke-accelerator": "nvidia-h200-141gb"}
     with pytest.raises(ConfigError, match="cluster.accelerator"):
         render(GKE_BUCKET, K8S_FLAVOR="gke", GPUS_PER_NODE="8", ACCELERATOR="H9000")
 

@@ -166,11 +166,12 @@ class Cli:
         self._plan(spec)
 
     def _plan(self, spec: dict):
-        from . import memory
+        from . import imagecheck, memory
 
         backend, files = _render(spec)
         # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
         checks = [memory.check(spec), *backend.check(spec, files)]
+        checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
         summary = _summary(spec, backend, files, checks)
         # plan.txt travels with the artifacts: job.sh copies them into the run directory.
         _write(Path(spec["run"]["out"]), {**files, PLAN_TXT: summary + "\n"})

@@ -273,6 +273,8 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
         _check(_knobs.sky_infra_problem, "infra.sky_infra", infra["sky_infra"], sources)
     if cluster["accelerator"]:
         _check(_knobs.accelerator_problem, "cluster.accelerator", cluster["accelerator"], sources)
+    if data["framework"]["image_ref"]:
+        _check(_knobs.image_ref_problem, "framework.image_ref", data["framework"]["image_ref"], sources)
     _check_k8s_names(data, sources)
 
     model_path, data_path = data["model"]["path"], data["data"]["path"]
@@ -316,6 +318,7 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
     if cluster["accelerator"] and cluster["gpus_per_node"] == 0 and sources.get("cluster.accelerator") == "ACCELERATOR":
         raise ConfigError("cluster.accelerator", cluster["accelerator"], "a GPU type needs GPUs: set "
                           "GPUS_PER_NODE too (this run has cluster.gpus_per_node=0)", "ACCELERATOR")
+    _check_image_facts(data["framework"], sources)
     if cluster["gpus_per_node"] > 0 and not cluster["accelerator"]:
         raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
                           f"cluster.gpus_per_node={cluster['gpus_per_node']}")
@@ -372,6 +375,20 @@ def _paths(data: dict) -> dict[str, str]:
                                                                    data["pins"]["dataset"]),
         "model_dir": model["path"].rstrip("/") if model["path"].startswith("/") else model_dir,
     }
+
+
+def _check_image_facts(framework: dict, sources: dict[str, str]) -> None:
+    """framework.image_facts describes framework.image_ref: "name==version" packages, a known arch."""
+    facts = framework["image_facts"]
+    given = {k: v for k, v in facts.items() if v}
+    if given and not framework["image_ref"]:
+        key = f"framework.image_facts.{next(iter(given))}"
+        raise ConfigError(key, given[next(iter(given))], "only with framework.image_ref (IMAGE=): the "
+                          "pinned images' facts are in configs/versions.yaml", sources.get(key, ""))
+    for item in facts["packages"]:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*", item):
+            raise ConfigError("framework.image_facts.packages", item, "name==version, e.g. torch==2.11.0",
+                              sources.get("framework.image_facts.packages", ""))
 
 
 def _check(rule, key: str, value: str, sources: dict[str, str]) -> None:
@@ -455,7 +472,8 @@ def _pins(spec: dict) -> dict:
         raise ConfigError("model.name", model_name, "one of " + ", ".join(versions["models"]) +
                           " (models are pinned in configs/versions.yaml)")
     return {
-        "image": images.ref(fw, spec["framework"]["image"], versions),
+        "image": spec["framework"]["image_ref"] or images.ref(fw, spec["framework"]["image"], versions,
+                                                             spec["cluster"]["accelerator"]),
         "framework_version": str(fw_pins.get("version", "")),
         "framework_commit": str(fw_pins.get("commit", "")),
         "framework_repo": str(fw_pins.get("repo", "")),

@@ -45,7 +45,8 @@ from .pins import PinError
 
 EXIT_USAGE = 2
 # Each ARG a Dockerfile may declare, and the pin that fills it ({fw}: the framework).
-BUILD_ARG_PINS = {"BASE_IMAGE": "images.{fw}.official", "FRAMEWORK_VERSION": "frameworks.{fw}.version"}
+BUILD_ARG_PINS = {"BASE_IMAGE": "images.{fw}.official", "FRAMEWORK_VERSION": "frameworks.{fw}.version",
+                  "FRAMEWORK_INSTALL": "(rlaunch.imagecheck.image_installs)"}
 # The label that marks a stand-in, and every image built on one, with the base it stands in for.
 STANDIN_LABEL = "io.rlaunch.standin"
 STANDIN_RECIPE_LABEL = "io.rlaunch.standin.recipe"
@@ -69,12 +70,21 @@ def rlaunch_ref(framework: str, versions: dict[str, Any] | None = None, registry
     return f"{registry}/rlaunch-{framework}:{tag}"
 
 
-def ref(framework: str, kind: str, versions: dict[str, Any] | None = None) -> str:
-    """The image a launch runs for framework.image=`kind`: the pinned official one or rlaunch's."""
-    if kind == "rlaunch":
-        return rlaunch_ref(framework, versions)
-    if kind != "official":
+def ref(framework: str, kind: str, versions: dict[str, Any] | None = None, accelerator: str = "") -> str:
+    """The image a launch runs for framework.image=`kind`: the pinned official one or rlaunch's.
+    An accelerator with its own image (images.<framework>.by_accelerator.<GPU>, e.g. GB200's arm64
+    one) selects it; rlaunch's image built on it is tagged <version>-<arch>."""
+    versions = pins.load_versions() if versions is None else versions
+    if kind not in IMAGE_KINDS:
         raise PinError(f"image kind '{kind}' is not one of {', '.join(IMAGE_KINDS)}")
+    own = (pins.get(f"images.{framework}", versions).get("by_accelerator") or {}).get(accelerator)
+    if kind == "rlaunch":
+        if own:
+            arch = str((own.get("facts") or {}).get("arch", "amd64"))
+            return rlaunch_ref(framework, versions, tag=f"{pins.get_str(f'frameworks.{framework}.version', versions)}-{arch}")
+        return rlaunch_ref(framework, versions)
+    if own:
+        return pins.get_str(f"images.{framework}.by_accelerator.{accelerator}.official", versions)
     return pins.get_str(f"images.{framework}.official", versions)
 
 
@@ -82,16 +92,23 @@ def declared_args(dockerfile_text: str) -> list[str]:
     return re.findall(r"^ARG\s+([A-Za-z_][A-Za-z0-9_]*)", dockerfile_text, flags=re.MULTILINE)
 
 
-def build_args(framework: str, dockerfile_text: str, versions: dict[str, Any] | None = None) -> dict[str, str]:
+def build_args(framework: str, dockerfile_text: str, versions: dict[str, Any] | None = None,
+               accelerator: str = "") -> dict[str, str]:
     """{ARG: value} for exactly the ARGs the Dockerfile declares; one without a pin is an error
-    (a builder would silently build with it empty)."""
+    (a builder would silently build with it empty). FRAMEWORK_INSTALL: what the plan's image check
+    resolves the run to install on the base (rlaunch.imagecheck.image_installs)."""
     versions = pins.load_versions() if versions is None else versions
     out = {}
     for arg in declared_args(dockerfile_text):
         if arg not in BUILD_ARG_PINS:
             raise PinError(f"ARG {arg} has no pin in versions.yaml that scripts/image knows; "
                            f"known: {', '.join(BUILD_ARG_PINS)}")
-        out[arg] = pins.get_str(BUILD_ARG_PINS[arg].format(fw=framework), versions)
+        if arg == "FRAMEWORK_INSTALL":
+            from . import imagecheck
+
+            out[arg] = " ".join(imagecheck.image_installs(framework, versions, accelerator))
+        else:
+            out[arg] = pins.get_str(BUILD_ARG_PINS[arg].format(fw=framework), versions)
     return out
 
 
@@ -264,6 +281,8 @@ def dockerfile_problems(framework: str, dockerfile_text: str, versions: dict[str
         problems.append("no ARG BASE_IMAGE: the base must be images.<framework>.official")
     pinned = _constraint_pins(versions)
     for req in pip_installs(dockerfile_text):
+        if req == "${FRAMEWORK_INSTALL}":
+            continue  # pinned: rlaunch.imagecheck.image_installs
         name = _norm(_requirement_name(req))
         by_arg = "==${FRAMEWORK_VERSION}" in req and name == _norm(framework)
         if name not in pinned and not by_arg:

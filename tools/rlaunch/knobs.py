@@ -35,7 +35,7 @@ KNOBS = {
     "NODES": "cluster.nodes", "GPUS_PER_NODE": "cluster.gpus_per_node", "RUN_ID": "run.id",
     "SPOT": "infra.spot", "RDMA": "infra.rdma", "INFRA_SPEC": "infra.sky_infra",
     "K8S_FLAVOR": "infra.k8s_flavor", "WORK_ROOT": "storage.mount", "ACCELERATOR": "cluster.accelerator",
-    "OUT": "run.out", "SMOKE": "train.smoke",
+    "OUT": "run.out", "SMOKE": "train.smoke", "IMAGE": "framework.image_ref",
 }
 INFRAS = ["local", "gcp", "aws", "azure", "k8s", "sky", "kuberay", "aistudio"]
 ALGOS = ["grpo", "ppo"]
@@ -151,6 +151,24 @@ def tag_problem(value: str) -> str | None:
         "an image tag: letters, digits, '_', '.', '-', at most 128, not starting with '.' or '-'")
 
 
+IMAGE_REF_RE = rf"^(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*$"
+
+
+def image_ref_problem(value: str) -> str | None:
+    """IMAGE=: registry/name:tag (or @sha256:...), with a tag that is never `latest`: a moving tag
+    would run another image than the one the plan checked."""
+    allowed = ("an image reference with a fixed tag, e.g. ghcr.io/acme/verl:0.9.1-cu130 or "
+               "name@sha256:<digest> (no tag and `latest` are not allowed: they move)")
+    name, digest = value.split("@", 1) if "@" in value else (value, "")
+    if digest:
+        return None if re.fullmatch(r"sha256:[0-9a-f]{64}", digest) and re.fullmatch(IMAGE_REF_RE, name) \
+            else allowed
+    repo, _, tag = name.rpartition(":")
+    if not repo or "/" in tag or not re.fullmatch(IMAGE_REF_RE, repo) or not re.fullmatch(TAG_RE, tag):
+        return allowed
+    return allowed if tag == "latest" else None
+
+
 def _choice(allowed: list[str]) -> Callable[[str], str | None]:
     return lambda value: None if value in allowed else "one of " + ", ".join(allowed)
 
@@ -166,7 +184,7 @@ RULES: dict[str, Callable[[str], str | None]] = {
     "NODES": _count(1), "GPUS_PER_NODE": _count(0), "SPOT": _choice(["0", "1"]), "OUT": out_problem,
     "RESUME": _choice(["0", "1"]),
     "WORK_ROOT": path_problem, "INFRA_SPEC": sky_infra_problem, "ACCELERATOR": accelerator_problem,
-    "REGISTRY": registry_problem, "TAG": tag_problem,
+    "REGISTRY": registry_problem, "TAG": tag_problem, "IMAGE": image_ref_problem,
     "BASE": _choice(["official", "standin"]), "BUILDER": _choice(["docker", "podman", "buildah"]),
 }
 

@@ -164,9 +164,20 @@ class Cluster(Section):
     formation_timeout_s: Int(ge=1)
 
 
+class ImageFacts(Section):
+    """IMAGE='s facts, as images.<framework>.facts (rlaunch.imagecheck reads both)."""
+
+    python: Str
+    arch: Choice(["", "amd64", "arm64"])
+    cuda: Str
+    packages: Strings  # "name==version" (config.check)
+
+
 class FrameworkSettings(Section):
     name: FrameworkName
     image: ImageKind
+    image_ref: Str          # IMAGE= (knobs.image_ref_problem, in config.derive)
+    image_facts: ImageFacts
     overrides: Strings
 
 

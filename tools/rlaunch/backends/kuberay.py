@@ -53,6 +53,7 @@ RLAUNCH_HOME = "/opt/rlaunch"          # rlaunch's tools inside the rlaunch imag
 MANAGED_BY = "rlaunch"
 RUN_LABEL = "rlaunch.io/run"
 ONE_PER_HOST_LABEL = "rlaunch.io/one-per-host"
+ARCH_LABEL = "kubernetes.io/arch"      # every pod runs on nodes of its image's architecture
 # Ray's default ports (not versions): client, metrics export, autoscaler and dashboard metrics.
 CLIENT_PORT, METRICS_PORT, AUTOSCALER_METRICS_PORT, DASHBOARD_METRICS_PORT = 10001, 8080, 44217, 44227
 TENSORBOARD_POD_PORT = 6006  # `make tensorboard`: TensorBoard on the head pod's loopback
@@ -195,8 +196,18 @@ def _storage(spec: dict) -> dict:
     return {"kind": "new-pvc", "size": f"{spec['cluster']['disk_gb']}Gi"}
 
 
+def _arch(spec: dict) -> str:
+    """The image's CPU architecture (amd64 | arm64), from its facts: every pod runs on such nodes."""
+    from .. import imagecheck
+
+    _, facts, _ = imagecheck.image_of(spec)
+    return str((facts or {}).get("arch") or "amd64")
+
+
 def _node_selector(spec: dict) -> dict[str, str]:
-    out = dict(item.partition("=")[::2] for item in _kr(spec)["node_selector"])
+    """GPU pods' nodeSelector: the image's architecture, the user's labels (checked by config.check), GKE's
+    accelerator label (a CPU-only head gets the architecture alone: cpu_node_selector)."""
+    out = {ARCH_LABEL: _arch(spec), **dict(item.partition("=")[::2] for item in _kr(spec)["node_selector"])}
     if spec["infra"]["k8s_flavor"] == "gke" and spec["cluster"]["gpus_per_node"] > 0:
         out.setdefault("cloud.google.com/gke-accelerator", GKE_ACCELERATORS[spec["cluster"]["accelerator"]])
     return out
@@ -333,6 +344,7 @@ def context(spec: dict, files: dict[str, str] | None = None) -> dict:
         "runtime_env": _runtime_env(spec),
         "env": _pod_env(spec),
         "node_selector": _node_selector(spec),
+        "cpu_node_selector": {ARCH_LABEL: _arch(spec)},
         "tolerations": _tolerations(spec),
         "service_account": service_account,
         "render_service_account": render_sa,

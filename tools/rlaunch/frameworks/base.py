@@ -111,8 +111,13 @@ class Framework:
 
     def install(self, spec) -> list[str]:
         """Idempotent shell lines run on EVERY node before Ray starts, when the image lacks the
-        framework at its pinned version (SkyPilot nodes on an upstream image)."""
-        return []
+        framework or the Ray pin (SkyPilot nodes on an upstream image): what the plan's image
+        check resolved (rlaunch.imagecheck.installs)."""
+        from .. import imagecheck
+
+        if spec["framework"]["image"] != "official":
+            return []  # the rlaunch image was built with them (docker/<framework>: FRAMEWORK_INSTALL)
+        return imagecheck.install_lines(spec)
 
     def setup(self, spec) -> list[str]:
         """Idempotent shell lines that prepare data on the shared mount."""

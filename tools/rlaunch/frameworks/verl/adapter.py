@@ -114,17 +114,6 @@ class Verl(Framework):
                "TOKENIZERS_PARALLELISM": "false"}
         return env
 
-    def install(self, spec: dict) -> list[str]:
-        # The pinned upstream image is verl's base image (CUDA, torch, vLLM) without verl itself;
-        # the rlaunch image (docker/verl) already has it. `verl-core` brings TransferQueue.
-        if spec["framework"]["image"] != "official":
-            return []
-        version = spec["pins"]["framework_version"]
-        return [
-            f"python3 -c \"import sys, verl; sys.exit(verl.__version__ != '{version}')\" 2>/dev/null ||",
-            f"  python3 -m pip install --no-cache-dir \"verl[verl-core]=={version}\"",
-        ]
-
     def setup(self, spec: dict) -> list[str]:
         return run_inputs.setup_lines(spec)
 
