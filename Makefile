@@ -36,7 +36,7 @@ WORK_ROOT ?=      ## shared storage's absolute path on every node (storage.mount
 ACCELERATOR ?=    ## GPU type (H100, A100, ...)
 IMAGE ?=          ## any image for one launch (registry/name:tag, never latest); its facts in SET='framework.image_facts...'
 DATASET ?=        ## make data: gsm8k (default) | math
-REGISTRY ?=       ## make image-push: registry/owner to push to
+REGISTRY ?=       ## make image-push: registry/owner to push to; make launch: the rlaunch image from there
 TAG ?=            ## make image-build/image-push: image tag (default: the tag pinned in configs/versions.yaml)
 BASE ?=           ## make image-build: official (default) | standin: build on a local stand-in for the pinned base (no registry needed; never pushed)
 BUILDER ?=        ## make image-*: docker | podman | buildah (default: the first that works)

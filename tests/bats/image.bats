@@ -118,8 +118,9 @@ has_pair() {
   has_pair build --tag registry.example:5000/fixture/rlaunch-verl:8.8.8
   has_pair build --label org.opencontainers.image.base.name=example.org/base/verl:fixture-verl
   call_args build | grep -q '/docker/verl/Dockerfile$'
-  # verl's Dockerfile also installs the pinned verl: FRAMEWORK_VERSION from frameworks.verl.version.
-  has_pair build --build-arg FRAMEWORK_VERSION=8.8.8
+  # verl's Dockerfile also installs the pinned verl (frameworks.verl.version) and Ray's pin: what
+  # the plan's image check resolves (rlaunch.imagecheck.image_installs; no facts here: no engine extra).
+  has_pair build --build-arg "FRAMEWORK_INSTALL=verl[verl-core]==8.8.8 ray[default]==9.9.1"
   # Exactly the ARGs the Dockerfile declares: no unused build args.
   [ "$(call_args build | grep -c -- '--build-arg')" -eq 2 ]
   [ "$(head -n1 "${STUB_DIR}/001")" = info ]

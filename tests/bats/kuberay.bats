@@ -31,6 +31,9 @@ setup() {
   [[ -x "${PY}" ]] || skip "needs the launcher venv (make setup)"
   stub_command kubectl
   stub_reply kubectl config current-context "gke_proj_us-central1_train"
+  # launch asks the registry for the image first, with the user's container client (rlaunch.registry)
+  stub_command skopeo
+  export RLAUNCH_IMAGE_CLIENT=skopeo
   export STUB_ENV_NAMES="WANDB_API_KEY"
   export WANDB_API_KEY="sekret-value"
   ENCODED="$(printf '%s' "${WANDB_API_KEY}" | base64)"
@@ -260,14 +263,61 @@ get deviceclass compute-domain-default-channel.nvidia.com -o name"* ]]
 @test "status: RayJob job and deployment status, then the run's pods" {
   rendered
   stub_reply kubectl get rayjob '{"status": {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running", "rayClusterName": "c-x1y2z", "jobId": "j"}}'
-  stub_reply kubectl get pods "NAME READY STATUS
-${RUN_ID}-head-abc 1/1 Running"
+  stub_reply kubectl get pods '{"items": [{"metadata": {"name": "'"${RUN_ID}"'-head-abc"}, "spec": {"nodeName": "n1"},
+    "status": {"phase": "Running", "containerStatuses": [{"ready": true, "state": {"running": {}}}]}}]}'
   run rl status --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   [ "${status}" -eq 0 ]
   [[ "${output}" == *"RayJob ${RUN_ID}: jobStatus=RUNNING jobDeploymentStatus=Running rayCluster=c-x1y2z"* ]]
-  [[ "${output}" == *"${RUN_ID}-head-abc 1/1 Running"* ]]
+  [[ "${output}" == *"${RUN_ID}-head-abc 1/1 Running n1"* ]]
   [ "$(stub_calls kubectl)" = "get rayjob ${RUN_ID} -n default -o json
-get pods -n default -l rlaunch.io/run=${RUN_ID} -o wide" ]
+get pods -n default -l rlaunch.io/run=${RUN_ID} -o json" ]
+}
+
+# pods_cannot_pull REASON: `kubectl get pods` shows the head pod waiting on REASON, as the kubelet reports it.
+pods_cannot_pull() {
+  stub_reply kubectl get pods '{"items": [{"metadata": {"name": "'"${RUN_ID}"'-head-abc"}, "spec": {},
+    "status": {"phase": "Pending", "containerStatuses": [{"ready": false, "image": "ghcr.io/rlaunch/rlaunch-trl:1.16.0",
+    "state": {"waiting": {"reason": "'"$1"'", "message": "Back-off pulling image \"ghcr.io/rlaunch/rlaunch-trl:1.16.0\""}}}]}}]}'
+}
+
+@test "status reports pods that cannot pull their image: pod, image, reason" {
+  rendered
+  stub_reply kubectl get rayjob '{"status": {"jobDeploymentStatus": "Initializing"}}'
+  pods_cannot_pull ImagePullBackOff
+  run rl status --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"${RUN_ID}-head-abc 0/1 ImagePullBackOff <none>"* ]]
+  [[ "${output}" == *"pod ${RUN_ID}-head-abc: image ghcr.io/rlaunch/rlaunch-trl:1.16.0: ImagePullBackOff: Back-off pulling image"* ]]
+}
+
+@test "logs stop with exit 3 as soon as the pods cannot pull their image" {
+  rendered
+  stub_fail kubectl get job 1 "Error from server (NotFound): jobs.batch \"${RUN_ID}\" not found"
+  pods_cannot_pull ErrImagePull
+  run rl logs --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"pod ${RUN_ID}-head-abc: image ghcr.io/rlaunch/rlaunch-trl:1.16.0: ErrImagePull"* ]]
+  if stub_calls kubectl | grep "^logs"; then return 1; fi
+}
+
+@test "launch asks the registry for the image first; one it lacks is exit 3 naming make image-push, nothing applied" {
+  need_crds
+  stub_fail skopeo inspect 1 "FATA[0001] Error parsing image name: reading manifest 1.16.0 in ghcr.io/rlaunch/rlaunch-trl: manifest unknown"
+  run launch
+  [ "${status}" -eq 3 ]
+  [ "$(stub_calls skopeo)" = "inspect --raw docker://ghcr.io/rlaunch/rlaunch-trl:1.16.0" ]
+  [[ "${output}" == *"missing the image ghcr.io/rlaunch/rlaunch-trl:1.16.0, which the pods pull (skopeo: "*"manifest unknown)"* ]]
+  [[ "${output}" == *"make image-build image-push FRAMEWORK=trl REGISTRY=<a registry you can push to>"* ]]
+  nothing_applied
+}
+
+@test "launch with REGISTRY= runs and checks the rlaunch image pushed there" {
+  need_crds
+  run launch --REGISTRY=registry.example.com:5000/team
+  [ "${status}" -eq 0 ]
+  [ "$(stub_calls skopeo)" = "inspect --raw docker://registry.example.com:5000/team/rlaunch-trl:1.16.0" ]
+  grep -qF 'image: "registry.example.com:5000/team/rlaunch-trl:1.16.0"' "${OUT}/kuberay/rayjob.yaml"
+  [[ "${output}" == *"image registry.example.com:5000/team/rlaunch-trl:1.16.0: its registry has it"* ]]
 }
 
 @test "status of a run that is not there: exit 1 and says so" {

@@ -275,6 +275,8 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
         _check(_knobs.accelerator_problem, "cluster.accelerator", cluster["accelerator"], sources)
     if data["framework"]["image_ref"]:
         _check(_knobs.image_ref_problem, "framework.image_ref", data["framework"]["image_ref"], sources)
+    if data["framework"]["registry"]:
+        _check(_knobs.registry_problem, "framework.registry", data["framework"]["registry"], sources)
     _check_k8s_names(data, sources)
 
     model_path, data_path = data["model"]["path"], data["data"]["path"]
@@ -473,7 +475,8 @@ def _pins(spec: dict) -> dict:
                           " (models are pinned in configs/versions.yaml)")
     return {
         "image": spec["framework"]["image_ref"] or images.ref(fw, spec["framework"]["image"], versions,
-                                                             spec["cluster"]["accelerator"]),
+                                                             spec["cluster"]["accelerator"],
+                                                             spec["framework"]["registry"]),
         "framework_version": str(fw_pins.get("version", "")),
         "framework_commit": str(fw_pins.get("commit", "")),
         "framework_repo": str(fw_pins.get("repo", "")),

@@ -70,10 +70,12 @@ def rlaunch_ref(framework: str, versions: dict[str, Any] | None = None, registry
     return f"{registry}/rlaunch-{framework}:{tag}"
 
 
-def ref(framework: str, kind: str, versions: dict[str, Any] | None = None, accelerator: str = "") -> str:
+def ref(framework: str, kind: str, versions: dict[str, Any] | None = None, accelerator: str = "",
+        registry: str = "") -> str:
     """The image a launch runs for framework.image=`kind`: the pinned official one or rlaunch's.
     An accelerator with its own image (images.<framework>.by_accelerator.<GPU>, e.g. GB200's arm64
-    one) selects it; rlaunch's image built on it is tagged <version>-<arch>."""
+    one) selects it; rlaunch's image built on it is tagged <version>-<arch>. A `registry`
+    (REGISTRY=, where `make image-push` put it) replaces the pinned one in rlaunch's image."""
     versions = pins.load_versions() if versions is None else versions
     if kind not in IMAGE_KINDS:
         raise PinError(f"image kind '{kind}' is not one of {', '.join(IMAGE_KINDS)}")
@@ -81,8 +83,9 @@ def ref(framework: str, kind: str, versions: dict[str, Any] | None = None, accel
     if kind == "rlaunch":
         if own:
             arch = str((own.get("facts") or {}).get("arch", "amd64"))
-            return rlaunch_ref(framework, versions, tag=f"{pins.get_str(f'frameworks.{framework}.version', versions)}-{arch}")
-        return rlaunch_ref(framework, versions)
+            return rlaunch_ref(framework, versions, registry,
+                               tag=f"{pins.get_str(f'frameworks.{framework}.version', versions)}-{arch}")
+        return rlaunch_ref(framework, versions, registry)
     if own:
         return pins.get_str(f"images.{framework}.by_accelerator.{accelerator}.official", versions)
     return pins.get_str(f"images.{framework}.official", versions)

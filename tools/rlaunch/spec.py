@@ -176,6 +176,7 @@ class ImageFacts(Section):
 class FrameworkSettings(Section):
     name: FrameworkName
     image: ImageKind
+    registry: Str           # REGISTRY=: the rlaunch image's registry (knobs.registry_problem)
     image_ref: Str          # IMAGE= (knobs.image_ref_problem, in config.derive)
     image_facts: ImageFacts
     overrides: Strings

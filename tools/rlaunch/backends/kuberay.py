@@ -703,6 +703,11 @@ class KubeRay(Backend):
         ns = spec["infra"]["namespace"]
         secret = secret_manifest(spec, dict(os.environ)) if spec["secrets"] else None
         self.preflight(spec, files)
+        from .. import registry
+
+        # Before anything is applied: an image no registry has leaves the pods in ImagePullBackOff.
+        print("kuberay: " + registry.require_pullable(spec["pins"]["image"], spec["framework"]["name"],
+                                                       spec["framework"]["image"]))
         steps: list[tuple[str, subprocess.CompletedProcess]] = []
         if secret is not None:
             steps.append((f"Secret {secret_name(spec)}", _apply_stdin(ns, secret)))
@@ -745,9 +750,16 @@ class KubeRay(Backend):
               f"rayCluster={st.get('rayClusterName') or '-'} jobId={st.get('jobId') or '-'}")
         if st.get("message"):
             print(f"  message: {st['message']}")
-        pods = _kubectl(["get", "pods", "-n", ns, "-l", f"{RUN_LABEL}={spec['run']['id']}", "-o", "wide"])
-        print(pods.stdout, end="")
-        return 0 if pods.returncode == 0 else pods.returncode
+        pods = _kubectl(["get", "pods", "-n", ns, "-l", f"{RUN_LABEL}={spec['run']['id']}", "-o", "json"])
+        if pods.returncode != 0:
+            print(pods.stderr, end="", file=sys.stderr)
+            return pods.returncode
+        items = json.loads(pods.stdout or "{}").get("items") or []
+        for pod in items:
+            print(_pod_row(pod))
+        for line in pull_errors(items):
+            print(f"  {line}")
+        return 0
 
     def logs(self, spec: dict, out: Path | None) -> int:
         # The submitter Job is named after the RayJob; its pod streams `ray job logs --follow`. The
@@ -768,6 +780,11 @@ class KubeRay(Backend):
                                "(the operator starts the submitter job once it is up)",
                                out=progress.console(sys.stderr)) as wait:
                 while submitter().returncode != 0:
+                    stuck = self._pull_errors(spec)
+                    if stuck:
+                        wait.update("pods cannot pull their image")
+                        print("kuberay: " + "\nkuberay: ".join(stuck), file=sys.stderr)
+                        return 3
                     if time.monotonic() >= deadline:
                         wait.update("no submitter job")
                         print(f"kuberay: no submitter job {name} in namespace {ns} after {deadline_s} s "
@@ -778,6 +795,14 @@ class KubeRay(Backend):
                 wait.update("submitter job running; following its log")
         args = ["logs", "-f", f"job/{name}", "-n", ns, "--pod-running-timeout=10m"]
         return _kubectl(args, capture=False, timeout=None).returncode
+
+    def _pull_errors(self, spec: dict) -> list[str]:
+        """The run's pods that Kubernetes says cannot pull their image (none when it cannot say)."""
+        pods = _kubectl(["get", "pods", "-n", spec["infra"]["namespace"], "-l",
+                         f"{RUN_LABEL}={spec['run']['id']}", "-o", "json"])
+        if pods.returncode != 0 or not pods.stdout.strip():
+            return []
+        return pull_errors(json.loads(pods.stdout).get("items") or [])
 
     def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
         remote = spec["cluster"]["dashboard_port"]
@@ -921,6 +946,33 @@ def wait_inputs(spec: dict) -> int:
           f"kubectl logs job/{name} -n {ns}; after a fix, `make down RUN_ID={spec['run']['id']}` and launch "
           "again (whatever already verifies is kept)", file=sys.stderr)
     return 1
+
+
+PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+
+
+def _pod_row(pod: dict) -> str:
+    """NAME READY STATUS NODE, as `kubectl get pods -o wide` shows them (STATUS: a waiting reason first)."""
+    st = pod.get("status") or {}
+    containers = st.get("containerStatuses") or []
+    waiting = next((c["state"]["waiting"].get("reason", "") for c in (st.get("initContainerStatuses") or []) + containers
+                    if (c.get("state") or {}).get("waiting")), "")
+    ready = f"{sum(1 for c in containers if c.get('ready'))}/{len(containers) or len((pod.get('spec') or {}).get('containers') or [])}"
+    return f"{(pod.get('metadata') or {}).get('name', '?')} {ready} {waiting or st.get('phase', '?')} " \
+           f"{(pod.get('spec') or {}).get('nodeName') or '<none>'}"
+
+
+def pull_errors(pods: list[dict]) -> list[str]:
+    """'pod P: image I: ImagePullBackOff: <kubelet's message>' for each container that cannot pull."""
+    out = []
+    for pod in pods:
+        st = pod.get("status") or {}
+        for c in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+            waiting = (c.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in PULL_REASONS:
+                out.append(f"pod {(pod.get('metadata') or {}).get('name', '?')}: image {c.get('image', '?')}: "
+                           f"{waiting['reason']}: {waiting.get('message', '').strip() or 'no message'}")
+    return out
 
 
 def _report_failure(step: tuple[str, subprocess.CompletedProcess]) -> int:
