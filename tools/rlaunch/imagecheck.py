@@ -253,6 +253,8 @@ def resolve(inputs: dict, index=None, fresh: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull  # this machine's pip settings (constraints, indexes) stay out
     own = index is None
+    print(f"image check: resolving {' '.join(inputs['requirements'])} with pip (once; the metadata it reads "
+          f"is cached in {cache_dir()})", file=sys.stderr, flush=True)
     index = _index().__enter__() if own else index
     try:
         result = _run_pip(inputs, index, env)
@@ -339,8 +341,13 @@ def resolution_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
     if lacks:
         return "", "the install needs " + ", ".join(lacks) + ", which the image lacks"
     what = " ".join(r for r in inputs["requirements"] if r not in inputs["held"])
+    # Allowed, and worth seeing: a package of the image's that the install moves (not torch, the
+    # engine or flash-attn: those are held, and the CUDA libraries come pinned by torch).
+    moved = [f"{name} {have} -> {resolved[name]}" for name, have in pkgs.items()
+             if name in resolved and resolved[name] != have and name not in PROTECTED]
     return ((f"{why}; " if why else "") + f"{what} resolves with pip {inputs['pip']} on the image's "
-            + ", ".join(inputs["held"]) + f" ({len(resolved)} packages){cached}"), ""
+            + ", ".join(inputs["held"]) + f" ({len(resolved)} packages{'; moves ' + ', '.join(moved) if moved else ''})"
+            + cached), ""
 
 
 def _install_names(spec: dict, versions: dict) -> set[str]:
