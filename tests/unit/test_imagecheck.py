@@ -44,7 +44,7 @@ def test_the_legacy_verl_pair_fails_naming_vllm_and_torch():
 
 def test_the_pinned_verl_image_resolves_with_pip_as_the_lock_says():
     inputs = imagecheck.pinned_inputs()
-    verl = [i for i in inputs.values() if "verl[verl-core,vllm]==0.9.1" in i["requirements"]]
+    verl = [i for i in inputs.values() if "verl[verl-core,vllm]==0.9.1" in i["requirements"] and i["arch"] == "amd64"]
     assert len(verl) == 1
     got = imagecheck.resolve(verl[0], fresh=True)
     assert got["status"] == "ok", got
@@ -70,13 +70,18 @@ def test_every_framework_preset_passes_on_its_infrastructure(preset, infra):
     assert "NOT CHECKED" not in line
 
 
-def test_the_gb200_preset_selects_the_arm64_image_and_reports_verls_sglang_conflict():
-    # verl 0.9.1 wants transformers!=5.6.0; sglang 0.5.12 (verl's aarch64 image) pins ==5.6.0
+def test_the_gb200_preset_selects_the_arm64_image_and_says_why_verl_cannot_run_there():
+    # verl's aarch64 image has SGLang 0.5.12, not the vLLM 0.24 that verl 0.9.1's [vllm] pins
     spec = load("verl-grpo-gsm8k-32b", "kuberay")
     assert spec["pins"]["image"] == "ghcr.io/rlaunch/rlaunch-verl:0.9.1-arm64"
     assert imagecheck.image_of(spec)[1]["arch"] == "arm64"
-    with pytest.raises(imagecheck.ImageMismatch, match="sglang 0.5.12 depends on transformers==5.6.0"):
+    with pytest.raises(imagecheck.ImageMismatch) as err:
         imagecheck.lines(spec)
+    assert "rollout.backend=vllm: vllm is not in the image" in str(err.value)
+    assert str(err.value).endswith("an image that fits: none pinned")  # the amd64 one cannot run on arm64 nodes
+    # A3 Ultra (H200, x86): verl's vLLM image, which passes
+    (line,) = imagecheck.plan_lines(load("verl-grpo-gsm8k-32b", "kuberay", ACCELERATOR="H200"))
+    assert "image ghcr.io/rlaunch/rlaunch-verl:0.9.1 (amd64): rollout vllm 0.24.0" in line
 
 
 def test_local_has_no_image_to_check():

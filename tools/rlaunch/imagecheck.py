@@ -366,9 +366,12 @@ def fitting_image(spec: dict, versions: dict, ref: str) -> str:
     engine = spec["rollout"]["backend"]
     own = None if spec["framework"].get("image_ref") else \
         pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"], versions)[0]
+    _, facts, _ = image_of(spec, versions)
+    arch = str((facts or {}).get("arch") or "amd64")  # the nodes': an image of another arch cannot run there
     for cand, where in candidates:
         pkgs = _packages(cand.get("facts") or {})
-        if cand is not own and cand.get("official") != ref and (engine not in ENGINES or engine in pkgs):
+        if cand is not own and cand.get("official") != ref and (engine not in ENGINES or engine in pkgs) \
+                and str((cand.get("facts") or {}).get("arch") or "amd64") == arch:
             return f"{cand['official']} ({where})"
     return ""
 

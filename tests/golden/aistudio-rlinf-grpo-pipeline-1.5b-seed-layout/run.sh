@@ -64,7 +64,7 @@ LAUNCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 # Pins, from configs/versions.yaml at render time.
 export RLAUNCH_FRAMEWORK=rlinf
-export RLAUNCH_FRAMEWORK_VERSION=0.3.0
+export RLAUNCH_FRAMEWORK_VERSION=0.4.0
 export RLAUNCH_FRAMEWORK_COMMIT=7d07a4212ee6858cc333e1d4fab7a37256d1f839
 export RLAUNCH_IMAGE=rlinf/rlinf:agentic-rlinf0.4-torch2.11.0-sglang0.5.12.post1-vllm0.23.0-megatron0.17.0-te2.17
 export RLAUNCH_RAY_VERSION=2.60.0

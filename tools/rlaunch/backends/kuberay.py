@@ -953,13 +953,12 @@ PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImag
 
 def _pod_row(pod: dict) -> str:
     """NAME READY STATUS NODE, as `kubectl get pods -o wide` shows them (STATUS: a waiting reason first)."""
-    st = pod.get("status") or {}
+    meta, spec, st = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     containers = st.get("containerStatuses") or []
     waiting = next((c["state"]["waiting"].get("reason", "") for c in (st.get("initContainerStatuses") or []) + containers
                     if (c.get("state") or {}).get("waiting")), "")
-    ready = f"{sum(1 for c in containers if c.get('ready'))}/{len(containers) or len((pod.get('spec') or {}).get('containers') or [])}"
-    return f"{(pod.get('metadata') or {}).get('name', '?')} {ready} {waiting or st.get('phase', '?')} " \
-           f"{(pod.get('spec') or {}).get('nodeName') or '<none>'}"
+    ready = f"{sum(1 for c in containers if c.get('ready'))}/{len(containers) or len(spec.get('containers') or [])}"
+    return f"{meta.get('name', '?')} {ready} {waiting or st.get('phase', '?')} {spec.get('nodeName') or '<none>'}"
 
 
 def pull_errors(pods: list[dict]) -> list[str]:
