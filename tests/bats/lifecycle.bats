@@ -197,7 +197,7 @@ delete persistentvolumes ${sel} --ignore-not-found --timeout=300s" ]
   run mk dashboard INFRA=kuberay RUN_ID=exp-7
   [ "${status}" -eq 0 ]
   [ "$(stub_calls kubectl)" = "get rayjob exp-7 -n default -o json
-get pods -n default -l rlaunch.io/run=exp-7 -o wide
+get pods -n default -l rlaunch.io/run=exp-7 -o json
 get job exp-7 -n default -o name
 logs -f job/exp-7 -n default --pod-running-timeout=10m
 port-forward -n default service/exp-7-head-svc 8265:8265" ]
