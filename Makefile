@@ -33,7 +33,7 @@ RDMA ?=           ## 1: InfiniBand/RDMA (IPC_LOCK); off sets NCCL_IB_DISABLE=1
 INFRA_SPEC ?=     ## SkyPilot infra string: INFRA=sky any (gcp/us-central1, k8s/ctx); INFRA=gcp/aws/azure/k8s its region
 K8S_FLAVOR ?=     ## INFRA=kuberay: gke | vke | generic
 WORK_ROOT ?=      ## shared storage's absolute path on every node (storage.mount), e.g. AIStudio's /mnt/...
-ACCELERATOR ?=    ## GPU type (H100, A100, ...)
+ACCELERATOR ?=    ## GPU type (H100, A100, ...); make image-*: a GPU with an image of its own (GB200: arm64)
 IMAGE ?=          ## any image for one launch (registry/name:tag, never latest); its facts in SET='framework.image_facts...'
 DATASET ?=        ## make data: gsm8k (default) | math
 REGISTRY ?=       ## make image-push: registry/owner to push to; make launch: the rlaunch image from there
@@ -130,15 +130,16 @@ data: $(VENV)/.rlaunch-setup ## Prepare a dataset as verl parquet + SHA256SUMS: 
 
 image-build: ## Build docker/<FRAMEWORK> on the pinned official image: make image-build FRAMEWORK=verl
 	@REGISTRY="$$RLAUNCH_KNOB_REGISTRY" TAG="$$RLAUNCH_KNOB_TAG" FRAMEWORK="$$RLAUNCH_KNOB_FRAMEWORK" \
-	  BASE="$$RLAUNCH_KNOB_BASE" BUILDER="$$RLAUNCH_KNOB_BUILDER" scripts/image build
+	  BASE="$$RLAUNCH_KNOB_BASE" BUILDER="$$RLAUNCH_KNOB_BUILDER" ACCELERATOR="$$RLAUNCH_KNOB_ACCELERATOR" \
+	  scripts/image build
 
 image-check: ## Run the job's first steps inside the built image (rlaunch CLI, probe imports, entrypoint, Ray pin)
 	@REGISTRY="$$RLAUNCH_KNOB_REGISTRY" TAG="$$RLAUNCH_KNOB_TAG" FRAMEWORK="$$RLAUNCH_KNOB_FRAMEWORK" \
-	  BUILDER="$$RLAUNCH_KNOB_BUILDER" scripts/image check
+	  BUILDER="$$RLAUNCH_KNOB_BUILDER" ACCELERATOR="$$RLAUNCH_KNOB_ACCELERATOR" scripts/image check
 
 image-push: ## Push the image to REGISTRY (refused for an image built on a stand-in)
 	@REGISTRY="$$RLAUNCH_KNOB_REGISTRY" TAG="$$RLAUNCH_KNOB_TAG" FRAMEWORK="$$RLAUNCH_KNOB_FRAMEWORK" \
-	  BUILDER="$$RLAUNCH_KNOB_BUILDER" scripts/image push
+	  BUILDER="$$RLAUNCH_KNOB_BUILDER" ACCELERATOR="$$RLAUNCH_KNOB_ACCELERATOR" scripts/image push
 
 kuberay-operator: ## Install the pinned KubeRay operator with Helm (idempotent)
 	@scripts/kuberay-operator

@@ -123,7 +123,18 @@ has_pair() {
   has_pair build --build-arg "FRAMEWORK_INSTALL=verl[verl-core]==8.8.8 ray[default]==9.9.1"
   # Exactly the ARGs the Dockerfile declares: no unused build args.
   [ "$(call_args build | grep -c -- '--build-arg')" -eq 2 ]
+  # an amd64 base: no --platform (ACCELERATOR's arm64 base gets one)
+  if call_args build | grep -qxF -- --platform; then return 1; fi
   [ "$(head -n1 "${STUB_DIR}/001")" = info ]
+}
+
+@test "ACCELERATOR with an image of its own builds on that base, for its arch, tagged <version>-<arch>" {
+  ACCELERATOR=FIXTURE-GPU run "${REPO}/scripts/image" build areal
+  [ "${status}" -eq 0 ]
+  has_pair build --build-arg BASE_IMAGE=example.org/base/areal:fixture-areal-arm64
+  has_pair build --tag registry.example:5000/fixture/rlaunch-areal:6.6.6-arm64
+  has_pair build --platform linux/arm64
+  has_pair build --build-arg "FRAMEWORK_INSTALL=ray[default]==9.9.1"  # that base's facts give no Ray
 }
 
 @test "build sends only rlaunch's folders as context, and removes it afterwards" {

@@ -96,7 +96,7 @@ def image_of(spec: dict, versions: dict | None = None) -> tuple[str, dict | None
 
 def pinned_image(framework: str, accelerator: str, versions: dict) -> tuple[dict, str]:
     """images.<framework>, or its by_accelerator.<accelerator> entry where there is one."""
-    entry = pins.get(f"images.{framework}", versions)
+    entry = pins.get(f"images.{framework}", versions) or {}
     by_acc = entry.get("by_accelerator") or {}
     if accelerator in by_acc:
         return by_acc[accelerator], f"images.{framework}.by_accelerator.{accelerator}"

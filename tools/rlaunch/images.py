@@ -18,6 +18,9 @@ CLI (scripts/image calls these):
     python -m rlaunch.images ref FRAMEWORK [REGISTRY [TAG]]    the rlaunch image's reference; a
                                                                non-empty REGISTRY or TAG replaces
                                                                the pinned registry or the tag
+    python -m rlaunch.images base FRAMEWORK                    the official image it is built on
+    python -m rlaunch.images platform FRAMEWORK                linux/<arch> for a base that is not
+                                                               amd64, else an empty line
     python -m rlaunch.images build-args FRAMEWORK DOCKERFILE   NAME=VALUE, one per declared ARG
     python -m rlaunch.images standin FRAMEWORK DIR             writes DIR/Containerfile and
                                                                DIR/constraints.txt; prints id=,
@@ -25,7 +28,9 @@ CLI (scripts/image calls these):
     python -m rlaunch.images pip-conf OUT [PIP_CONF]          from PIP_CONF, else `pip config list`
                                                                on stdin: writes OUT, prints the
                                                                local paths it names, one a line
-Env: RLAUNCH_VERSIONS (default: configs/versions.yaml)
+Env: RLAUNCH_VERSIONS (default: configs/versions.yaml); ACCELERATOR: a GPU with an image of its own
+(images.<framework>.by_accelerator, e.g. GB200's arm64 one) selects it: its base, its build args,
+and the rlaunch tag <version>-<arch>
 Exit: 0 done; 2 a missing or bad pin, or bad arguments (the message names the key).
 """
 
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import re
 import shlex
 import sys
@@ -79,7 +85,8 @@ def ref(framework: str, kind: str, versions: dict[str, Any] | None = None, accel
     versions = pins.load_versions() if versions is None else versions
     if kind not in IMAGE_KINDS:
         raise PinError(f"image kind '{kind}' is not one of {', '.join(IMAGE_KINDS)}")
-    own = (pins.get(f"images.{framework}", versions).get("by_accelerator") or {}).get(accelerator)
+    own = ((pins.get(f"images.{framework}", versions) or {}).get("by_accelerator") or {}).get(accelerator) \
+        if accelerator else None
     if kind == "rlaunch":
         if own:
             arch = str((own.get("facts") or {}).get("arch", "amd64"))
@@ -95,6 +102,15 @@ def declared_args(dockerfile_text: str) -> list[str]:
     return re.findall(r"^ARG\s+([A-Za-z_][A-Za-z0-9_]*)", dockerfile_text, flags=re.MULTILINE)
 
 
+def platform(framework: str, versions: dict[str, Any] | None = None, accelerator: str = "") -> str:
+    """--platform for a base of another architecture than amd64 (linux/arm64 for GB200's), else ""."""
+    versions = pins.load_versions() if versions is None else versions
+    entry = pins.get(f"images.{framework}", versions) or {}
+    own = (entry.get("by_accelerator") or {}).get(accelerator) or entry
+    arch = str((own.get("facts") or {}).get("arch") or "amd64")
+    return "" if arch == "amd64" else f"linux/{arch}"
+
+
 def build_args(framework: str, dockerfile_text: str, versions: dict[str, Any] | None = None,
                accelerator: str = "") -> dict[str, str]:
     """{ARG: value} for exactly the ARGs the Dockerfile declares; one without a pin is an error
@@ -106,7 +122,9 @@ def build_args(framework: str, dockerfile_text: str, versions: dict[str, Any] | 
         if arg not in BUILD_ARG_PINS:
             raise PinError(f"ARG {arg} has no pin in versions.yaml that scripts/image knows; "
                            f"known: {', '.join(BUILD_ARG_PINS)}")
-        if arg == "FRAMEWORK_INSTALL":
+        if arg == "BASE_IMAGE":
+            out[arg] = ref(framework, "official", versions, accelerator)
+        elif arg == "FRAMEWORK_INSTALL":
             from . import imagecheck
 
             out[arg] = " ".join(imagecheck.image_installs(framework, versions, accelerator))
@@ -319,11 +337,18 @@ def main(argv: list[str]) -> int:
         return 0 if argv else EXIT_USAGE
     cmd, args = argv[0], argv[1:]
     try:
+        accelerator = os.environ.get("ACCELERATOR", "")
         if cmd == "ref" and 1 <= len(args) <= 3:
-            print(rlaunch_ref(args[0], registry=args[1] if len(args) > 1 else "",
-                              tag=args[2] if len(args) > 2 else ""))
+            registry, tag = (args[1] if len(args) > 1 else ""), (args[2] if len(args) > 2 else "")
+            print(rlaunch_ref(args[0], registry=registry, tag=tag) if tag else
+                  ref(args[0], "rlaunch", None, accelerator, registry))
+        elif cmd == "base" and len(args) == 1:
+            print(ref(args[0], "official", None, accelerator))
+        elif cmd == "platform" and len(args) == 1:
+            print(platform(args[0], None, accelerator))
         elif cmd == "build-args" and len(args) == 2:
-            for name, value in build_args(args[0], Path(args[1]).read_text(encoding="utf-8")).items():
+            for name, value in build_args(args[0], Path(args[1]).read_text(encoding="utf-8"),
+                                          accelerator=accelerator).items():
                 print(f"{name}={value}")
         elif cmd == "standin" and len(args) == 2:
             recipe = standin(args[0])

@@ -46,7 +46,7 @@ def client() -> str:
     return found
 
 
-def require_pullable(image: str, framework: str, kind: str) -> str:
+def require_pullable(image: str, framework: str, kind: str, accelerator: str = "") -> str:
     """One line saying the registry has `image`; else MissingPrerequisite naming how to get it there."""
     name = client()
     argv = [name, *(a.format(ref=image) for a in CLIENTS[name])]
@@ -58,7 +58,8 @@ def require_pullable(image: str, framework: str, kind: str) -> str:
         return f"image {image}: its registry has it ({' '.join(argv[:-1])})"
     said = next((ln.strip() for ln in reversed(result.stderr.splitlines()) if ln.strip()), f"exit {result.returncode}")
     if kind == "rlaunch":
-        how = (f"build and push it, then launch from there: make image-build image-push FRAMEWORK={framework} "
+        acc = f" ACCELERATOR={accelerator}" if accelerator else ""  # one with an image of its own (GB200)
+        how = (f"build and push it, then launch from there: make image-build image-push FRAMEWORK={framework}{acc} "
                f"REGISTRY=<a registry you can push to>, then make launch ... REGISTRY=<the same>")
     else:
         how = f"log {name} in to its registry, or use another image (IMAGE=)"

@@ -706,8 +706,13 @@ class KubeRay(Backend):
         from .. import registry
 
         # Before anything is applied: an image no registry has leaves the pods in ImagePullBackOff.
+        from .. import imagecheck
+
+        own = imagecheck.pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"],
+                                      pins.load_versions())[1] != f"images.{spec['framework']['name']}"
         print("kuberay: " + registry.require_pullable(spec["pins"]["image"], spec["framework"]["name"],
-                                                       spec["framework"]["image"]))
+                                                       spec["framework"]["image"],
+                                                       spec["cluster"]["accelerator"] if own else ""))
         steps: list[tuple[str, subprocess.CompletedProcess]] = []
         if secret is not None:
             steps.append((f"Secret {secret_name(spec)}", _apply_stdin(ns, secret)))
