@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import ROOT, pins
+from . import ROOT, frameworks, pins
 from .errors import RlaunchError
 
 # Held at the image's version in the resolution: replacing one breaks the image's CUDA build.
@@ -47,21 +47,6 @@ RESOLVE_TIMEOUT_S = 900
 # The pinned presets' resolutions, committed (`python -m rlaunch.imagecheck lock`): a plan from a
 # fresh clone is offline and instant for them, and a change in what they resolve shows in review.
 LOCK_DIR = ROOT / "configs" / "locks" / "imagecheck"
-# Each framework: the requirement resolved against the image ({version}, {rollout}), and whether
-# the run installs it (SkyPilot's install step on the official image; docker/<fw> for rlaunch's).
-FRAMEWORKS: dict[str, dict[str, Any]] = {
-    "verl": {"requirement": "verl[verl-core,{rollout}]=={version}", "installs": True},
-    # In the image, installed there without its dependencies (AReaL's Dockerfile: uv pip install
-    # --no-deps -e /AReaL, under uv's resolution): pip does not resolve its wheel's requirements
-    # with the image's sglang (openai pins), so the check resolves what the run adds, not areal.
-    "areal": {"requirement": "", "installs": False, "why": "areal {version} is in the image"},
-    "rlinf": {"requirement": "", "installs": False,
-              "why": "rlinf {version} runs from the pinned checkout (no published wheel)"},
-    # docker/trl installs it and the CPU torch (python.torch) into Ray's CPU image
-    "trl": {"requirement": "trl=={version}", "installs": True, "adds": ("torch",)},
-}
-
-
 class ImageMismatch(RlaunchError):
     """The image does not fit the framework: exit 2, nothing launched."""
 
@@ -111,13 +96,18 @@ def _packages(facts: dict) -> dict[str, str]:
     return {_norm(k): str(v).strip() for k, v in given.items()}
 
 
+def _images(framework: str):
+    """The framework descriptor's image facts (frameworks/<name>/__init__.py: Images)."""
+    return frameworks.descriptor(framework).images
+
+
 def requirement(spec: dict) -> str:
     """The framework requirement resolved against the image ("" where there is none)."""
-    desc = FRAMEWORKS[spec["framework"]["name"]]
-    if not desc["requirement"]:
+    desc = _images(spec["framework"]["name"])
+    if not desc.requirement:
         return ""
     rollout = spec["rollout"]["backend"]
-    req = desc["requirement"].format(version=spec["pins"]["framework_version"], rollout=rollout)
+    req = desc.requirement.format(version=spec["pins"]["framework_version"], rollout=rollout)
     return req.replace(",hf]", "]") if rollout not in ENGINES else req
 
 
@@ -134,9 +124,9 @@ def installs(spec: dict, versions: dict | None = None) -> list[str]:
         return []
     entry, _ = pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"], versions)
     req = requirement(spec)
-    desc = FRAMEWORKS[spec["framework"]["name"]]
-    out = [req] if req and desc["installs"] else []
-    out += [f"{name}=={versions['python'][name]}" for name in desc.get("adds", ())
+    desc = _images(spec["framework"]["name"])
+    out = [req] if req and desc.installs else []
+    out += [f"{name}=={versions['python'][name]}" for name in desc.adds
             if name not in _packages(entry.get("facts") or {})]
     ray = str(versions["ray"])
     if _packages(entry.get("facts") or {}).get("ray") != ray:
@@ -322,7 +312,7 @@ def _conflict_problem(inputs: dict, conflict: list[str], facts: dict) -> str:
 def resolution_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
     """((a)'s line, a problem or "")."""
     fw = spec["framework"]["name"]
-    why = FRAMEWORKS[fw].get("why", "").format(version=spec["pins"]["framework_version"])
+    why = _images(fw).why_none.format(version=spec["pins"]["framework_version"])
     inputs = resolution_inputs(spec, facts, versions)
     if len(inputs["requirements"]) == len(inputs["held"]):
         return f"{why}; the run installs nothing over the image", ""

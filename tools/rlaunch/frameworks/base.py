@@ -46,6 +46,14 @@ class Images:
 
     dockerfile: str = ""
     entrypoint_help: tuple[str, ...] = ()
+    # The plan's image check (rlaunch.imagecheck): the requirement resolved against the image
+    # ({version}: the pin, {rollout}: rollout.backend; "" where none is: why_none says why), whether
+    # the run installs it over the official image (SkyPilot's install step, docker/<name>), and
+    # python.<package> pins the rlaunch image adds where the base lacks them.
+    requirement: str = ""
+    installs: bool = False
+    adds: tuple[str, ...] = ()
+    why_none: str = ""
 
 
 @dataclass(frozen=True)

@@ -12,5 +12,8 @@ FRAMEWORK = Descriptor(
                                "colorlog", "tenacity", "flask", "torchdata", "lark", "pillow", "ray", "numba",
                                "orjson", "einops", "aiofiles", "openai", "swanlab", "trackio", "wandb",
                                "tensorboardX", "tabulate")),
-    images=Images(dockerfile="docker/areal/Dockerfile"),
+    # In the image, installed there without its dependencies (AReaL's Dockerfile: uv pip install
+    # --no-deps -e /AReaL, under uv's resolution): pip does not resolve its wheel's requirements
+    # with the image's sglang (openai pins), so the check resolves what the run adds, not areal.
+    images=Images(dockerfile="docker/areal/Dockerfile", why_none="areal {version} is in the image"),
 )

@@ -9,5 +9,6 @@ FRAMEWORK = Descriptor(
     step_modules=("ray", "yaml", "tensorboard"),
     # `import rlinf` (its resolvers) and its reasoning-config validation.
     validator=Validator(needs=("torch", "hydra-core", "ray", "numpy")),
-    images=Images(dockerfile="docker/rlinf/Dockerfile"),
+    images=Images(dockerfile="docker/rlinf/Dockerfile",
+                  why_none="rlinf {version} runs from the pinned checkout (no published wheel)"),
 )

@@ -9,5 +9,7 @@ FRAMEWORK = Descriptor(
     order=0,
     cpu_rule=CpuRule("every", 1, "one Ray Train worker per node"),
     step_modules=("ray", "tensorboard"),
-    images=Images(dockerfile="docker/trl/Dockerfile", entrypoint_help=("-m", "rlaunch.rehearsal.train", "--help")),
+    # docker/trl installs TRL and the CPU torch (python.torch) into Ray's CPU image
+    images=Images(dockerfile="docker/trl/Dockerfile", entrypoint_help=("-m", "rlaunch.rehearsal.train", "--help"),
+                  requirement="trl=={version}", installs=True, adds=("torch",)),
 )

@@ -11,5 +11,6 @@ FRAMEWORK = Descriptor(
                                  "with fewer"),
     step_modules=("ray", "yaml"),
     validator=Validator(needs=("hydra-core",)),
-    images=Images(dockerfile="docker/verl/Dockerfile"),
+    images=Images(dockerfile="docker/verl/Dockerfile", requirement="verl[verl-core,{rollout}]=={version}",
+                  installs=True),  # verlai/verl images have the engine, not verl
 )
