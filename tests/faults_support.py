@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
+MAKE_ERROR = re.compile(r"make(?:\[\d+\])?: \*\*\* \[[^\]]*\] Error (\d+)")
 ROOT = Path(__file__).resolve().parents[1]
 STORAGE = ROOT / "build" / "storage"
 
@@ -91,6 +93,12 @@ def _terminal_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _user_env() -> dict[str, str]:
+    """This environment as a user's shell has it: not inside `make test`'s make (its MAKELEVEL and
+    MAKEFLAGS would make the launch a sub-make, with make[1]'s messages and job server)."""
+    return {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+
+
 class Launch:
     """`make launch ARGS...` in a session of its own (as a terminal's foreground job), its output
     collected line by line with the wall time each line arrived."""
@@ -100,7 +108,7 @@ class Launch:
         self.started = time.time()
         self.proc = subprocess.Popen(["make", "launch", *args], cwd=ROOT, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                     env={**os.environ, **(env or {})}, preexec_fn=_terminal_signals)
+                                     env={**_user_env(), **(env or {})}, preexec_fn=_terminal_signals)
         self.lines: list[tuple[float, str]] = []
         self.ended: float | None = None
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -138,8 +146,9 @@ class Launch:
             return None
         if self.proc.returncode == 0:
             return 0
-        found = [line for _, line in self.lines if line.startswith("make: *** [") and "] Error " in line]
-        return int(found[-1].rsplit("Error ", 1)[1].split()[0]) if found else self.proc.returncode
+        # make[N]: where a launch still runs as a sub-make (Launch strips MAKELEVEL; a caller may not).
+        found = [m for _, line in self.lines if (m := MAKE_ERROR.match(line))]
+        return int(found[-1].group(1)) if found else self.proc.returncode
 
     def timeline(self, since: float, *texts: str) -> str:
         """`text +12.3 s` for the first line holding each text, from `since` (for a test's report)."""

@@ -12,11 +12,11 @@ load stub_helper
 # it fails, unless the last `make crds` recorded that this machine cannot reach that CRD's upstream.
 need_crds() {
   local py="${BATS_TEST_DIRNAME}/../../.venv/bin/python" missing offline
-  local -a kinds=("$@")
-  ((${#kinds[@]})) || kinds=(RayCluster RayJob PodMonitor)
+  local -a crd_kinds=("$@")
+  ((${#crd_kinds[@]})) || crd_kinds=(RayCluster RayJob PodMonitor)
   [[ -x "${py}" ]] || return 0 # setup skips without the venv
-  missing="$("${py}" -m rlaunch.validate.crds where "${kinds[@]}" 2>&1 >/dev/null)" && return 0
-  if offline="$("${py}" -m rlaunch.validate.crds unreachable "${kinds[@]}")"; then
+  missing="$("${py}" -m rlaunch.validate.crds where "${crd_kinds[@]}" 2>&1 >/dev/null)" && return 0
+  if offline="$("${py}" -m rlaunch.validate.crds unreachable "${crd_kinds[@]}")"; then
     skip "${missing}; this machine cannot reach it: ${offline}"
   elif [[ "${CI:-}" == true ]]; then
     echo "CI=true and a CRD is missing: ${missing}" >&2

@@ -177,12 +177,16 @@ def write_manifest(directory: Path, files: dict[str, bytes]) -> None:
 
 @pytest.fixture()
 def storage(tmp_path, monkeypatch):
-    """WORK_ROOT with the pinned inputs in place; configs/versions.yaml pins the stand-in's commit."""
+    """WORK_ROOT with the pinned inputs in place; configs/versions.yaml pins the stand-in's commit
+    and version."""
     work_root = tmp_path / "w"
     (work_root / "code/checkouts").mkdir(parents=True)
     code, commit = make_checkout(work_root / "code/checkouts")
     versions = yaml.safe_load((ROOT / "configs/versions.yaml").read_text())
     versions["frameworks"]["rlinf"]["commit"] = commit
+    # The stand-in's nodes have the published RLinf (loader_version), not the pinned commit's 0.4.0.
+    rlinf = versions["frameworks"]["rlinf"]
+    rlinf["version"] = rlinf.get("loader_version", rlinf["version"])
     (tmp_path / "versions.yaml").write_text(yaml.safe_dump(versions, sort_keys=False))
     monkeypatch.setenv("RLAUNCH_VERSIONS", str(tmp_path / "versions.yaml"))
     make_inputs(load(work_root, "t-inputs"))
