@@ -7,28 +7,10 @@
 
 load stub_helper
 
-# need_crds [KIND...]: the pinned CRDs this test validates against (`make crds`, or RLAUNCH_CRDS_DIR;
-# default: KubeRay's and PodMonitor's). Without one the test skips saying how to get it; under CI=true
-# it fails, unless the last `make crds` recorded that this machine cannot reach that CRD's upstream.
-need_crds() {
-  local py="${BATS_TEST_DIRNAME}/../../.venv/bin/python" missing offline
-  local -a crd_kinds=("$@")
-  ((${#crd_kinds[@]})) || crd_kinds=(RayCluster RayJob PodMonitor)
-  [[ -x "${py}" ]] || return 0 # setup skips without the venv
-  missing="$("${py}" -m rlaunch.validate.crds where "${crd_kinds[@]}" 2>&1 >/dev/null)" && return 0
-  if offline="$("${py}" -m rlaunch.validate.crds unreachable "${crd_kinds[@]}")"; then
-    skip "${missing}; this machine cannot reach it: ${offline}"
-  elif [[ "${CI:-}" == true ]]; then
-    echo "CI=true and a CRD is missing: ${missing}" >&2
-    return 1
-  fi
-  skip "${missing}"
-}
-
 setup() {
   REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
   PY="${REPO}/.venv/bin/python"
-  [[ -x "${PY}" ]] || skip "needs the launcher venv (make setup)"
+  [[ -x "${PY}" ]] || missing "needs the launcher venv (make setup)"
   stub_command kubectl
   stub_reply kubectl config current-context "gke_proj_us-central1_train"
   # launch asks the registry for the image first, with the user's container client (rlaunch.registry)

@@ -199,7 +199,7 @@ print(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']))"
 }
 
 @test "not root: auto mode falls back to one node on 127.0.0.1 and says so (no Ray started)" {
-  command -v setpriv >/dev/null || skip "needs setpriv to drop root"
+  command -v setpriv >/dev/null || missing "needs setpriv (util-linux) to drop root"
   local dir="${NOBODY_DIR}"
   run setpriv --reuid=nobody --regid=nogroup --clear-groups env RLAUNCH_CLUSTER_NAME="nr$$" \
     RLAUNCH_STATE_DIR="${dir}/state" RLAUNCH_START_RAY=0 "${SCRIPTS}/local-cluster" up

@@ -9,7 +9,7 @@ load stub_helper
 setup() {
   REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
   PY="${REPO}/.venv/bin/python"
-  [[ -x "${PY}" ]] || skip "needs the launcher venv (make setup)"
+  [[ -x "${PY}" ]] || missing "needs the launcher venv (make setup)"
   INDEX="$(PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch.pins get torch_cpu_index)"
   TORCH="$(PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch.pins get python.torch)"
 }

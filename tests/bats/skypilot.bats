@@ -9,7 +9,7 @@ load stub_helper
 setup() {
   REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
   PY="${REPO}/.venv/bin/python"
-  [[ -x "${PY}" ]] || skip "needs the launcher venv (make setup)"
+  [[ -x "${PY}" ]] || missing "needs the launcher venv (make setup)"
   stub_command sky
   export STUB_ENV_NAMES="WANDB_API_KEY HF_TOKEN"
   export WANDB_API_KEY="sekret-value"

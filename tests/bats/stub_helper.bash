@@ -16,6 +16,8 @@
 #                             -f -) read from stdin, appended per call
 # Env read by the stubs: STUB_ENV_NAMES  space-separated variable names; for each, a call appends
 #   "VAR=set" or "VAR=unset" to NAME.env (never the value: secrets pass through stubs too).
+# shellcheck source-path=SCRIPTDIR source=needs.bash
+source "${BATS_TEST_DIRNAME}/needs.bash"
 
 # stub_command NAME: an executable NAME in $BATS_TEST_TMPDIR/bin, first on PATH.
 stub_command() {

@@ -4,12 +4,15 @@
 # Network-namespace fixture (independent of scripts/local-cluster, so a bug there does not hide
 # ray-up's behaviour): one namespace per node on a random 10.x.y.0/24 with lo up, veth pairs to a
 # bridge without an address in a switch namespace. Names carry the test file's PID, so files (and
-# other engineers' runs) can run side by side. Needs root and `ip`; tests skip otherwise.
+# other engineers' runs) can run side by side. Needs root and `ip`; tests skip otherwise (fail under
+# CI=true: needs.bash).
 #
 # Env: RLAUNCH_RAY  ray executable for the tests (default: <repo>/.venv/bin/ray, else `ray`)
 
 REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
 SCRIPTS="${REPO}/scripts"
+# shellcheck source-path=SCRIPTDIR source=needs.bash
+source "${BATS_TEST_DIRNAME}/needs.bash"
 
 # The ray of the repo's venv unless told otherwise; exported so ray-up and local-cluster use it.
 test_ray() {
@@ -20,9 +23,9 @@ test_ray() {
 }
 
 need_netns() {
-  [[ "${EUID}" -eq 0 ]] || skip "needs root (network namespaces)"
-  command -v ip >/dev/null || skip "needs iproute2's ip"
-  [[ -n "$(test_ray)" ]] || skip "needs ray (run make setup)"
+  [[ "${EUID}" -eq 0 ]] || missing "needs root (network namespaces)"
+  command -v ip >/dev/null || missing "needs iproute2's ip"
+  [[ -n "$(test_ray)" ]] || missing "needs ray (run make setup)"
 }
 
 # netns_up N: create the fixture (call from setup_file). Exports NS_PREFIX and NS_NET.

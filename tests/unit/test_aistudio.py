@@ -16,6 +16,7 @@ import pytest
 from rlaunch import artifacts, config
 from rlaunch.backends import aistudio
 from rlaunch.errors import CheckError, MissingPrerequisite
+from needs import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 SHELLCHECK = ROOT / ".venv" / "bin" / "shellcheck"
@@ -118,8 +119,9 @@ def test_startup_command_pins_the_final_run_script():
     assert len([ln for ln in files["startup.sh"].splitlines() if not ln.startswith("#")]) <= 6
 
 
-@pytest.mark.skipif(not SHELLCHECK.exists(), reason="shellcheck not installed (make setup)")
 def test_scripts_are_shellcheck_clean(tmp_path):
+    if not SHELLCHECK.exists():
+        missing("shellcheck not installed (make setup)")
     files = render(load())
     for name in ("run.sh", "startup.sh"):
         (tmp_path / name).write_text(files[name])

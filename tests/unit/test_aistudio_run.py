@@ -48,6 +48,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from needs import missing
 
 
 def load(argv):
@@ -353,8 +354,9 @@ def test_the_image_needs_only_what_the_jobs_steps_import(storage, tmp_path):
     assert "lacks modules" not in proc.stderr and "=== 5. run directory" in proc.stdout, proc.stdout + proc.stderr
 
 
-@pytest.mark.skipif(not SHELLCHECK.exists(), reason="shellcheck not installed (make setup)")
 def test_the_preset_scripts_are_shellcheck_clean(storage, tmp_path):
+    if not SHELLCHECK.exists():
+        missing("shellcheck not installed (make setup)")
     spec = load(storage["root"], "t-lint")
     files = artifacts.finish(spec, aistudio.BACKEND.render(spec))
     for name in ("run.sh", "startup.sh"):
@@ -420,7 +422,7 @@ print(f"JOB_STATUS={status}")
 def cluster(tmp_path):
     """A real 2-node network-namespace Ray cluster, removed afterwards."""
     if os.geteuid() != 0 or not shutil.which("ip"):
-        pytest.skip("needs root and iproute2 for network namespaces")
+        missing("needs root and iproute2 for network namespaces")
     name = f"ais{os.getpid() % 100000}"
     env = {**os.environ, "RLAUNCH_CLUSTER_NAME": name, "RLAUNCH_NODES": "2",
            "RLAUNCH_STATE_DIR": str(tmp_path / "cluster"), "RLAUNCH_RAY": f"{PY_BIN}/ray",

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from rlaunch.verify import collective
+from needs import missing
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("test_preflight_helpers", REPO / "tests" / "unit" / "test_preflight.py")
@@ -112,7 +113,7 @@ def _ip(*args: str) -> None:
 def cluster(tmp_path_factory):
     why = pf._can_build_namespaces()
     if why:
-        pytest.skip(why)
+        missing(why)
     c = pf.LocalCluster(pf.NODES, tmp_path_factory.mktemp("cluster"))
     try:
         c.up()

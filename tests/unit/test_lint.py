@@ -279,8 +279,7 @@ def yaml_outputs() -> list[Path]:
 
 def test_yamllint_templates_and_rendered_outputs():
     files = yaml_outputs()
-    if not files:
-        pytest.skip("no YAML templates or rendered YAML golden files yet")
+    assert files, "no YAML templates or rendered YAML golden files found"
     result = yamllint(*files)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -12,13 +12,14 @@ import yaml
 from rlaunch import config, frameworks
 from rlaunch.errors import CheckError
 from rlaunch.frameworks import loaders
+from needs import missing
 
 NEED = "validator env missing: run `make setup-validators` ({})"
 
 
 def need(framework: str):
     if not loaders.available(framework):
-        pytest.skip(NEED.format(loaders.venv_python(framework)))
+        missing(NEED.format(loaders.venv_python(framework)))
 
 
 def spec_of(preset: str, sets: list[str] = (), **knobs) -> dict:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from rlaunch.verify import preflight
+from needs import missing
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("runtrees", REPO / "tests" / "fixtures" / "runtrees.py")
@@ -406,7 +407,7 @@ def _can_build_namespaces() -> str:
 def cluster(tmp_path_factory):
     why = _can_build_namespaces()
     if why:
-        pytest.skip(why)
+        missing(why)
     c = LocalCluster(NODES, tmp_path_factory.mktemp("cluster"))
     try:
         c.up()

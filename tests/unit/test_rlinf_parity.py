@@ -12,7 +12,6 @@ the validator environment the test skips saying how to get them; under CI=true i
 
 from __future__ import annotations
 
-import os
 import posixpath
 
 import pytest
@@ -21,6 +20,7 @@ from rlaunch import config, frameworks
 from rlaunch.errors import MissingPrerequisite
 from rlaunch.frameworks import loaders
 from rlaunch.validate import upstream
+from needs import missing
 
 PRESET = "rlinf-grpo-pipeline-1.5b"
 E2E = "tests/e2e_tests/reasoning/qwen2.5-1.5b-grpo-pipeline-fsdp-sgl.yaml"
@@ -56,10 +56,8 @@ NAMES = {"runner.logger.project_name"}
 
 
 def _need(what: str, how: str, offline: str = ""):
-    """Skip without it; under CI=true fail, unless the machine cannot reach where it comes from."""
-    if os.environ.get("CI") == "true" and not offline:
-        pytest.fail(f"CI=true and {what} is missing: {how}")
-    pytest.skip(f"{what} missing: {how}" + (f" (this machine cannot reach it: {offline})" if offline else ""))
+    """needs.missing, with the reason when this machine cannot reach where it comes from."""
+    missing(f"{what} missing: {how}" + (f" (this machine cannot reach it: {offline})" if offline else ""), unreachable=bool(offline))
 
 
 def flatten(tree, prefix: str = "") -> dict:

@@ -44,6 +44,7 @@ set -Eeuo pipefail
 read -r nodes seen <<<"$("${RLAUNCH_PYTHON}" - <<'PY'
 import os, ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from needs import missing
 ray.init(address=os.environ["RAY_ADDRESS"], logging_level="ERROR", log_to_driver=False)
 alive = [n for n in ray.nodes() if n["Alive"]]
 @ray.remote(num_cpus=0)
@@ -127,9 +128,9 @@ def skypilot_scripts(run: str, envs: list[dict[str, str]], home: Path) -> list[s
 @pytest.fixture
 def nodes():
     if os.geteuid() != 0 or not shutil.which("ip"):
-        pytest.skip("needs root and iproute2 (network namespaces)")
+        missing("needs root and iproute2 (network namespaces)")
     if not (VENV_BIN / "ray").exists():
-        pytest.skip("needs the launcher venv's ray (make setup)")
+        missing("needs the launcher venv's ray (make setup)")
     fixture = Namespaces(2)
     try:
         fixture.up()
