@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import needs
 import pytest
 from actrun import hosted_runner_user
 from e2e_support import make
@@ -18,7 +19,7 @@ from e2e_support import make
 def rehearsal():
     """`make launch` of the rehearsal through a pipe (no TTY): (run_id, cluster name, the process)."""
     if os.geteuid() != 0:
-        pytest.skip("the 2-node rehearsal needs root for network namespaces")
+        needs.missing("the 2-node rehearsal needs root for network namespaces")
     run_id = f"e2e-{os.getpid()}"
     from rlaunch.backends.local import cluster_name
 

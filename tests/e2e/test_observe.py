@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from e2e_support import ROOT, make
+from needs import missing
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 
@@ -34,9 +35,7 @@ def need(tool: str) -> str:
     found = shutil.which(tool)
     if found:
         return found
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{tool} is missing (.ci/run installs it)")
-    pytest.skip(f"needs {tool} (apt-get install {tool})")
+    missing(f"needs {tool} (apt-get install {tool}; .ci/run installs it)")
 
 
 def run_dir(run_id: str) -> Path:
@@ -90,7 +89,7 @@ class Tmux:
 def tty_run(tmp_path_factory):
     """`make launch` typed into a tmux pane; screens captured twice a second while it runs."""
     if os.geteuid() != 0:
-        pytest.skip("the 2-node rehearsal needs root for network namespaces")
+        missing("the 2-node rehearsal needs root for network namespaces")
     tmp = tmp_path_factory.mktemp("tty")
     run_id = f"e2e-tty-{os.getpid()}"
     rc_file = tmp / "rc"

@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+import needs
 import pytest
 from e2e_support import make
 
@@ -19,7 +20,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 @pytest.fixture(scope="module")
 def smoke():
     if os.geteuid() != 0:
-        pytest.skip("the 2-node rehearsal needs root for network namespaces")
+        needs.missing("the 2-node rehearsal needs root for network namespaces")
     run_id = f"e2e-smoke-{os.getpid()}"
     proc = make("launch", "SMOKE=1", f"RUN_ID={run_id}", timeout=600)
     yield run_id, proc
