@@ -87,6 +87,14 @@ class Descriptor:
         return self.module("postflight")
 
     @property
+    def memory(self) -> ModuleType | None:
+        """<package>/memory.py, where the framework has plan's memory bound: phases(spec, counts)
+        (rlaunch.memory's phases of a step), OFFLOAD (the bound counts train.offload)."""
+        if not (HERE / self.name / "memory.py").is_file():
+            return None
+        return self.module("memory")
+
+    @property
     def loader(self) -> Path | None:
         """<package>/loader.py, run by frameworks/loader_main.py in the validator venv."""
         return HERE / self.name / "loader.py" if self.validator else None
