@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch.verify import preflight
+from rlaunch.verify import preflight, report
 from needs import missing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -249,7 +249,7 @@ def test_a100_rule_failure_names_the_node_and_the_known_cause(a100_spec, odd, na
     assert bad["node"] == "10.0.0.3"
     assert needle in bad["detail"], bad["detail"]
     assert "known A100 failure of the RLinf image (seed 003)" in bad["detail"]
-    assert preflight.failure_line("preflight", bad).startswith(f"preflight: FAILED {RULE} {name} on node 10.0.0.3: ")
+    assert report.failure_line("preflight", bad).startswith(f"preflight: FAILED {RULE} {name} on node 10.0.0.3: ")
 
 
 def test_a100_rule_on_nodes_without_gpus_checks_metadata_and_skips_the_gpu_part(a100_spec):

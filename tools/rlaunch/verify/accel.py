@@ -21,13 +21,12 @@ node, the rule and its known cause); 2 bad arguments.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from pathlib import Path
 
-from .report import EXIT_FAILED, EXIT_USAGE, UsageError, check, checks_table, failure_line, load_spec, write_json
+from .report import check, load_spec, positive_timeout, stage_main, write_json
 
 PROG = "accelerator"
 HIDDEN = ".rlaunch-hidden"  # suffix of a hidden metadata directory
@@ -240,39 +239,21 @@ def run(spec: dict, report_path: Path, timeout_s: float | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("Usage:")[1])
-    parser.add_argument("--spec", required=True, type=Path)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--timeout", type=float)
-    args = parser.parse_args(argv)
-    try:
+    def stage(args):
         spec = load_spec(args.spec)
-        if args.timeout is not None and args.timeout <= 0:
-            raise UsageError(f"--timeout={args.timeout}: must be > 0 seconds")
         out = args.out or Path(spec["paths"]["run_dir"]) / "accelerator.json"
-        report = run(spec, out, timeout_s=args.timeout)
-    except UsageError as err:
-        print(f"{PROG}: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    if not report["rules"]:
-        print(f"{PROG}: no framework/accelerator rule for {spec['framework']['name']} on "
-              f"{spec['cluster'].get('accelerator') or 'no accelerator'}; report {out}")
-        return 0
-    for node in report["nodes"]:
-        for name, records in node.get("rules", {}).items():
-            for r in records:
-                print(f"{PROG}: {node['ip']}: rule {name}: {r['name']} {r['action']}"
-                      f"{' (' + r['path'] + ')' if r.get('path') else ''}")
-    print(checks_table(report["checks"]))
-    failed = next((c for c in report["checks"] if not c["passed"]), None)
-    if failed:
-        print(failure_line(PROG, failed), file=sys.stderr)
-        return EXIT_FAILED
-    print(f"{PROG}: applied {', '.join(r['name'] for r in report['rules'])} on {len(report['nodes'])} nodes "
-          f"in {report['duration_s']} s; report {out}")
-    return 0
+        report = run(spec, out, timeout_s=positive_timeout(args.timeout))
+        if not report["rules"]:
+            return None, [], (f"{PROG}: no framework/accelerator rule for {spec['framework']['name']} on "
+                              f"{spec['cluster'].get('accelerator') or 'no accelerator'}; report {out}")
+        applied = [f"{PROG}: {node['ip']}: rule {name}: {r['name']} {r['action']}"
+                   f"{' (' + r['path'] + ')' if r.get('path') else ''}"
+                   for node in report["nodes"] for name, records in node.get("rules", {}).items() for r in records]
+        return report, applied, (f"{PROG}: applied {', '.join(r['name'] for r in report['rules'])} on "
+                                 f"{len(report['nodes'])} nodes in {report['duration_s']} s; report {out}")
+
+    return stage_main(PROG, __doc__, [(("--spec",), {"required": True, "type": Path}), (("--out",), {"type": Path}),
+                                      (("--timeout",), {"type": float})], stage, argv)
 
 
 if __name__ == "__main__":

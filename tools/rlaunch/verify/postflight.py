@@ -26,7 +26,6 @@ Exit: 0 passed, 1 a check failed (the last stderr line names it), 2 bad argument
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -37,8 +36,7 @@ from pathlib import Path
 from .. import attempts as _attempts
 from .. import dotted
 from . import layouts
-from .report import (EXIT_FAILED, EXIT_USAGE, UsageError, all_passed, check, checks_table,
-                     failure_line, first_failure, load_spec, skipped, write_json)
+from .report import UsageError, all_passed, check, load_spec, skipped, stage_main, write_json
 
 PROG = "postflight"
 THRESHOLDS = {"reward_last_min": 0.9, "reward_gain_min": 0.5, "greedy_min": 0.9}
@@ -407,30 +405,16 @@ def run(spec: dict, run_dir: Path, report_path: Path, *, exit_code: int | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("Usage:")[1])
-    parser.add_argument("--run-dir", required=True, type=Path)
-    parser.add_argument("--spec", type=Path)
-    parser.add_argument("--exit-code", type=int)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--path", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    try:
+    def stage(args):
         spec = load_spec(args.spec or args.run_dir / "spec.json")
         out = args.out or args.run_dir / "verification.json"
-        report = run(spec, args.run_dir, out, exit_code=args.exit_code,
-                     paths=layouts.parse_path_args(args.path))
-    except UsageError as err:
-        print(f"{PROG}: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    print(checks_table(report["checks"]))
-    failed = first_failure(report["checks"])
-    if failed:
-        print(failure_line(PROG, failed), file=sys.stderr)
-        return EXIT_FAILED
-    print(f"{PROG}: passed ({report['framework']}, {len(report['checks'])} checks); report {out}")
-    return 0
+        report = run(spec, args.run_dir, out, exit_code=args.exit_code, paths=layouts.parse_path_args(args.path))
+        return report, [], f"{PROG}: passed ({report['framework']}, {len(report['checks'])} checks); report {out}"
+
+    return stage_main(PROG, __doc__, [(("--run-dir",), {"required": True, "type": Path}), (("--spec",), {"type": Path}),
+                                      (("--exit-code",), {"type": int}), (("--out",), {"type": Path}),
+                                      (("--path",), {"action": "append", "default": [], "metavar": "KEY=VALUE"})],
+                      stage, argv)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ Exit: 0 passed, 1 a check failed (the last stderr line names the check and the n
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import secrets
@@ -51,8 +50,8 @@ from pathlib import Path
 
 from . import accel
 from .accel import runtime_probe
-from .report import (EXIT_FAILED, EXIT_USAGE, UsageError, all_passed, check, checks_table,
-                     failure_line, first_failure, load_spec, skipped, table, write_json)
+from .report import (UsageError, all_passed, check, load_spec, positive_timeout, skipped, stage_main, table,
+                     write_json)
 
 PROG = "preflight"
 NODE_IP = "{node_ip}"  # in a path: replaced on each node by that node's IP
@@ -720,36 +719,21 @@ def run(spec: dict, report_path: Path, *, expect_nodes: int | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("Usage:")[1])
-    parser.add_argument("--spec", required=True, type=Path)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--expect-nodes", type=int)
-    parser.add_argument("--input", action="append", default=[])
-    parser.add_argument("--timeout", type=float)
-    args = parser.parse_args(argv)
-    try:
+    def stage(args):
         spec = load_spec(args.spec)
         if args.expect_nodes is not None and args.expect_nodes < 1:
             raise UsageError(f"--expect-nodes={args.expect_nodes}: must be >= 1")
-        if args.timeout is not None and args.timeout <= 0:
-            raise UsageError(f"--timeout={args.timeout}: must be > 0 seconds")
+        timeout = positive_timeout(args.timeout)
         out = args.out or Path(spec["paths"]["run_dir"]) / "preflight.json"
         inputs = [Path(p) for item in args.input for p in item.split(os.pathsep) if p] or None
-        report = run(spec, out, expect_nodes=args.expect_nodes, inputs=inputs, timeout_s=args.timeout)
-    except UsageError as err:
-        print(f"{PROG}: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    if report["nodes"]:
-        print(report["table"])
-    print(checks_table(report["checks"]))
-    failed = first_failure(report["checks"])
-    if failed:
-        print(failure_line(PROG, failed), file=sys.stderr)
-        return EXIT_FAILED
-    print(f"{PROG}: passed on {len(report['nodes'])} nodes in {report['duration_s']} s; report {out}")
-    return 0
+        report = run(spec, out, expect_nodes=args.expect_nodes, inputs=inputs, timeout_s=timeout)
+        return report, [report["table"]] if report["nodes"] else [], \
+            f"{PROG}: passed on {len(report['nodes'])} nodes in {report['duration_s']} s; report {out}"
+
+    return stage_main(PROG, __doc__, [(("--spec",), {"required": True, "type": Path}), (("--out",), {"type": Path}),
+                                      (("--expect-nodes",), {"type": int}),
+                                      (("--input",), {"action": "append", "default": []}),
+                                      (("--timeout",), {"type": float})], stage, argv)
 
 
 if __name__ == "__main__":

@@ -105,3 +105,46 @@ def load_spec(path: Path) -> dict:
 
 class UsageError(Exception):
     """Bad command-line input: one line on stderr and exit 2."""
+
+
+# ---------------------------------------------------------------- a stage's command line
+
+
+def stage_main(prog: str, doc: str, arguments: list[tuple[tuple, dict]], run, argv: list[str] | None) -> int:
+    """The command line every stage (accel, preflight, postflight) shares: its arguments parsed
+    (the usage from its docstring), `run(args)` -> (report, lines to print before its checks, the
+    closing line when they pass). A UsageError is one line and exit 2; a failed check prints the
+    table, then the first failure, exit 1."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=doc.split("Usage:")[1])
+    for flags, options in arguments:
+        parser.add_argument(*flags, **options)
+    args = parser.parse_args(argv)
+    try:
+        report, before, passed = run(args)
+    except UsageError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    for line in before:
+        print(line)
+    if report is None:  # nothing to check (accel without a rule): `passed` says so
+        print(passed)
+        return 0
+    print(checks_table(report["checks"]))
+    failed = first_failure(report["checks"])
+    if failed:
+        print(failure_line(prog, failed), file=sys.stderr)
+        return EXIT_FAILED
+    print(passed)
+    return 0
+
+
+def positive_timeout(value: float | None) -> float | None:
+    """--timeout: seconds > 0, or None for the stage's own deadline."""
+    if value is not None and value <= 0:
+        raise UsageError(f"--timeout={value}: must be > 0 seconds")
+    return value
