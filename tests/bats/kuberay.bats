@@ -69,11 +69,9 @@ nothing_applied() {
   [ "${status}" -eq 0 ]
   [ "$(stub_calls kubectl)" = "config current-context
 get --raw /readyz --request-timeout=10s
-apply --dry-run=server --server-side --field-manager=rlaunch -n default -f -
-config current-context
-get --raw /readyz --request-timeout=10s
 get crd rayjobs.ray.io rayclusters.ray.io -o name
 get namespace default -o name
+apply --dry-run=server --server-side --field-manager=rlaunch -n default -f -
 ${APPLY} -f -
 ${APPLY} -f -
 ${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/rayjob.yaml" ]
@@ -188,12 +186,12 @@ get deviceclass compute-domain-default-channel.nvidia.com -o name"* ]]
   no_secret_anywhere
 }
 
-@test "launch without a kubectl context: exit 3 with how to get credentials; plan skipped the dry run" {
+@test "launch without a kubectl context: exit 3 with how to get credentials; plan left the dry run to launch" {
   need_crds
   stub_fail kubectl config current-context 1 "error: current-context is not set"
   run launch
   [ "${status}" -eq 3 ]
-  [[ "${output}" == *"dry-run=server: skipped (kubectl has no current context)"* ]]
+  [[ "${output}" == *"dry-run=server: at launch, before anything is applied (plan is offline)"* ]]
   [[ "${output}" == *"missing a kubectl context"*"get-credentials"* ]]
   nothing_applied
 }
@@ -229,17 +227,26 @@ get deviceclass compute-domain-default-channel.nvidia.com -o name"* ]]
   need_crds
   RLAUNCH_KUBECTL="rlaunch-no-such-kubectl" run launch
   [ "${status}" -eq 3 ]
-  [[ "${output}" == *"dry-run=server: skipped (kubectl is not installed)"* ]]
+  [[ "${output}" == *"dry-run=server: at launch, before anything is applied (plan is offline)"* ]]
   [[ "${output}" == *"missing kubectl: install kubectl"* ]]
   [ -z "$(stub_calls kubectl)" ]
 }
 
-@test "plan: a server-side rejection fails the plan with exit 2" {
+@test "launch: a server-side rejection fails with exit 2 before anything is applied" {
   need_crds
   stub_fail kubectl apply --dry-run=server 1 'Error from server (Forbidden): rayjobs.ray.io is forbidden'
-  run rl plan --PRESET=rehearsal --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  run launch
   [ "${status}" -eq 2 ]
   [[ "${output}" == *"check server-dry-run"*"forbidden"* ]]
+  nothing_applied
+}
+
+@test "plan is offline: it asks kubectl nothing, even with a reachable context" {
+  need_crds
+  run rl plan --PRESET=rehearsal --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"dry-run=server: at launch, before anything is applied (plan is offline)"* ]]
+  [ -z "$(stub_calls kubectl)" ]
 }
 
 @test "status: RayJob job and deployment status, then the run's pods" {

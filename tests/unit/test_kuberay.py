@@ -477,7 +477,7 @@ def test_check_validates_every_manifest_and_skips_server_dry_run_without_a_clust
     for kind in ("PersistentVolume/", "PersistentVolumeClaim/", "ResourceClaimTemplate/", "PodMonitor/",
                  "ConfigMap/", "RayJob/"):
         assert kind in text, kind
-    assert "kubectl apply --dry-run=server: skipped (kubectl is not installed)" in text
+    assert "kubectl apply --dry-run=server: at launch, before anything is applied (plan is offline)" in text
 
 
 def test_check_rejects_an_oversized_configmap(no_kubectl, quiet_loader):

@@ -593,14 +593,13 @@ class KubeRay(Backend):
                              f"allows 1 MiB (rlaunch keeps it under {CONFIGMAP_MAX_BYTES})")
         lines = validate.check_documents(_documents(files) + [("ConfigMap (built at launch)", cm)], k8s)
         lines.append(frameworks.get(spec["framework"]["name"]).loader_check(spec, files))
-        lines.append(self._server_dry_run(spec, files, cm))
+        # Plan is offline: the API server judges at launch, before anything is applied.
+        lines.append("kubectl apply --dry-run=server: at launch, before anything is applied (plan is offline)")
         return lines
 
-    def _server_dry_run(self, spec: dict, files: dict[str, str], cm: dict) -> str:
-        """With a reachable cluster, let the API server (and the operator's webhook, if any) judge."""
-        reachable, why = _context_reachable()
-        if not reachable:
-            return f"kubectl apply --dry-run=server: skipped ({why})"
+    def _server_dry_run(self, spec: dict, files: dict[str, str], cm: dict, context_name: str) -> str:
+        """The API server (and the operator's webhook, if any) judges every object, applying none:
+        a rejection is a CheckError (exit 2) before launch applies anything."""
         import yaml
 
         ns = spec["infra"]["namespace"]
@@ -608,9 +607,9 @@ class KubeRay(Backend):
         args = ["apply", "--dry-run=server", "--server-side", "--field-manager=rlaunch", "-n", ns, "-f", "-"]
         result = _kubectl(args, stdin=yaml.safe_dump_all(docs, sort_keys=False))
         if result.returncode != 0:
-            raise CheckError("server-dry-run", f"kubectl apply --dry-run=server (context {why}): "
+            raise CheckError("server-dry-run", f"kubectl apply --dry-run=server (context {context_name}): "
                              f"{result.stderr.strip() or result.stdout.strip()}")
-        return f"kubectl apply --dry-run=server: accepted by context {why}"
+        return f"kubectl apply --dry-run=server: accepted by context {context_name}"
 
     def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
         ns, name = spec["infra"]["namespace"], job_name(spec)
@@ -662,8 +661,8 @@ class KubeRay(Backend):
         if result.returncode != 0:
             raise MissingPrerequisite(what, f"{how} ({_first_line(result.stderr)})")
 
-    def preflight(self, spec: dict, files: dict[str, str]) -> None:
-        """Everything launch needs from the cluster, each with its own message."""
+    def preflight(self, spec: dict, files: dict[str, str]) -> str:
+        """Everything launch needs from the cluster, each with its own message; the context's name."""
         ns = spec["infra"]["namespace"]
         _require_kubectl()
         reachable, why = _context_reachable()
@@ -696,13 +695,14 @@ class KubeRay(Backend):
             self._require(["get", "secret", kr["object_store_secret"], "-n", ns, "-o", "name"],
                           f"the TOS access-key Secret {kr['object_store_secret']} in namespace {ns}",
                           "create it as the VKE object-storage volume docs describe")
+        return why  # the context that answered
 
     def launch(self, spec: dict, out: Path) -> int:
         # The same texts plan checked and wrote to `out` (render is pure and deterministic).
         files = artifacts.finish(spec, self.render(spec))
         ns = spec["infra"]["namespace"]
         secret = secret_manifest(spec, dict(os.environ)) if spec["secrets"] else None
-        self.preflight(spec, files)
+        context_name = self.preflight(spec, files)
         from .. import registry
 
         # Before anything is applied: an image no registry has leaves the pods in ImagePullBackOff.
@@ -713,6 +713,7 @@ class KubeRay(Backend):
         print("kuberay: " + registry.require_pullable(spec["pins"]["image"], spec["framework"]["name"],
                                                        spec["framework"]["image"],
                                                        spec["cluster"]["accelerator"] if own else ""))
+        print(self._server_dry_run(spec, files, configmap_manifest(spec, files), context_name))
         steps: list[tuple[str, subprocess.CompletedProcess]] = []
         if secret is not None:
             steps.append((f"Secret {secret_name(spec)}", _apply_stdin(ns, secret)))
