@@ -103,7 +103,7 @@ def test_render_has_the_paste_files_and_scripts_parse():
     assert {"spec.json", "job.sh", "run.sh", "startup.sh", "runtime_env.json", "form.md",
             "form.json"} <= set(files)
     env = json.loads(files["runtime_env.json"])
-    env.pop("_generated_by")
+    assert "_generated_by" not in env  # the file is exactly the RuntimeEnv: its header is PROVENANCE
     assert aistudio.validate_runtime_env(env, spec)
     assert aistudio.bash_syntax(files) == ["bash -n: startup.sh, run.sh, job.sh"]
 

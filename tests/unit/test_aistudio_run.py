@@ -403,7 +403,6 @@ from ray.job_submission import JobSubmissionClient
 
 address, runtime_env, startup, form_env, deadline = sys.argv[1:6]
 env = json.load(open(runtime_env))
-env.pop("_generated_by", None)
 entry = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in json.loads(form_env).items())
 entry += " bash -c " + shlex.quote(open(startup).read())
 client = JobSubmissionClient(address)

@@ -67,13 +67,16 @@ def render_template(name: str, **ctx) -> str:
     return _env().get_template(name).render(**ctx)
 
 
+# JSON has no comments: its files' header is this sidecar beside them (artifacts.finish writes it),
+# so the data a program reads is exactly the data rendered, with no key to strip.
+PROVENANCE = "PROVENANCE"
+
+
 def with_header(spec: dict, relpath: str, text: str) -> str:
-    """Prefix the header in the file's own comment syntax; JSON has none, so it gets a key instead."""
+    """Prefix the header in the file's own comment syntax; JSON has none (its header is the
+    PROVENANCE sidecar), so it is only laid out the one way every rendered JSON is."""
     if relpath.endswith(".json"):
-        data = json.loads(text)
-        if isinstance(data, dict):
-            data = {"_generated_by": header(spec, "").strip(), **data}
-        return json.dumps(data, indent=2) + "\n"
+        return json.dumps(json.loads(text), indent=2) + "\n"
     if relpath.endswith(".md"):
         return f"<!-- {header(spec, '').strip()} -->\n{text}"
     if text.startswith("#!"):

@@ -338,7 +338,6 @@ class Spec(Config):
 
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
-            data.pop("_generated_by", None)  # the rendered file's provenance, not a setting
             for section, values in changes.items():
                 data[section] = {**data[section], **values}
             return cls.model_validate(data)

@@ -324,7 +324,6 @@ class AIStudio(Backend):
 
     def check(self, spec: dict, files: dict[str, str]) -> list[str]:
         env = json.loads(files["runtime_env.json"])
-        env.pop("_generated_by", None)  # rlaunch's provenance key on every JSON; not pasted (paste_text)
         lines = validate_runtime_env(env, spec)
         lines += bash_syntax(files)
         lines.append(frameworks.get(spec["framework"]["name"]).loader_check(spec, files))
@@ -467,7 +466,6 @@ def where_text(spec: dict) -> str:
 def paste_text(spec: dict, files: dict[str, str], target: Path, existed: bool) -> str:
     """What `make launch` prints: where it installed, and the three things to paste, verbatim."""
     env = json.loads(files["runtime_env.json"])
-    env.pop("_generated_by", None)
     values = form(spec)
     rule = "-" * 72
     lines = [

@@ -389,8 +389,10 @@ def configmap_items(spec: dict, files: dict[str, str]) -> list[dict]:
 
 
 def configmap_manifest(spec: dict, files: dict[str, str]) -> dict:
-    """The ConfigMap that carries the launch's artifacts (exactly the rendered texts) into the pods."""
-    data = {configmap_key(rel): text for rel, text in sorted(files.items()) if not rel.startswith("kuberay/")}
+    """The ConfigMap that carries the launch's artifacts (exactly the rendered texts) into the pods;
+    PROVENANCE (the JSON files' header, for whoever reads the plan) stays with the plan."""
+    data = {configmap_key(rel): text for rel, text in sorted(files.items())
+            if not rel.startswith("kuberay/") and rel != artifacts.PROVENANCE}
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": configmap_name(spec), "namespace": spec["infra"]["namespace"],
                          "labels": labels(spec)},

@@ -152,7 +152,7 @@ def parse_config(raw: dict) -> RehearsalConfig:
     """Validate a config mapping: unknown keys, missing run_dir, wrong types, bad ranges."""
     if not isinstance(raw, dict):
         raise ConfigError(f"config: expected a JSON object, got {type(raw).__name__}")
-    # Keys starting with "_" are annotations (rlaunch's "_generated_by" header), not settings.
+    # Keys starting with "_" are annotations (a hand-written config's notes), not settings.
     raw = {k: v for k, v in raw.items() if not str(k).startswith("_")}
     fields = {f.name: f for f in dataclasses.fields(RehearsalConfig)}
     unknown = sorted(set(raw) - set(fields))
@@ -169,7 +169,7 @@ def parse_config(raw: dict) -> RehearsalConfig:
 
 
 def load_config(path: str) -> RehearsalConfig:
-    """Read CONFIG.json; keys starting with "_" are annotations (e.g. `_generated_by`), not settings."""
+    """Read CONFIG.json; keys starting with "_" are annotations, not settings."""
     try:
         raw = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as err:

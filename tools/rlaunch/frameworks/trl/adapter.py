@@ -56,7 +56,7 @@ class Trl(Framework):
         from ...rehearsal.train import parse_config  # validates exactly as the job will
 
         try:
-            parse_config(json.loads(files["trl.json"]))  # it skips the "_generated_by" header key
+            parse_config(json.loads(files["trl.json"]))
         except TrainConfigError as err:
             raise CheckError("trl.json", str(err)) from None
         return "trl.json accepted by rlaunch.rehearsal.train"
