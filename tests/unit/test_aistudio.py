@@ -16,6 +16,7 @@ import pytest
 from rlaunch import artifacts, config
 from rlaunch.backends import aistudio
 from rlaunch.errors import CheckError, MissingPrerequisite
+from rlaunch.backends.base import LaunchPlan
 from needs import missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,7 +171,7 @@ def test_secret_values_never_rendered_installed_or_printed(tmp_path, monkeypatch
     spec = load(sets=f"secrets=[WANDB_API_KEY] storage.mount={tmp_path}")
     files = render(spec)
     assert "WANDB_API_KEY" in files["form.md"]
-    assert aistudio.BACKEND.launch(spec, tmp_path / "out") == 0
+    assert aistudio.BACKEND.launch(LaunchPlan.render(spec, tmp_path / "out")) == 0
     printed = capsys.readouterr().out
     assert "WANDB_API_KEY=<your secret" in printed
     assert "sekret-value" not in printed
@@ -185,7 +186,7 @@ def test_secret_values_never_rendered_installed_or_printed(tmp_path, monkeypatch
 
 def test_launch_installs_and_prints_the_three_things(tmp_path, capsys):
     spec = load(sets=f"storage.mount={tmp_path}")
-    assert aistudio.BACKEND.launch(spec, tmp_path / "out") == 0
+    assert aistudio.BACKEND.launch(LaunchPlan.render(spec, tmp_path / "out")) == 0
     out = capsys.readouterr().out
     target = tmp_path / "rlaunch/launches/t-aistudio"
     assert f"installed: {target}" in out
@@ -204,12 +205,12 @@ def test_launch_installs_and_prints_the_three_things(tmp_path, capsys):
 
 def test_launch_again_is_idempotent_but_never_overwrites_a_different_version(tmp_path, capsys):
     spec = load(sets=f"storage.mount={tmp_path}")
-    aistudio.BACKEND.launch(spec, tmp_path / "out")
-    assert aistudio.BACKEND.launch(spec, tmp_path / "out") == 0
+    aistudio.BACKEND.launch(LaunchPlan.render(spec, tmp_path / "out"))
+    assert aistudio.BACKEND.launch(LaunchPlan.render(spec, tmp_path / "out")) == 0
     assert "already installed, unchanged" in capsys.readouterr().out
     changed = load(sets=f"storage.mount={tmp_path} train.steps=7")
     with pytest.raises(CheckError, match=r"holds a different version of run t-aistudio .*run.sh"):
-        aistudio.BACKEND.launch(changed, tmp_path / "out")
+        aistudio.BACKEND.launch(LaunchPlan.render(changed, tmp_path / "out"))
     assert "RENDERED_TARGET_STEPS=300" in (tmp_path / "rlaunch/launches/t-aistudio/run.sh").read_text()
     assert not [p for p in (tmp_path / "rlaunch/launches").iterdir() if p.name.startswith(".")]
 
@@ -218,15 +219,15 @@ def test_launch_refuses_a_used_run_id_and_a_missing_work_root(tmp_path):
     spec = load(sets=f"storage.mount={tmp_path}")
     (tmp_path / "runs/rehearsal/t-aistudio").mkdir(parents=True)
     with pytest.raises(CheckError, match="RUN_ID=t-aistudio was already used"):
-        aistudio.BACKEND.launch(spec, tmp_path / "out")
+        aistudio.BACKEND.launch(LaunchPlan.render(spec, tmp_path / "out"))
     gone = load(WORK_ROOT=str(tmp_path / "not-mounted"))
     with pytest.raises(MissingPrerequisite, match="not-mounted: not a directory here: mount the shared"):
-        aistudio.BACKEND.launch(gone, tmp_path / "out")
+        aistudio.BACKEND.launch(LaunchPlan.render(gone, tmp_path / "out"))
 
 
 def test_install_root_is_where_this_machine_sees_the_storage(tmp_path, capsys):
     spec = load(sets=f"infra.install_root={tmp_path}")  # workers mount it at /mnt/rlaunch, this machine at tmp_path
-    aistudio.BACKEND.launch(spec, tmp_path / "out")
+    aistudio.BACKEND.launch(LaunchPlan.render(spec, tmp_path / "out"))
     out = capsys.readouterr().out
     assert (tmp_path / "rlaunch/launches/t-aistudio/run.sh").is_file()
     assert "env: WORK_ROOT=/mnt/rlaunch" in out
@@ -255,7 +256,7 @@ def test_status_logs_down_dashboard_say_what_to_do(tmp_path, capsys):
 
 def installed(tmp_path: Path, sets: str = "", preset: str = "rehearsal") -> tuple[dict, Path]:
     spec = load(preset, sets=f"storage.mount={tmp_path} {sets}")
-    aistudio.BACKEND.launch(spec, tmp_path / "out")
+    aistudio.BACKEND.launch(LaunchPlan.render(spec, tmp_path / "out"))
     return spec, tmp_path / "rlaunch/launches" / spec["run"]["id"]
 
 

@@ -32,6 +32,7 @@ import yaml
 
 from rlaunch import artifacts, config
 from rlaunch.backends import aistudio
+from rlaunch.backends.base import LaunchPlan
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = ROOT / "scripts" / "local-cluster"
@@ -208,7 +209,7 @@ def load(work_root: Path, run_id: str, sets: str = "") -> dict:
 
 
 def install(spec: dict) -> Path:
-    aistudio.BACKEND.launch(spec, Path(spec["run"]["out"]))
+    aistudio.BACKEND.launch(LaunchPlan.render(spec, Path(spec["run"]["out"])))
     return Path(aistudio.launch_dir(spec))
 
 

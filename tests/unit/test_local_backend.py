@@ -8,6 +8,7 @@ import pytest
 
 from rlaunch import artifacts, config
 from rlaunch.backends import local
+from rlaunch.backends.base import LaunchPlan
 from rlaunch.errors import ConfigError, MissingPrerequisite
 
 
@@ -19,7 +20,7 @@ def test_multi_node_without_root_is_refused_with_the_fix(monkeypatch, tmp_path):
     monkeypatch.setattr(local.os, "geteuid", lambda: 1000)
     monkeypatch.setattr(local, "_passwordless_sudo", lambda: False)
     with pytest.raises(MissingPrerequisite, match="NODES=1"):
-        local.BACKEND.launch(spec(), tmp_path)
+        local.BACKEND.launch(LaunchPlan.render(spec(), tmp_path))
 
 
 def test_multi_node_as_a_user_with_passwordless_sudo_goes_to_local_cluster(monkeypatch, tmp_path):
@@ -29,15 +30,16 @@ def test_multi_node_as_a_user_with_passwordless_sudo_goes_to_local_cluster(monke
     monkeypatch.setattr(local, "_passwordless_sudo", lambda: True)
     formed = []
     monkeypatch.setattr(local.Local, "_form", lambda self, spec, out: formed.append(out) or 4)
-    assert local.BACKEND.launch(spec(), tmp_path) == 4  # `local-cluster up`'s exit, passed on
+    assert local.BACKEND.launch(LaunchPlan.render(spec(), tmp_path)) == 4  # `local-cluster up`'s exit, passed on
     assert formed == [tmp_path]
 
 
 def test_gpu_preset_without_gpus_is_refused(monkeypatch, tmp_path):
     monkeypatch.setattr(local.shutil, "which", lambda name: None if name == "nvidia-smi" else "/usr/bin/" + name)
     monkeypatch.setattr(local.os, "geteuid", lambda: 0)
+    gpu = config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-gpu", "INFRA": "local"})
     with pytest.raises(MissingPrerequisite, match="needs NVIDIA GPUs"):
-        local.BACKEND.launch(config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-gpu", "INFRA": "local"}), tmp_path)
+        local.BACKEND.launch(LaunchPlan.render(gpu, tmp_path))
 
 
 def test_cluster_names_are_the_run_id_stable_and_distinct():

@@ -24,6 +24,7 @@ import pytest
 from rlaunch import config, skyextras
 from rlaunch.backends import skypilot as sp
 from rlaunch.errors import MissingPrerequisite
+from rlaunch.backends.base import LaunchPlan
 
 CLOUDS = ["gcp", "aws", "azure", "kubernetes"]
 # What each cloud's verdict says when only the credentials are missing.
@@ -104,7 +105,7 @@ def test_real_sky_check_finds_every_client_and_only_credentials_missing(isolated
     was_missing = skyextras.missing("azure")
     spec = config.load("", {"INFRA": "azure", "RUN_ID": "skycheck"}, f"run.out={tmp_path / 'out'}")
     with pytest.raises(MissingPrerequisite) as err:
-        sp.BACKEND.launch(spec, tmp_path / "out")  # first use installs the extra, then `sky check` says no
+        sp.BACKEND.launch(LaunchPlan.render(spec, tmp_path / "out"))  # first use installs the extra, then `sky check` says no
     said = capsys.readouterr().out
     assert "SkyPilot access to azure" in str(err.value) and err.value.exit_code == 3
     assert skyextras.missing("azure") == []

@@ -19,11 +19,12 @@ import sys
 from pathlib import Path
 
 from . import ROOT
+from .backends.base import LaunchPlan
 from .errors import ConfigError, MissingPrerequisite, RlaunchError
 
 # Where status/logs/down find the last launch; tests point it elsewhere.
 LAST_RUN = Path(os.environ.get("RLAUNCH_LAST_RUN") or ROOT / "build" / "last-run")
-PLAN_TXT = "plan.txt"  # what `make plan` printed, beside the artifacts it describes
+PLAN_TXT = LaunchPlan.PLAN_TXT  # what `make plan` printed, beside the artifacts it describes
 
 
 def _knobs(kw: dict) -> dict[str, str]:
@@ -58,10 +59,9 @@ def _spec(preset: str, set_: str, out: str, knobs: dict, rules: bool = True):
 
 
 def _render(spec: dict) -> tuple[object, dict[str, str]]:
-    from . import artifacts, backends
+    from . import backends
 
-    backend = backends.get(spec["infra"]["name"])
-    return backend, artifacts.finish(spec, backend.render(spec))
+    return backends.get(spec["infra"]["name"]), LaunchPlan.render(spec).files
 
 
 def _write(out: Path, files: dict[str, str]) -> None:
@@ -166,6 +166,7 @@ class Cli:
         self._plan(spec)
 
     def _plan(self, spec: dict):
+        """The LaunchPlan: rendered, checked offline, written to OUT with plan.txt, printed."""
         from . import imagecheck, memory
 
         backend, files = _render(spec)
@@ -173,10 +174,12 @@ class Cli:
         checks = [memory.check(spec), *backend.check(spec, files)]
         checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
         summary = _summary(spec, backend, files, checks)
+        steps = tuple(backend.plan(spec, files))
         # plan.txt travels with the artifacts: job.sh copies them into the run directory.
-        _write(Path(spec["run"]["out"]), {**files, PLAN_TXT: summary + "\n"})
+        plan = LaunchPlan(spec, Path(spec["run"]["out"]), {**files, PLAN_TXT: summary + "\n"}, tuple(checks), steps)
+        _write(plan.out, plan.files)
         print(summary)
-        return backend
+        return backend, plan
 
     def launch(self, PRESET="", SET="", OUT="", RESUME="", **knobs):  # noqa: N803
         """Plan, then act: form the cluster / submit, follow, verify. RESUME=1 continues RUN_ID."""
@@ -187,10 +190,10 @@ class Cli:
         _smoke_guard(spec)
         # Before anything is written: a used RUN_ID, or one another launch holds, is refused here.
         with backends.get(spec["infra"]["name"]).claim(spec, resume):
-            backend = self._plan(spec)
+            backend, plan = self._plan(spec)
             LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
-            LAST_RUN.write_text(spec["run"]["out"] + "\n")
-            return _exit(backend.launch(spec, Path(spec["run"]["out"])))
+            LAST_RUN.write_text(str(plan.out) + "\n")
+            return _exit(backend.launch(plan))  # the plan's files: launch renders nothing again
 
     def _existing(self, run_id: str, out: str) -> tuple[dict | None, Path]:
         if out:

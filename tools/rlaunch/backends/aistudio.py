@@ -340,8 +340,8 @@ class AIStudio(Backend):
             "checks inputs, runs preflight, the job, postflight",
         ]
 
-    def launch(self, spec: dict, out: Path) -> int:
-        files = artifacts.finish(spec, self.render(spec))
+    def launch(self, plan) -> int:
+        spec, files = plan.spec, plan.rendered  # what plan checked and wrote: installed as is
         target, existed = install(spec, files)
         print(paste_text(spec, files, target, existed))
         return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -44,6 +45,35 @@ class Answer:
     note: str = ""              # what the answer leaves out, for the user to look at
 
 
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What `make plan` decided, and all that `launch` acts on: the spec, every rendered file (the
+    very texts written to `out`), the offline checks that passed and the steps launch will run.
+    Launch never renders again."""
+
+    spec: Any
+    out: Path
+    files: dict[str, str]
+    checks: tuple[str, ...] = ()
+    steps: tuple[str, ...] = ()
+
+    PLAN_TXT = "plan.txt"  # what `make plan` printed, beside the artifacts it describes
+
+    @property
+    def rendered(self) -> dict[str, str]:
+        """The rendered files alone (what a backend ships to the cluster), without plan.txt."""
+        return {rel: text for rel, text in self.files.items() if rel != self.PLAN_TXT}
+
+    @classmethod
+    def render(cls, spec, out: Path | None = None) -> "LaunchPlan":
+        """The plan of `spec` without its checks (render only): what tests and `make render` hold."""
+        from .. import artifacts, backends
+
+        backend = backends.get(spec["infra"]["name"])
+        files = artifacts.finish(spec, backend.render(spec))
+        return cls(spec, Path(out or spec["run"]["out"]), files)
+
+
 class Backend:
     """Render is pure and offline; launch/status/logs/down/dashboard act and return an exit code.
 
@@ -81,7 +111,8 @@ class Backend:
         """Human lines: what `launch` would run, in order."""
         return []
 
-    def launch(self, spec: dict, out: Path) -> int:
+    def launch(self, plan: LaunchPlan) -> int:
+        """Act on the plan (plan.files are on disk in plan.out): form, submit, follow."""
         raise NotImplementedError
 
     def status(self, spec: dict, out: Path | None) -> int:

@@ -699,9 +699,9 @@ class KubeRay(Backend):
                           "create it as the VKE object-storage volume docs describe")
         return why  # the context that answered
 
-    def launch(self, spec: dict, out: Path) -> int:
-        # The same texts plan checked and wrote to `out` (render is pure and deterministic).
-        files = artifacts.finish(spec, self.render(spec))
+    def launch(self, plan) -> int:
+        # The texts plan checked and wrote to plan.out: the ConfigMap and the manifests are both them.
+        spec, out, files = plan.spec, plan.out, plan.rendered
         ns = spec["infra"]["namespace"]
         secret = secret_manifest(spec, dict(os.environ)) if spec["secrets"] else None
         context_name = self.preflight(spec, files)

@@ -255,7 +255,8 @@ class Local(Backend):
                 f"--submission_id={spec['run']['id']}"]
         return self._exec_head(spec, out, argv).returncode
 
-    def launch(self, spec: dict, out: Path) -> int:
+    def launch(self, plan) -> int:
+        spec, out = plan.spec, plan.out
         nodes = spec["cluster"]["nodes"]
         if nodes > 1 and (shutil.which("ip") is None or not (os.geteuid() == 0 or _passwordless_sudo())):
             raise MissingPrerequisite(

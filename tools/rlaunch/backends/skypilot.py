@@ -339,7 +339,8 @@ class SkyPilot(Backend):
                 f"run `{' '.join(['sky', 'check', *([target] if target else [])])}` and follow its hints "
                 "(credentials, kubeconfig), then `make launch` again")
 
-    def launch(self, spec: dict, out: Path) -> int:
+    def launch(self, plan) -> int:
+        spec, out = plan.spec, plan.out
         self._sky()
         self._require_secrets(spec)
         self._require_clients(spec)
