@@ -287,7 +287,6 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     data["pins"] = _pins(data)
     if not data["model"]["path"]:
         data["model"]["path"] = data["pins"]["model"].get("hf_id", "")
-    inputs.check(data)
     data["paths"] = _paths(data)
     # What the framework loads (rlaunch.inputs decides it): the model directory, or another hub id.
     data["paths"]["model"] = inputs.model_path(data)
@@ -317,6 +316,10 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
                           f"'{storage['bucket']}'")
     _check_sky_infra(data["infra"], sources)
     _check_source(data, sources)
+    try:
+        inputs.check(data)  # model.path / data.path: on the storage every node shares
+    except ConfigError as err:
+        raise ConfigError(err.key, err.value, err.allowed, sources.get(err.key, "")) from None
     if cluster["accelerator"] and cluster["gpus_per_node"] == 0 and sources.get("cluster.accelerator") == "ACCELERATOR":
         raise ConfigError("cluster.accelerator", cluster["accelerator"], "a GPU type needs GPUs: set "
                           "GPUS_PER_NODE too (this run has cluster.gpus_per_node=0)", "ACCELERATOR")
