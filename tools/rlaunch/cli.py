@@ -313,15 +313,6 @@ class Cli:
         print(text)
         print(f"compare: reward curves of {len(found)} run(s) in {png}")
 
-    def verify(self, stage="postflight", *args, **kw):
-        """preflight | postflight: run a verification stage (see rlaunch.verify)."""
-        if stage not in ("preflight", "postflight"):
-            raise ConfigError("verify", stage, "preflight or postflight")
-        from importlib import import_module
-
-        argv = list(map(str, args)) + [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
-        return _exit(import_module(f"rlaunch.verify.{stage}").main(argv))
-
     def job(self, action, address, submission_id, **kw):
         """submit | follow | status | stop a Ray job (used inside the cluster's network)."""
         from . import jobs

@@ -10,7 +10,7 @@
   and checks are in its package, frameworks/<name>/postflight.py); report: check records, tables,
   JSON reports.
 
-Both run standalone (`python -m rlaunch.verify.preflight --help`) and through `rlaunch verify`.
+Each runs as `python -m rlaunch.verify.<stage>` (job.sh, `make verify`); `--help` says how.
 """
 
 from __future__ import annotations
