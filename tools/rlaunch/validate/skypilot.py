@@ -104,12 +104,9 @@ def check_skypilot_storage(result: dict) -> str:
     return "storage: SkyPilot's own source and bucket-name checks pass (offline)"
 
 
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0 if argv else 2
-    print(json.dumps(_facts(argv)))
-    return 0
+def facts(*tasks: str) -> None:
+    """Print, as one JSON object, what SkyPilot's own parsers say of each TASK.yaml (the child)."""
+    print(json.dumps(_facts([str(task) for task in tasks])))
 
 
 # --- the launcher's side --------------------------------------------------------------------------
@@ -309,4 +306,6 @@ def check_secrets(spec: dict, task: dict, files: dict[str, str]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    import fire  # the CLI mechanism rlaunch has (cli.py); the paths reach facts() as they are
+
+    fire.Fire(facts, name="rlaunch.validate.skypilot")
