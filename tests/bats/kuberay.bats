@@ -102,6 +102,7 @@ launch_inputs() {
   [ "${calls}" = "get namespace default -o name
 get crd podmonitors.monitoring.coreos.com -o name
 get secret tos-credentials -n default -o name
+apply --dry-run=server --server-side --field-manager=rlaunch -n default -f -
 ${APPLY} -f -
 ${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/podmonitors.yaml -f ${OUT}/kuberay/grafana.yaml -f ${OUT}/kuberay/inputs.yaml
 get job ${RUN_ID}-inputs -n default -o json

@@ -263,7 +263,7 @@ def test_a_managed_job_recovered_on_fresh_nodes_resumes_from_its_last_checkpoint
     from faults_support import kill_node, steps, wait_for_step
 
     if os.geteuid() != 0 or not shutil.which("ip"):
-        pytest.skip("needs root and iproute2 (network namespaces)")
+        missing("needs root and iproute2 (network namespaces)")
     storage = tmp_path / "storage"  # the bucket: it outlives every cluster of the managed job
     spec = config.load("rehearsal", {"INFRA": "gcp", "SPOT": "1", "RUN_ID": f"sky-rec-{os.getpid()}"},
                        f"storage.mount={storage} framework.image=official train.steps=120 "
