@@ -125,13 +125,7 @@ class Frameworks:
 
     def needs(self, name):
         """The packages NAME's config loader imports beyond the framework (its validator venv's), one a line."""
-        from . import frameworks
-
-        validator = frameworks.descriptor(str(name)).validator
-        if validator is None:
-            raise ConfigError("framework.name", name, "a framework with its own config loader: "
-                              + ", ".join(n for n in frameworks.names() if frameworks.descriptor(n).validator))
-        print("\n".join(validator.needs))
+        print("\n".join(_validator_needs(name)))
 
     def show(self, name):
         """NAME's descriptor as JSON: CPU rule, metric modules, validator, images."""
@@ -140,6 +134,38 @@ class Frameworks:
         from . import frameworks
 
         print(json.dumps(dataclasses.asdict(frameworks.descriptor(str(name))), indent=2))
+
+    def requires(self, name, site, torch, ray):
+        """The lock inputs of NAME's validator venv (scripts/setup-validators): each package its
+        loader needs, with the specifier NAME's own metadata (found in SITE, a site-packages that
+        holds NAME alone) gives it, torch and ray at the pins given (TORCH, RAY), one a line."""
+        from importlib import metadata
+
+        from packaging.requirements import Requirement
+        from packaging.utils import canonicalize_name as _canonical
+
+        name = str(name)
+        dist = next((d for d in metadata.distributions(path=[str(site)])
+                     if _canonical(d.metadata["Name"]) == _canonical(name)), None)
+        if dist is None:
+            raise ConfigError("site", str(site), f"a site-packages directory that holds {name}")
+        given = {}
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is None or "extra" not in str(req.marker):  # the base requirements only
+                given[_canonical(req.name)] = str(req.specifier)
+        pinned = {"torch": f"torch=={torch}", "ray": f"ray=={ray}"}
+        print("\n".join(pinned.get(_canonical(need), need + given.get(_canonical(need), "")) for need in _validator_needs(name)))
+
+
+def _validator_needs(name) -> tuple[str, ...]:
+    from . import frameworks
+
+    validator = frameworks.descriptor(str(name)).validator
+    if validator is None:
+        raise ConfigError("framework.name", name, "a framework with its own config loader: "
+                          + ", ".join(n for n in frameworks.names() if frameworks.descriptor(n).validator))
+    return tuple(validator.needs)
 
 
 def _flag(value) -> bool:
