@@ -70,18 +70,21 @@ def test_every_framework_preset_passes_on_its_infrastructure(preset, infra):
     assert "NOT CHECKED" not in line
 
 
-def test_the_gb200_preset_selects_the_arm64_image_and_says_why_verl_cannot_run_there():
-    # verl's aarch64 image has SGLang 0.5.12, not the vLLM 0.24 that verl 0.9.1's [vllm] pins
+def test_the_gb200_preset_selects_the_arm64_image_keeps_its_vllm_and_says_so():
+    # seed 004's verlai/verl:vllm023.aarch64.dev1: vLLM 0.23, not the 0.24 verl 0.9.1's [vllm] pins
     spec = load("verl-grpo-gsm8k-32b", "kuberay")
     assert spec["pins"]["image"] == "ghcr.io/rlaunch/rlaunch-verl:0.9.1-arm64"
     assert imagecheck.image_of(spec)[1]["arch"] == "arm64"
-    with pytest.raises(imagecheck.ImageMismatch) as err:
-        imagecheck.lines(spec)
-    assert "rollout.backend=vllm: vllm is not in the image" in str(err.value)
-    assert str(err.value).endswith("an image that fits: none pinned")  # the amd64 one cannot run on arm64 nodes
-    # A3 Ultra (H200, x86): verl's vLLM image, which passes
+    (line,) = imagecheck.plan_lines(spec)
+    assert line.startswith("image check: image ghcr.io/rlaunch/rlaunch-verl:0.9.1-arm64 (arm64): rollout vllm 0.23.0")
+    # installed without the [vllm] extra, so the image's engine stays (held at 0.23.0), and the line says so
+    assert "verl[verl-core]==0.9.1 ray[default]==2.60.0 resolves" in line and "vllm==0.23.0" in line
+    assert line.endswith("(images.verl.by_accelerator.GB200)") and "warning: the rollout engine is the image's" in line
+    assert imagecheck.image_installs("verl", accelerator="GB200") == ["verl[verl-core]==0.9.1", "ray[default]==2.60.0"]
+    # A3 Ultra (H200, x86): verl's vLLM image, with the extra
     (line,) = imagecheck.plan_lines(load("verl-grpo-gsm8k-32b", "kuberay", ACCELERATOR="H200"))
     assert "image ghcr.io/rlaunch/rlaunch-verl:0.9.1 (amd64): rollout vllm 0.24.0" in line
+    assert "verl[verl-core,vllm]==0.9.1" in line and "warning" not in line
 
 
 def test_local_has_no_image_to_check():

@@ -101,13 +101,24 @@ def _images(framework: str):
     return frameworks.descriptor(framework).images
 
 
-def requirement(spec: dict) -> str:
-    """The framework requirement resolved against the image ("" where there is none)."""
+def _entry(spec: dict, versions: dict | None = None) -> dict:
+    """The pinned image's entry the run uses ({} for an IMAGE=)."""
+    if spec["framework"].get("image_ref"):
+        return {}
+    versions = pins.load_versions() if versions is None else versions
+    return pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"], versions)[0]
+
+
+def requirement(spec: dict, versions: dict | None = None) -> str:
+    """The framework requirement resolved against the image ("" where there is none): the image
+    entry's `requirement` where it gives one (an image whose engine is not the extra's pin), else
+    the descriptor's."""
     desc = _images(spec["framework"]["name"])
-    if not desc.requirement:
+    template = _entry(spec, versions).get("requirement") or desc.requirement
+    if not template:
         return ""
     rollout = spec["rollout"]["backend"]
-    req = desc.requirement.format(version=spec["pins"]["framework_version"], rollout=rollout)
+    req = template.format(version=spec["pins"]["framework_version"], rollout=rollout)
     return req.replace(",hf]", "]") if rollout not in ENGINES else req
 
 
@@ -123,7 +134,7 @@ def installs(spec: dict, versions: dict | None = None) -> list[str]:
     if spec["framework"].get("image_ref") or (kind == "official" and spec["infra"]["name"] not in SKY_INFRAS):
         return []
     entry, _ = pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"], versions)
-    req = requirement(spec)
+    req = requirement(spec, versions)
     desc = _images(spec["framework"]["name"])
     out = [req] if req and desc.installs else []
     out += [f"{name}=={versions['python'][name]}" for name in desc.adds
@@ -168,7 +179,7 @@ def ray_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
 def framework_problem(spec: dict, facts: dict, versions: dict) -> str:
     """The framework is in the image, or the run installs it (else nothing would run)."""
     fw = spec["framework"]["name"]
-    req = requirement(spec)
+    req = requirement(spec, versions)
     if not req or fw in _packages(facts) or req in installs(spec, versions) or spec["framework"].get("image_ref"):
         return ""
     return (f"{fw} is not in the image and a framework.image={spec['framework']['image']} run on "
@@ -183,7 +194,7 @@ def resolution_inputs(spec: dict, facts: dict, versions: dict) -> dict:
     if any(r.startswith("ray[") for r in extra):
         pkgs["ray"] = str(versions["ray"])  # what the nodes run after the install step
     held = [f"{name}=={pkgs[name]}" for name in PROTECTED if name in pkgs]
-    req = requirement(spec)
+    req = requirement(spec, versions)
     # The framework's requirement unless the image has the framework; then what the run installs.
     more = [r for r in dict.fromkeys(([req] if req else []) + extra)
             if r.startswith("ray[") or _norm(re.split(r"[\[=]", r, maxsplit=1)[0]) not in pkgs]
@@ -385,9 +396,10 @@ def lines(spec: dict, versions: dict | None = None) -> list[str]:
     if problems:
         raise ImageMismatch(ref, problems, fitting_image(spec, versions, ref) or "none pinned")
     engine = spec["rollout"]["backend"]
+    warning = _entry(spec, versions).get("warning")
     out.append(f"image {ref} ({facts.get('arch', 'amd64')}): "
                f"rollout {engine}" + (f" {_packages(facts)[engine]}" if engine in ENGINES else "")
-               + f"; {c_line}; {a_line}")
+               + f"; {c_line}; {a_line}" + (f"; warning: {warning} ({where.removesuffix('.facts')})" if warning else ""))
     return out
 
 
