@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 from . import ROOT
 from .backends.base import LaunchPlan
-from .errors import ConfigError, MissingPrerequisite, RlaunchError
+from .errors import ConfigError
 
 # Where status/logs/down find the last launch; tests point it elsewhere.
 LAST_RUN = Path(os.environ.get("RLAUNCH_LAST_RUN") or ROOT / "build" / "last-run")
@@ -399,17 +398,6 @@ def _exit(code) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import fire
+    from . import firecli
 
-    try:
-        fire.Fire(Cli, command=argv if argv is not None else sys.argv[1:], name="rlaunch")
-    except MissingPrerequisite as err:
-        print(f"rlaunch: {err}", file=sys.stderr)
-        return err.exit_code
-    except RlaunchError as err:
-        print(f"rlaunch: {err}", file=sys.stderr)
-        return err.exit_code
-    except KeyboardInterrupt:  # a verb that acts handles Ctrl-C itself; any other just stops
-        print("rlaunch: interrupted", file=sys.stderr)
-        return 130
-    return 0
+    return firecli.run(Cli, "rlaunch", "rlaunch", argv)

@@ -26,24 +26,15 @@ Exit: 0 every CRD in place; 1 a file whose SHA256 is not the pinned one (refused
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from .. import ROOT, pins
-from ..data import sha256
-from ..errors import MissingPrerequisite, RlaunchError
-
-DOWNLOAD_TIMEOUT_S = 30  # per file; GitHub's raw files arrive in a second or two where it is reachable
-
-
-class HashMismatch(RlaunchError):
-    """A CRD file whose bytes are not the pinned ones."""
-
-    exit_code = 1
+from ..errors import ConfigError, MissingPrerequisite, RlaunchError
+from . import pinned_files
+from .pinned_files import HashMismatch  # noqa: F401 - a CRD whose bytes are not the pinned ones (exit 1)
 
 
 @dataclass(frozen=True)
@@ -111,10 +102,8 @@ def how_to_get(crd: Crd) -> str:
             f"of {crd.file} (itself or in {crd.folder}/)")
 
 
-def _verified(crd: Crd, path: Path, what: str = "") -> Path:
-    actual = sha256(path)
-    if actual != crd.sha256:
-        raise HashMismatch(f"{what or path} is not the pinned {crd.label}: sha256 {actual}, the pin is {crd.sha256}")
+def _verified(crd: Crd, path: Path) -> Path:
+    pinned_files.verified(path.read_bytes(), crd.sha256, str(path), crd.label)
     return path
 
 
@@ -148,62 +137,37 @@ def load(kind: str) -> dict:
 # ---------------------------------------------------------------- make crds
 
 
-def _download(crd: Crd, target: Path) -> None:
-    """Fetch crd.url to target through a temporary file; the hash is checked before the rename."""
-    import urllib.error
-    import urllib.request  # only `make crds` needs http: plan reads local files
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{crd.file}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            try:
-                with urllib.request.urlopen(crd.url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310
-                    shutil.copyfileobj(response, out)
-            except (urllib.error.URLError, OSError, ValueError) as err:
-                reason = getattr(err, "reason", err)
-                _unreachable_file(crd).write_text(f"{crd.url}: {reason}\n", encoding="utf-8")
-                raise MissingPrerequisite(f"the {crd.label}", f"could not download {crd.url} ({reason}, "
-                                          f"{DOWNLOAD_TIMEOUT_S} s limit); set RLAUNCH_CRDS_DIR to a folder "
-                                          f"holding a copy of {crd.file} and run `make crds` again") from None
-        _verified(crd, Path(tmp), f"the download of {crd.url}")
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep the cache from other users of the checkout
-        os.replace(tmp, target)
-        _unreachable_file(crd).unlink(missing_ok=True)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _unreachable_file(crd: Crd) -> Path:
-    return cache_dir() / crd.folder / f".{crd.file}.unreachable"
+def _target(crd: Crd) -> Path:
+    return cache_dir() / crd.folder / crd.file
 
 
 def unreachable(kind: str) -> str:
     """Why the last `make crds` could not download this CRD ("" if it did, or never tried): the
     machine cannot reach its upstream, as opposed to a setup that never fetched it."""
-    path = _unreachable_file(get(kind))
-    return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+    return pinned_files.unreachable(_target(get(kind)))
 
 
 def fetch_one(crd: Crd) -> str:
     """Put one pinned CRD in the cache; a line saying where it came from. A copy in RLAUNCH_CRDS_DIR
     comes first; a CRD none of those folders holds is downloaded."""
-    target = cache_dir() / crd.folder / crd.file
-    dirs = local_dirs()
-    source = next((p for p in _candidates(crd, dirs) if p.is_file()), None)
+    target = _target(crd)
+    source = next((p for p in _candidates(crd, local_dirs()) if p.is_file()), None)
     if source is not None:
-        _verified(crd, source)
+        data = pinned_files.verified(source.read_bytes(), crd.sha256, str(source), crd.label)
         if source.resolve() != target.resolve():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target.with_name(f".{crd.file}.part"))
-            os.replace(target.with_name(f".{crd.file}.part"), target)
-        _unreachable_file(crd).unlink(missing_ok=True)
+            pinned_files.store(target, data)
+        pinned_files.in_place(target)
         return f"{crd.label}: copied from {source} (sha256 ok)"
-    if target.is_file() and sha256(target) == crd.sha256:
-        _unreachable_file(crd).unlink(missing_ok=True)
-        return f"{crd.label}: already in {target.parent} (sha256 ok)"
-    _download(crd, target)
+    if target.is_file():
+        try:
+            _verified(crd, target)
+        except HashMismatch:
+            pass  # a stale or damaged copy: downloaded again
+        else:
+            pinned_files.in_place(target)
+            return f"{crd.label}: already in {target.parent} (sha256 ok)"
+    hint = f"set RLAUNCH_CRDS_DIR to a folder holding a copy of {crd.file} and run `make crds` again"
+    pinned_files.store(target, pinned_files.download(crd.url, target, crd.sha256, crd.label, hint))
     return f"{crd.label}: downloaded to {target.parent} (sha256 ok)"
 
 
@@ -211,30 +175,55 @@ def fetch() -> list[str]:
     return [fetch_one(crd) for crd in pinned().values()]
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] not in (["fetch"], ["where"], ["unreachable"]) or not set(argv[1:]) <= set(pinned()):
-        print(__doc__.split("CLI")[1].split("Exit")[0].strip(), file=sys.stderr)
-        return 0 if argv in (["-h"], ["--help"]) else 2
-    if argv[0] == "unreachable":  # exit 0: each named CRD is in place or its upstream was unreachable
+class Commands:
+    """make crds, and where the tests look (fire: python -m rlaunch.validate.crds COMMAND)."""
+
+    def fetch(self, *kinds):
+        """Download (or copy from RLAUNCH_CRDS_DIR) every pinned CRD, or those named, into the cache."""
+        return _each(kinds, lambda crd: fetch_one(crd))
+
+    def where(self, *kinds):
+        """Where each (or each named) CRD is found; exit 3 if one is missing."""
+        return _each(kinds, lambda crd: f"{crd.label}: {locate(crd.kind)}")
+
+    def unreachable(self, *kinds):
+        """Exit 0 if each (or each named) CRD is in place or the last fetch could not reach its upstream."""
         codes = []
-        for kind in argv[1:] or pinned():
+        for crd in _named(kinds):
             try:
-                locate(kind)
+                locate(crd.kind)
             except MissingPrerequisite:
-                why = unreachable(kind)
-                print(f"crds: {kind}: {why or 'missing, and no fetch recorded its upstream unreachable'}")
+                why = unreachable(crd.kind)
+                print(f"crds: {crd.kind}: {why or 'missing, and no fetch recorded its upstream unreachable'}")
                 codes.append(0 if why else 1)
         return max(codes, default=0)
+
+
+def _named(kinds) -> list[Crd]:
+    crds = pinned()
+    unknown = [str(k) for k in kinds if str(k) not in crds]
+    if unknown:
+        raise ConfigError("KIND", unknown[0], "a pinned CRD's kind: " + ", ".join(crds))
+    return [crds[str(k)] for k in kinds] if kinds else list(crds.values())
+
+
+def _each(kinds, line) -> int:
     codes = []
-    for crd in [c for kind, c in pinned().items() if kind in argv[1:] or len(argv) == 1]:
+    for crd in _named(kinds):
         try:
-            line = fetch_one(crd) if argv == ["fetch"] else f"{crd.label}: {locate(crd.kind)}"
+            text = line(crd)
         except RlaunchError as err:
             print(f"crds: {err}", file=sys.stderr)
             codes.append(err.exit_code)
         else:
-            print(f"crds: {line}")
+            print(f"crds: {text}")
     return HashMismatch.exit_code if HashMismatch.exit_code in codes else max(codes, default=0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .. import firecli
+
+    return firecli.run(Commands, "rlaunch.validate.crds", "crds", argv)
 
 
 if __name__ == "__main__":

@@ -306,6 +306,6 @@ def check_secrets(spec: dict, task: dict, files: dict[str, str]) -> str:
 
 
 if __name__ == "__main__":
-    import fire  # the CLI mechanism rlaunch has (cli.py); the paths reach facts() as they are
+    from .. import firecli  # the paths reach facts() as fire gives them; it str()s each
 
-    fire.Fire(facts, name="rlaunch.validate.skypilot")
+    sys.exit(firecli.run(facts, "rlaunch.validate.skypilot", "skypilot"))

@@ -21,25 +21,18 @@ Exit: 0 every file in place; 1 a file whose SHA256 is not the pinned one (refuse
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import ROOT, pins
-from ..errors import MissingPrerequisite, RlaunchError
+from ..errors import ConfigError, MissingPrerequisite, RlaunchError
+from . import pinned_files
+from .pinned_files import HashMismatch  # noqa: F401 - bytes that are not the pinned ones (exit 1)
 
-DOWNLOAD_TIMEOUT_S = 30
 RAW = "https://raw.githubusercontent.com/{owner_repo}/{commit}/{path}"
-
-
-class HashMismatch(RlaunchError):
-    """Bytes that are not the pinned ones."""
-
-    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -86,10 +79,7 @@ def how_to_get(f: File) -> str:
 
 
 def _verified(f: File, data: bytes, where: str) -> bytes:
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != f.sha256:
-        raise HashMismatch(f"{where} is not the pinned {f.label}: sha256 {actual}, the pin is {f.sha256}")
-    return data
+    return pinned_files.verified(data, f.sha256, where, f.label)
 
 
 def _from_git(f: File, repo: Path) -> bytes | None:
@@ -140,84 +130,75 @@ def tree(framework: str, dest: Path) -> Path:
     return dest
 
 
-def _write(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _download(f: File) -> bytes:
-    import urllib.error
-    import urllib.request  # only `make upstream` needs http
-
-    try:
-        with urllib.request.urlopen(f.url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310
-            data = response.read()
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        reason = getattr(err, "reason", err)
-        _write(_unreachable_file(f), f"{f.url}: {reason}\n".encode())
-        raise MissingPrerequisite(f"the {f.label}", f"could not download {f.url} ({reason}, {DOWNLOAD_TIMEOUT_S} s "
-                                  f"limit); set RLAUNCH_UPSTREAM_DIR to a clone of {f.repo} that holds commit "
-                                  f"{f.commit} and run `make upstream` again") from None
-    return _verified(f, data, f"the download of {f.url}")
-
-
-def _unreachable_file(f: File) -> Path:
-    return cache_dir() / f.folder / f"{f.path}.unreachable"
+def _target(f: File) -> Path:
+    return cache_dir() / f.folder / f.path
 
 
 def unreachable(framework: str) -> str:
     """Why the last `make upstream` could not download a pinned file of this framework ("" if none
     failed so): the machine cannot reach GitHub, as opposed to a setup that never fetched."""
-    found = [p.read_text(encoding="utf-8").strip() for p in map(_unreachable_file, pinned(framework)) if p.is_file()]
-    return "; ".join(found)
+    return pinned_files.unreachable(*map(_target, pinned(framework)))
 
 
 def fetch_one(f: File) -> str:
     """Put one pinned file in the cache; a line saying where it came from."""
-    target = cache_dir() / f.folder / f.path
-    if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == f.sha256:
-        _unreachable_file(f).unlink(missing_ok=True)
-        return f"{f.label}: already in {cache_dir() / f.folder} (sha256 ok)"
+    target = _target(f)
+    if target.is_file():
+        try:
+            _verified(f, target.read_bytes(), str(target))
+        except HashMismatch:
+            pass  # a stale or damaged copy: fetched again
+        else:
+            pinned_files.in_place(target)
+            return f"{f.label}: already in {cache_dir() / f.folder} (sha256 ok)"
     found = _from_local(f)
     if found is None and local_sources():
         raise MissingPrerequisite(f"the {f.label}", f"not in RLAUNCH_UPSTREAM_DIR={os.environ['RLAUNCH_UPSTREAM_DIR']} "
                                   f"(looked for a git repository holding {f.commit}, {f.path} and "
                                   f"{f.folder}/{f.path} in each)")
-    data, source = found if found else (_download(f), f"downloaded from {f.url}")
-    _write(target, data)
-    _unreachable_file(f).unlink(missing_ok=True)
+    if found is None:
+        hint = f"set RLAUNCH_UPSTREAM_DIR to a clone of {f.repo} that holds commit {f.commit} and run `make upstream` again"
+        found = pinned_files.download(f.url, target, f.sha256, f.label, hint), f"downloaded from {f.url}"
+    data, source = found
+    pinned_files.store(target, data)
     return f"{f.label}: {source} -> {target} (sha256 ok)"
 
 
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("fetch", "where"):
-        print(__doc__.split("CLI")[1].split("Exit")[0].strip(), file=sys.stderr)
-        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
-    frameworks = argv[1:] or [name for name, fw in pins.get("frameworks").items() if fw.get("files")]
+class Commands:
+    """make upstream (fire: python -m rlaunch.validate.upstream COMMAND [FRAMEWORK...])."""
+
+    def fetch(self, *frameworks):
+        """Put each pinned file of every framework that has some, or of those named, in the cache."""
+        return _each(frameworks, fetch_one)
+
+    def where(self, *frameworks):
+        """Where each pinned file is found (never the network); exit 3 if one is missing."""
+        return _each(frameworks, lambda f: f"{f.label}: {read(f)[1]}")
+
+
+def _each(frameworks, line) -> int:
+    names = [str(n) for n in frameworks] or [name for name, fw in pins.get("frameworks").items() if fw.get("files")]
     codes = []
-    for framework in frameworks:
+    for framework in names:
         try:
             files = pinned(framework)
         except pins.PinError as err:
-            print(f"upstream: {err}", file=sys.stderr)
-            return 2
+            raise ConfigError("FRAMEWORK", framework, f"a framework with pinned files ({err})") from None
         for f in files:
             try:
-                line = fetch_one(f) if argv[0] == "fetch" else f"{f.label}: {read(f)[1]}"
+                text = line(f)
             except RlaunchError as err:
                 print(f"upstream: {err}", file=sys.stderr)
                 codes.append(err.exit_code)
             else:
-                print(f"upstream: {line}")
+                print(f"upstream: {text}")
     return HashMismatch.exit_code if HashMismatch.exit_code in codes else max(codes, default=0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .. import firecli
+
+    return firecli.run(Commands, "rlaunch.validate.upstream", "upstream", argv)
 
 
 if __name__ == "__main__":
