@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .. import ROOT, pins
-from ..errors import ConfigError, MissingPrerequisite, RlaunchError
+from ..errors import ConfigError, MissingPrerequisite
 from . import pinned_files
 from .pinned_files import HashMismatch  # noqa: F401 - a CRD whose bytes are not the pinned ones (exit 1)
 
@@ -208,16 +208,7 @@ def _named(kinds) -> list[Crd]:
 
 
 def _each(kinds, line) -> int:
-    codes = []
-    for crd in _named(kinds):
-        try:
-            text = line(crd)
-        except RlaunchError as err:
-            print(f"crds: {err}", file=sys.stderr)
-            codes.append(err.exit_code)
-        else:
-            print(f"crds: {text}")
-    return HashMismatch.exit_code if HashMismatch.exit_code in codes else max(codes, default=0)
+    return pinned_files.report(_named(kinds), line, "crds")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -76,3 +76,20 @@ def download(url: str, target: Path, sha256: str, label: str, hint: str) -> byte
 def unreachable(*targets: Path) -> str:
     """Why the last fetch could not download these files ("" if none failed so, or never tried)."""
     return "; ".join(m.read_text(encoding="utf-8").strip() for m in map(_marker, targets) if m.is_file())
+
+
+def report(items, line, prefix: str) -> int:
+    """`prefix: line(item)` for each item, or its error on stderr; the exit code: a hash mismatch
+    (1) before any other failure, else the highest."""
+    import sys
+
+    codes = []
+    for item in items:
+        try:
+            text = line(item)
+        except RlaunchError as err:
+            print(f"{prefix}: {err}", file=sys.stderr)
+            codes.append(err.exit_code)
+        else:
+            print(f"{prefix}: {text}")
+    return HashMismatch.exit_code if HashMismatch.exit_code in codes else max(codes, default=0)

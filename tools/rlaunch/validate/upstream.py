@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import ROOT, pins
-from ..errors import ConfigError, MissingPrerequisite, RlaunchError
+from ..errors import ConfigError, MissingPrerequisite
 from . import pinned_files
 from .pinned_files import HashMismatch  # noqa: F401 - bytes that are not the pinned ones (exit 1)
 
@@ -178,21 +178,13 @@ class Commands:
 
 def _each(frameworks, line) -> int:
     names = [str(n) for n in frameworks] or [name for name, fw in pins.get("frameworks").items() if fw.get("files")]
-    codes = []
+    files = []
     for framework in names:
         try:
-            files = pinned(framework)
+            files += pinned(framework)
         except pins.PinError as err:
             raise ConfigError("FRAMEWORK", framework, f"a framework with pinned files ({err})") from None
-        for f in files:
-            try:
-                text = line(f)
-            except RlaunchError as err:
-                print(f"upstream: {err}", file=sys.stderr)
-                codes.append(err.exit_code)
-            else:
-                print(f"upstream: {text}")
-    return HashMismatch.exit_code if HashMismatch.exit_code in codes else max(codes, default=0)
+    return pinned_files.report(files, line, "upstream")
 
 
 def main(argv: list[str] | None = None) -> int:
