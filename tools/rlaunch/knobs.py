@@ -189,6 +189,8 @@ RULES: dict[str, Callable[[str], str | None]] = {
 }
 
 
+# Not fire (rlaunch.firecli): the workflows run this on the runner's bare python3, before `make
+# setup`, with the standard library only. One verb and its flags, read here.
 def main(argv: list[str]) -> int:
     prefix, as_inputs, names = "knobs: ", False, []
     if not argv or argv[0] != "check":

@@ -107,6 +107,8 @@ USAGE = """usage: python -m rlaunch.pins get DOTTED.KEY   print one pin, e.g. im
 env: RLAUNCH_VERSIONS (default: configs/versions.yaml)"""
 
 
+# Not fire (rlaunch.firecli): scripts/setup reads the pins to build .venv, so this runs on a bare
+# python3 with pyyaml alone, where fire is not installed. Three fixed verbs, read here.
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
