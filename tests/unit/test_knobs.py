@@ -217,3 +217,15 @@ print(json.dumps(out))
         assert (knobs.sky_cloud(value) or None) == sky["parsed"][value][0], value
     for value in refused_by_sky:
         assert sky["parsed"][value] is None and knobs.sky_infra_problem(value), value
+
+
+RUN_ID_SAMPLES = ["a", "exp-7", "gh-123456", "x" * 40, "x" * 41, "-a", "a-", "A1", "a_b", "a.b", "", "1-2-3", "a--b"]
+
+
+def test_local_cluster_takes_the_names_the_run_id_rule_takes():
+    """scripts/local-cluster checks its cluster name (the run id) in bash: the same answers as the rule."""
+    script = (ROOT / "scripts" / "local-cluster").read_text()
+    name_re = next(line.split("=", 1)[1].strip("'") for line in script.splitlines() if line.startswith("NAME_RE="))
+    for sample in RUN_ID_SAMPLES:
+        bash = subprocess.run(["bash", "-c", '[[ "$1" =~ $2 ]]', "-", sample, name_re], check=False).returncode == 0
+        assert bash == (knobs.run_id_problem(sample) is None), sample
