@@ -40,14 +40,16 @@ class Validator:
 
 @dataclass(frozen=True)
 class Images:
-    """The framework's images: images.<name>.official and .rlaunch in configs/versions.yaml, the
-    rlaunch one built from `dockerfile` (make image-build), checked by running `entrypoint_help`
-    inside it (python ARGS that print the entrypoint's usage and exit 0; empty: not known)."""
+    """The framework's images: images.<name>.official in configs/versions.yaml, and the rlaunch
+    image built on it from `dockerfile` (make image-build; its name derived by
+    rlaunch.images.rlaunch_ref), checked by running `entrypoint_help` inside it (python ARGS that
+    print the entrypoint's usage and exit 0; empty: not known)."""
 
     dockerfile: str = ""
     entrypoint_help: tuple[str, ...] = ()
     # The plan's image check (rlaunch.imagecheck): the requirement resolved against the image
-    # ({version}: the pin, {rollout}: rollout.backend; "" where none is: why_none says why), whether
+    # ({version}: the pin, {rollout}: rollout.backend; "" where none is: why_none says why; an image
+    # entry's own `requirement` wins, as GB200's does), whether
     # the run installs it over the official image (SkyPilot's install step, docker/<name>), and
     # python.<package> pins the rlaunch image adds where the base lacks them.
     requirement: str = ""
