@@ -186,6 +186,15 @@ def test_runtime_env_ships_the_artifacts_and_the_jobs_env():
     assert all(isinstance(v, str) for v in runtime["env_vars"].values())
 
 
+def test_provenance_stays_with_the_plan_and_the_plans_configmap_line_says_what_travels():
+    spec, finished = render()  # what plan writes: PROVENANCE beside the JSON files
+    assert artifacts.PROVENANCE in finished
+    assert set(kr.configmap_manifest(spec, finished)["data"]) == {"job.sh", "spec.json", "trl.json"}
+    assert {i["path"] for i in kr.configmap_items(spec, finished)} == {"job.sh", "spec.json", "trl.json"}
+    line = next(line for line in kr.BACKEND.plan(spec, finished) if "ConfigMap t1-artifacts" in line)
+    assert "(job.sh, spec.json, trl.json)" in line
+
+
 def test_framework_files_in_a_subfolder_get_a_flat_configmap_key():
     assert kr.configmap_key("conf/rlinf.yaml") == "conf__rlinf.yaml"
     items = kr.configmap_items({}, {"conf/rlinf.yaml": "", "kuberay/rayjob.yaml": ""})

@@ -384,15 +384,18 @@ def configmap_key(relpath: str) -> str:
     return relpath.replace("/", "__")
 
 
+def _in_configmap(rel: str) -> bool:
+    # PROVENANCE (the JSON files' header, for whoever reads the plan) stays with the plan.
+    return not rel.startswith("kuberay/") and rel != artifacts.PROVENANCE
+
+
 def configmap_items(spec: dict, files: dict[str, str]) -> list[dict]:
-    return [{"key": configmap_key(rel), "path": rel} for rel in sorted(files) if not rel.startswith("kuberay/")]
+    return [{"key": configmap_key(rel), "path": rel} for rel in sorted(files) if _in_configmap(rel)]
 
 
 def configmap_manifest(spec: dict, files: dict[str, str]) -> dict:
-    """The ConfigMap that carries the launch's artifacts (exactly the rendered texts) into the pods;
-    PROVENANCE (the JSON files' header, for whoever reads the plan) stays with the plan."""
-    data = {configmap_key(rel): text for rel, text in sorted(files.items())
-            if not rel.startswith("kuberay/") and rel != artifacts.PROVENANCE}
+    """The ConfigMap that carries the launch's artifacts (exactly the rendered texts) into the pods."""
+    data = {configmap_key(rel): text for rel, text in sorted(files.items()) if _in_configmap(rel)}
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": configmap_name(spec), "namespace": spec["infra"]["namespace"],
                          "labels": labels(spec)},
