@@ -33,6 +33,7 @@ import yaml
 from rlaunch import artifacts, config
 from rlaunch.backends import aistudio
 from rlaunch.backends.base import LaunchPlan
+from needs import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = ROOT / "scripts" / "local-cluster"
@@ -49,7 +50,6 @@ import sys
 from pathlib import Path
 
 import yaml
-from needs import missing
 
 
 def load(argv):

@@ -34,6 +34,15 @@ def test_pytest_missing_skips_or_fails_under_ci(tmp_path, ci):
         assert proc.returncode == 0 and "1 skipped" in out
 
 
+def test_a_fixture_this_machine_cannot_reach_skips_even_under_ci(tmp_path):
+    (tmp_path / "test_x.py").write_text("from needs import missing\n\n\ndef test_x():\n"
+                                        "    missing('the CRD: github unreachable', unreachable=True)\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env={
+                              **_env(True), "PYTHONPATH": str(ROOT / "tests")})
+    assert proc.returncode == 0 and "1 skipped" in proc.stdout and "github unreachable" in proc.stdout
+
+
 @pytest.mark.parametrize("ci", [False, True])
 def test_bats_missing_skips_or_fails_under_ci(tmp_path, ci):
     bats = shutil.which("bats", path=str(Path(sys.executable).parent)) or shutil.which("bats")

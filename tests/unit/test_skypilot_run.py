@@ -30,6 +30,7 @@ import yaml
 
 from rlaunch import artifacts, config
 from rlaunch.backends import skypilot as sp
+from needs import missing
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # ~30 s idle, 90 s on a loaded 2-core machine
 
@@ -44,7 +45,6 @@ set -Eeuo pipefail
 read -r nodes seen <<<"$("${RLAUNCH_PYTHON}" - <<'PY'
 import os, ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-from needs import missing
 ray.init(address=os.environ["RAY_ADDRESS"], logging_level="ERROR", log_to_driver=False)
 alive = [n for n in ray.nodes() if n["Alive"]]
 @ray.remote(num_cpus=0)
