@@ -39,3 +39,8 @@ def test_a_site_without_the_framework_is_exit_2_naming_it(tmp_path):
     proc = requires("areal", f"--site={tmp_path}", "--torch=2.13.0+cpu", "--ray=2.60.0")
     assert proc.returncode == 2
     assert f"site='{tmp_path}'" in proc.stderr and "holds areal" in proc.stderr
+
+
+def test_a_version_fire_would_read_as_a_number_is_refused(tmp_path):
+    proc = requires("areal", f"--site={tmp_path}", "--torch=2.13.0", "--ray=2.60")
+    assert proc.returncode == 2 and "--ray=2.6" in proc.stderr

@@ -143,6 +143,9 @@ class Frameworks:
         from packaging.requirements import Requirement
         from packaging.utils import canonicalize_name as _canonical
 
+        for flag, value in (("torch", torch), ("ray", ray)):
+            if not isinstance(value, str):  # fire read it as a number: 2.60 would become 2.6
+                raise ConfigError(f"--{flag}", value, "a version fire keeps as text (X.Y.Z, or quoted)")
         name = str(name)
         dist = next((d for d in metadata.distributions(path=[str(site)])
                      if _canonical(d.metadata["Name"]) == _canonical(name)), None)
