@@ -150,3 +150,13 @@ def test_the_run_installs_what_the_check_resolved():
     assert imagecheck.installs(spec) == ["verl[verl-core,vllm]==0.9.1", f"ray[default]=={pins.get_str('ray')}"]
     assert imagecheck.image_installs("verl") == imagecheck.installs(spec)  # docker/verl's FRAMEWORK_INSTALL
     assert imagecheck.installs(load("rlinf-grpo-pipeline-1.5b", "aistudio")) == []  # the platform's image as is
+
+
+def test_an_engine_the_image_installed_without_its_dependencies_is_held_as_a_constraint():
+    # RLinf's image: `uv pip install --no-deps sglang`; installing only Ray there pulls none of sglang's
+    spec = load("rlinf-grpo-pipeline-1.5b", "gcp")
+    inputs = imagecheck.resolution_inputs(spec, imagecheck.image_of(spec)[1], pins.load_versions())
+    assert inputs["constraints"] == ["sglang==0.5.12.post1"]
+    assert "sglang==0.5.12.post1" not in inputs["requirements"] and "ray[default]==2.60.0" in inputs["requirements"]
+    (line,) = imagecheck.plan_lines(spec)
+    assert "sglang==0.5.12.post1 (without its dependencies, as the image has it)" in line and "torchaudio" not in line

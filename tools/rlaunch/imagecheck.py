@@ -198,8 +198,18 @@ def resolution_inputs(spec: dict, facts: dict, versions: dict) -> dict:
     # The framework's requirement unless the image has the framework; then what the run installs.
     more = [r for r in dict.fromkeys(([req] if req else []) + extra)
             if r.startswith("ray[") or _norm(re.split(r"[\[=]", r, maxsplit=1)[0]) not in pkgs]
-    return {"python": str(facts.get("python", "")), "arch": str(facts.get("arch", "amd64")),
-            "requirements": held + more, "held": held, "pip": str(versions["python"]["pip"])}
+    # What the image installed without its dependencies (facts.no_deps) is held as a constraint: its
+    # version if something pulls it in, and its own dependencies only then, as pip on the image would.
+    no_deps = {_norm(n) for n in facts.get("no_deps") or []}
+    constraints = [h for h in held if _norm(h.split("==")[0]) in no_deps]
+    inputs = {"python": str(facts.get("python", "")), "arch": str(facts.get("arch", "amd64")),
+              "requirements": [h for h in held if h not in constraints] + more, "held": held,
+              "pip": str(versions["python"]["pip"])}
+    return {**inputs, "constraints": constraints} if constraints else inputs
+
+
+def _installs_something(inputs: dict) -> bool:
+    return not set(inputs["requirements"]) <= set(inputs["held"])
 
 
 def _key(inputs: dict) -> str:
@@ -226,6 +236,10 @@ def _pip_argv(inputs: dict, index_url: str, report: Path, target: Path) -> list[
     for plat in [f"manylinux_2_{v}_{machine}" for v in range(17, 40)] + [f"manylinux2014_{machine}",
                                                                           f"linux_{machine}"]:
         argv += ["--platform", plat]
+    if inputs.get("constraints"):
+        constraints = report.with_name("constraints.txt")
+        constraints.write_text("\n".join(inputs["constraints"]) + "\n", encoding="utf-8")
+        argv += ["--constraint", str(constraints)]
     return argv + inputs["requirements"]
 
 
@@ -325,7 +339,7 @@ def resolution_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
     fw = spec["framework"]["name"]
     why = _images(fw).why_none.format(version=spec["pins"]["framework_version"])
     inputs = resolution_inputs(spec, facts, versions)
-    if len(inputs["requirements"]) == len(inputs["held"]):
+    if not _installs_something(inputs):
         return f"{why}; the run installs nothing over the image", ""
     if os.environ.get("RLAUNCH_IMAGECHECK", "") == "off":
         return "warning: not resolved (RLAUNCH_IMAGECHECK=off)", ""
@@ -347,7 +361,8 @@ def resolution_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
     moved = [f"{name} {have} -> {resolved[name]}" for name, have in pkgs.items()
              if name in resolved and resolved[name] != have and name not in PROTECTED]
     return ((f"{why}; " if why else "") + f"{what} resolves with pip {inputs['pip']} on the image's "
-            + ", ".join(inputs["held"]) + f" ({len(resolved)} packages{'; moves ' + ', '.join(moved) if moved else ''})"
+            + ", ".join(h + (" (without its dependencies, as the image has it)" if h in inputs.get("constraints", ())
+                             else "") for h in inputs["held"]) + f" ({len(resolved)} packages{'; moves ' + ', '.join(moved) if moved else ''})"
             + cached), ""
 
 
@@ -446,7 +461,7 @@ def pinned_inputs() -> dict[str, dict]:
             if not facts or framework_problem(spec, facts, versions):
                 continue
             inputs = resolution_inputs(spec, facts, versions)
-            if len(inputs["requirements"]) > len(inputs["held"]):
+            if _installs_something(inputs):
                 out[_key(inputs)] = inputs
     return out
 
