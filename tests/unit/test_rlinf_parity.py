@@ -53,6 +53,8 @@ SEED_003_OVERRIDES = [
 ]
 # Names the seed leaves as upstream has them: the logger's project (rlaunch: logging.project).
 NAMES = {"runner.logger.project_name"}
+# What rlaunch adds on purpose: a restarted attempt resumes from the run's newest checkpoint.
+RESUME = {"runner.resume_dir": (None, "auto")}
 
 
 def _need(what: str, how: str, offline: str = ""):
@@ -110,15 +112,18 @@ def composed(tmp_path_factory):
 
 def test_rendered_config_is_upstreams_e2e_config_plus_seed_003(composed):
     seed, rendered, _ = composed
-    diff = {k: v for k, v in differences(seed["config"], rendered["config"]).items() if k not in NAMES}
+    found = differences(seed["config"], rendered["config"])
+    diff = {k: v for k, v in found.items() if k not in NAMES and k not in RESUME}
     assert diff == {}, "\n".join(f"{k}: upstream+seed {a!r}, rlaunch {b!r}" for k, (a, b) in diff.items())
+    assert {k: found.get(k) for k in RESUME} == RESUME
     assert rendered["hydra"] == seed["hydra"]  # run dir, .hydra subdir, no chdir, the stdout job logging
     assert seed["hydra"]["run.dir"].endswith("/parity/hydra") and seed["hydra"]["job_logging"] == "stdout"
-    names = differences(seed["config"], rendered["config"])
+    names = {k: v for k, v in found.items() if k not in RESUME}
     assert names == {"runner.logger.project_name": ("rlinf", "rlaunch")}  # the only name the seed keeps
 
 
 def test_a_drifted_setting_is_named(composed):
     seed, _, drifted = composed
-    diff = {k: v for k, v in differences(seed["config"], drifted["config"]).items() if k not in NAMES}
+    diff = {k: v for k, v in differences(seed["config"], drifted["config"]).items()
+            if k not in NAMES and k not in RESUME}
     assert diff == {"algorithm.kl_beta": (0.0, 0.1)}
