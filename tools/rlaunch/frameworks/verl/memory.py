@@ -91,26 +91,24 @@ def phases(spec: dict, n: dict[str, int]) -> tuple[list[Phase], list[str]]:
             update.add("critic optimizer", of(2 * pc, c_bytes), c_optim)
     phases = [start, update]
 
+    def resident(phase: Phase) -> Phase:
+        """What stays on the GPU outside its own phase: the actor's (unless offloaded) and the reference."""
+        if actor_on_gpu and not a_param_off:
+            phase.add("actor parameters", of(p, a_bytes), a_params)
+        if actor_on_gpu and not a_optim_off:
+            phase.add("actor optimizer", of(2 * p, a_bytes), a_optim)
+        if has_ref and not ref_off:
+            phase.add("reference parameters", of(p, 2), ref_how)
+        return phase
+
     if ppo:
         cup = Phase("critic update", "gpu")
         cup.add("critic parameters", of(pc, c_bytes), c_params)
         cup.add("critic gradients", of(pc, c_bytes), f"one per parameter, {c_bytes} B ({c_dtype}) / {shard} GPUs")
         cup.add("critic optimizer", of(2 * pc, c_bytes), c_optim)
-        if actor_on_gpu and not a_param_off:
-            cup.add("actor parameters", of(p, a_bytes), a_params)
-        if actor_on_gpu and not a_optim_off:
-            cup.add("actor optimizer", of(2 * p, a_bytes), a_optim)
-        if has_ref and not ref_off:
-            cup.add("reference parameters", of(p, 2), ref_how)
-        phases.append(cup)
+        phases.append(resident(cup))
 
-    roll = Phase("rollout after an update", "gpu")
-    if actor_on_gpu and not a_param_off:
-        roll.add("actor parameters", of(p, a_bytes), a_params)
-    if actor_on_gpu and not a_optim_off:
-        roll.add("actor optimizer", of(2 * p, a_bytes), a_optim)
-    if has_ref and not ref_off:
-        roll.add("reference parameters", of(p, 2), ref_how)
+    roll = resident(Phase("rollout after an update", "gpu"))
     if ppo and not c_param_off:
         roll.add("critic parameters", of(pc, c_bytes), c_params)
     if ppo and not c_optim_off:
