@@ -156,20 +156,8 @@ def test_run_section_forms_the_cluster_and_runs_the_entrypoint_once_on_rank_0(no
     home.mkdir()
     (home / "sky_workdir").symlink_to(ROOT)  # SkyPilot cds to ~/sky_workdir before `run`
 
-    envs = []
-    for rank in range(2):
-        envs.append({
-            **task["envs"],
-            # As SkyPilot's task codegen sets them for each node.
-            "SKYPILOT_NODE_IPS": "\n".join(nodes.ips), "SKYPILOT_NUM_NODES": "2",
-            "SKYPILOT_NUM_GPUS_PER_NODE": "0", "SKYPILOT_NODE_RANK": str(rank),
-            "SKYPILOT_TASK_ID": TASK_ID, "SKYPILOT_INTERNAL_JOB_ID": "7",
-            # This machine instead of a cloud VM: the stub's artifacts, the venv's Ray, small nodes.
-            "RLAUNCH_ARTIFACTS": str(artifacts_dir), "RLAUNCH_PYTHON": str(VENV_BIN / "python"),
-            "RLAUNCH_RAY": str(VENV_BIN / "ray"), "RLAUNCH_TEMP_DIR": f"/tmp/{nodes.prefix}-{rank}",
-            "RLAUNCH_NUM_CPUS": "1", "RLAUNCH_OBJECT_STORE_BYTES": "80000000",
-            "RLAUNCH_DEADLINE_S": "180", "RLAUNCH_HEAD_WATCH_S": "1", "STUB_LOG": str(stub_log),
-        })
+    envs = _node_envs(task, nodes, artifacts_dir, TASK_ID, job_id="7", RLAUNCH_NUM_CPUS="1",
+                      RLAUNCH_DEADLINE_S="180", STUB_LOG=str(stub_log))
     procs, logs = [], []
     for rank, (ns, script_text) in enumerate(zip(nodes.names, skypilot_scripts(task["run"], envs,
                                                                                  tmp_path / "sky-home"))):
@@ -213,18 +201,21 @@ RECOVERY_TASK_ID = "sky-managed-2026-12-01-10-00-00-000000_run-recovery_8-0"
 SAVE_FREQ = 20
 
 
-def _node_envs(task: dict, nodes: Namespaces, artifacts_dir: Path, task_id: str) -> list[dict]:
+def _node_envs(task: dict, nodes: Namespaces, artifacts_dir: Path, task_id: str, job_id: str = "8",
+               **more: str) -> list[dict]:
+    """Each node's env, as SkyPilot's task codegen sets it, with this machine standing in for the
+    cloud VMs; `more` overrides or adds."""
     return [{
         **task["envs"],
         "SKYPILOT_NODE_IPS": "\n".join(nodes.ips), "SKYPILOT_NUM_NODES": "2",
         "SKYPILOT_NUM_GPUS_PER_NODE": "0", "SKYPILOT_NODE_RANK": str(rank),
-        "SKYPILOT_TASK_ID": task_id, "SKYPILOT_INTERNAL_JOB_ID": "8",
+        "SKYPILOT_TASK_ID": task_id, "SKYPILOT_INTERNAL_JOB_ID": job_id,
         # This machine instead of a cloud VM: the venv's Ray and python, small nodes, and gloo on
         # the namespace's own interface (every namespace shares the host's name, mapped to 127.0.0.1).
         "RLAUNCH_ARTIFACTS": str(artifacts_dir), "RLAUNCH_PYTHON": str(VENV_BIN / "python"),
         "RLAUNCH_RAY": str(VENV_BIN / "ray"), "RLAUNCH_TEMP_DIR": f"/tmp/{nodes.prefix}-{rank}",
         "RLAUNCH_NUM_CPUS": "2", "RLAUNCH_OBJECT_STORE_BYTES": "80000000",
-        "RLAUNCH_DEADLINE_S": "300", "RLAUNCH_HEAD_WATCH_S": "1", "GLOO_SOCKET_IFNAME": "eth0",
+        "RLAUNCH_DEADLINE_S": "300", "RLAUNCH_HEAD_WATCH_S": "1", "GLOO_SOCKET_IFNAME": "eth0", **more,
     } for rank in range(2)]
 
 

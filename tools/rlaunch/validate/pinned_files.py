@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -81,8 +82,6 @@ def unreachable(*targets: Path) -> str:
 def report(items, line, prefix: str) -> int:
     """`prefix: line(item)` for each item, or its error on stderr; the exit code: a hash mismatch
     (1) before any other failure, else the highest."""
-    import sys
-
     codes = []
     for item in items:
         try:
