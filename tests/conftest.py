@@ -37,6 +37,11 @@ def _offline_imagecheck() -> None:
 
 _offline_imagecheck()
 
+# Plan reads the model's config.json and SkyPilot's catalog: from the committed fixtures, never the
+# network or this machine's ~/.sky (a test may point elsewhere with monkeypatch).
+os.environ.setdefault("RLAUNCH_MODEL_FACTS", str(ROOT / "tests" / "fixtures" / "models"))
+os.environ.setdefault("RLAUNCH_SKY_CATALOG", str(ROOT / "tests" / "fixtures" / "skypilot-catalog" / "v8"))
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "cluster: starts a real multi-node Ray cluster in network namespaces")

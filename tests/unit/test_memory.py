@@ -1,6 +1,8 @@
-"""The memory lower bound at plan: parameter counts from the pinned config.json facts, the
-accelerators' pinned sizes, every verl and AReaL preset passing, and a run that cannot fit (32B on one
-node of 4 x A100-80GB without offload) failing `make plan` with exit 2, its terms named, nothing written."""
+"""The memory lower bound at plan: parameter counts from the model's own config.json facts (pinned,
+or real models' config.json in tests/fixtures/models), the accelerators' pinned sizes, the nodes'
+host memory from SkyPilot's catalog (tests/fixtures/skypilot-catalog) or the pod's limit, every verl
+and AReaL preset passing, and a run that cannot fit failing `make plan` with exit 2, its terms named,
+nothing written, its hints each making it fit when applied."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import config, memory
+from rlaunch import config, memory, modelfacts
 from rlaunch.errors import CheckError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,16 +31,23 @@ def spec_of(preset: str, **knobs) -> dict:
     ("qwen2.5-0.5b-instruct", 494_032_768), ("qwen2.5-1.5b-instruct", 1_543_714_304),
     ("qwen2.5-7b-instruct", 7_615_616_512), ("qwen2.5-32b-instruct", 32_763_876_352)])
 def test_parameter_count_from_the_pinned_config_facts(model, params):
-    facts, source = memory.model_facts({"model": {"name": model}})
-    assert memory.param_count(facts)["total"] == params
-    assert source.startswith("https://huggingface.co/") and source.endswith("/config.json")
+    facts = modelfacts.of({"model": {"name": model, "path": ""}})
+    assert facts.params == params
+    assert facts.source.startswith("https://huggingface.co/") and facts.source.endswith("/config.json")
 
 
 def test_tied_embeddings_have_no_separate_head():
-    facts, _ = memory.model_facts({"model": {"name": "qwen2.5-0.5b-instruct"}})
-    assert memory.param_count(facts)["lm_head"] == 0
-    untied = memory.param_count({**facts, "tie_word_embeddings": False})
+    facts = modelfacts.of({"model": {"name": "qwen2.5-0.5b-instruct", "path": ""}})
+    assert facts.parts["lm_head"] == 0 and facts.tied
+    cfg = config_of("qwen2.5-0.5b-instruct")
+    untied = modelfacts.param_count({**cfg, "tie_word_embeddings": False})
     assert untied["lm_head"] == untied["embedding"] == 151936 * 896
+
+
+def config_of(name: str) -> dict:
+    from rlaunch import pins
+
+    return pins.load_versions()["models"][name]["config"]
 
 
 @pytest.mark.parametrize(("name", "gb", "word"), [
@@ -102,11 +111,32 @@ def test_the_bound_is_what_fits_more_nodes_shrink_it_and_offload_moves_state_to_
         {p.name: p for p in plain.phases}["actor update"].total
 
 
-def test_offloaded_state_is_checked_against_host_memory():
-    spec = spec_of("verl-grpo-math-7b", INFRA="gcp", SET="cluster.memory_gb=32")
+def test_offloaded_state_is_checked_against_the_machines_host_memory_never_the_request_floor():
+    # SkyPilot: `memory: 32+` is a floor; the H100:1 instance its catalog gives has 234 GiB.
+    line = memory.check(spec_of("verl-grpo-math-7b", INFRA="gcp", SET="cluster.memory_gb=32"))
+    assert "host 60.9 GB per node" in line and "(gcp a3-highgpu-1g: 234 GiB)" in line
+    # KubeRay: requests == limits, so the pod's 32Gi is the machine, and the offloaded state is over it.
+    spec = spec_of("verl-grpo-math-7b", INFRA="kuberay", SET="cluster.memory_gb=32 framework.image=rlaunch")
     with pytest.raises(CheckError, match=r"offloaded state \(per node\) needs at least 60.9 GB on a node's host "
-                                         r"memory \(cluster.memory_gb=32\)"):
+                                         r"memory \(34.4 GB: the pod's memory limit 32Gi") as err:
         memory.check(spec)
+    hints = str(err.value).splitlines()[-1]
+    assert "SET=cluster.memory_gb=57" in hints and "SET=train.offload=false" in hints
+    for fix in ("cluster.memory_gb=57 framework.image=rlaunch", "train.offload=false cluster.memory_gb=32 "
+                                                                 "framework.image=rlaunch"):
+        assert memory.check(spec_of("verl-grpo-math-7b", INFRA="kuberay", SET=fix)).startswith("memory bound: ")
+
+
+def test_where_the_machine_is_not_known_the_host_bound_warns_and_does_not_refuse(monkeypatch, tmp_path):
+    monkeypatch.setenv("RLAUNCH_SKY_CATALOG", str(tmp_path))  # a catalog copy without gcp
+    line = memory.check(spec_of("verl-grpo-math-7b", INFRA="gcp", SET="cluster.memory_gb=32"))
+    assert "host 60.9 GB per node (warning: not checked: no SkyPilot catalog for gcp" in line
+
+
+def test_grpo_on_four_nodes_of_8_h100_plans_against_the_a3_highgpu_8g_host():
+    # The issue's case: refused before ("cluster.memory_gb=128 ... NODES=5"); an a3-highgpu-8g has 1,872 GiB.
+    line = memory.check(spec_of("verl-grpo-math-7b", INFRA="gcp", NODES="4", GPUS_PER_NODE="8"))
+    assert "host 144.7 GB per node" in line and "(gcp a3-highgpu-8g: 1872 GiB)" in line
 
 
 def test_sglang_counts_what_others_hold_against_the_rest_of_its_fraction():
@@ -122,6 +152,15 @@ def test_frameworks_without_a_bound_say_so():
     assert memory.check(spec_of("rehearsal")) == "memory bound: not computed (no memory bound for trl yet)"
     spec = spec_of("verl-ppo-gsm8k-0.5b", INFRA="gcp", ACCELERATOR="MI300X")
     assert "no pinned memory size for cluster.accelerator=MI300X" in memory.check(spec)
+
+
+def test_a_model_whose_facts_cannot_be_read_is_a_warning_naming_the_checks_not_run(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = spec_of("verl-grpo-math-7b", INFRA="gcp", SET="model.path=SomeOrg/NotCached-9B")
+    line = memory.check(spec)
+    assert line.startswith("memory bound: not computed (warning: the model's facts are not known, so the memory "
+                           "bound and the heads rules did not run: config.json of SomeOrg/NotCached-9B not found")
+    assert modelfacts.check(spec).startswith("model: warning: its facts are not known")
 
 
 def test_make_plan_stops_with_exit_2_before_writing_anything(tmp_path):

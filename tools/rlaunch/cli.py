@@ -195,11 +195,11 @@ class Cli:
 
     def _plan(self, spec: dict):
         """The LaunchPlan: rendered, checked offline, written to OUT with plan.txt, printed."""
-        from . import imagecheck, memory
+        from . import imagecheck, memory, modelfacts
 
         backend, files = _render(spec)
         # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
-        checks = [memory.check(spec), *backend.check(spec, files)]
+        checks = [modelfacts.check(spec), memory.check(spec), *backend.check(spec, files)]
         checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
         summary = _summary(spec, backend, files, checks)
         steps = tuple(backend.plan(spec, files))

@@ -485,7 +485,7 @@ def _pins(spec: dict) -> dict:
         "framework_repo": str(fw_pins.get("repo", "")),
         "ray": str(versions["ray"]),
         "kuberay": str(versions["kuberay"]),
-        # The model's config.json facts are the memory bound's (rlaunch.memory reads them there).
+        # The model's config.json facts are rlaunch.modelfacts' (it reads them there).
         "model": {k: v for k, v in versions["models"].get(model_name, {}).items() if k != "config"},
         "dataset": dict(versions["datasets"][dataset]),
     }

@@ -5,9 +5,12 @@ in one phase of a step, so a run whose bound exceeds a GPU's memory cannot fit, 
 fit is never failed. What the bound leaves out (activations of packed sequences, the KV cache beyond
 the engine's reservation, CUDA context, fragmentation) only makes the real need larger.
 
-Inputs, all offline: the spec; the model's config.json facts pinned beside it in configs/versions.yaml
-(`models.<name>.config`: layers, hidden size, vocabulary, ... -> the parameter count); the memory of
-the accelerator (`accelerators.<family>.memory_gb`, the makers' figures).
+Inputs: the spec; the facts of the model the run loads, from its own config.json (rlaunch.modelfacts:
+the parameter count, never the preset's model); the memory of the accelerator
+(`accelerators.<family>.memory_gb`, the makers' figures); the host memory of the machine the nodes
+will be (`host_memory`: SkyPilot's catalog for the instance types the task can get, KubeRay's pod
+limit), never a request floor. Where the model's facts or the machine are unknown, the bound warns
+and checks what it can: it never refuses for what it does not know.
 
 The phases are the framework's own (frameworks/<name>/memory.py `phases(spec, counts)`: each a set
 of terms held at the same time, per GPU or per node's host); a framework without that module has no
@@ -16,46 +19,20 @@ bound (`bound` returns None, the plan says so).
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from dataclasses import dataclass, field
 
-from . import pins
+from . import catalog, modelfacts, pins
 from .errors import CheckError
 
 GB = 10**9
+GIB = 2**30
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 
 
 # ---------------------------------------------------------------- facts
-
-
-def param_count(cfg: dict) -> dict[str, int]:
-    """Parameters of a Qwen2/Llama-style decoder from its config.json facts, by part.
-
-    Qwen2: q/k/v projections with bias, o without; gated MLP (gate, up, down); two RMSNorms per layer
-    and one final; the LM head shares the embedding when tie_word_embeddings."""
-    h, inter = int(cfg["hidden_size"]), int(cfg["intermediate_size"])
-    layers, vocab = int(cfg["num_hidden_layers"]), int(cfg["vocab_size"])
-    heads, kv_heads = int(cfg["num_attention_heads"]), int(cfg.get("num_key_value_heads", cfg["num_attention_heads"]))
-    head_dim = int(cfg.get("head_dim") or h // heads)
-    bias = cfg.get("attention_bias", cfg.get("model_type") == "qwen2")
-    q, kv = heads * head_dim, kv_heads * head_dim
-    attention = h * q + 2 * h * kv + q * h + ((q + 2 * kv) if bias else 0)
-    per_layer = attention + 3 * h * inter + 2 * h
-    embed = vocab * h
-    head = 0 if cfg.get("tie_word_embeddings", False) else vocab * h
-    parts = {"embedding": embed, "layers": layers * per_layer, "final_norm": h, "lm_head": head}
-    parts["total"] = sum(parts.values())
-    return parts
-
-
-def model_facts(spec: dict, versions: dict | None = None) -> tuple[dict, str] | None:
-    """(config facts, source) pinned beside spec.model.name; None when none are pinned."""
-    versions = versions or pins.load_versions()
-    entry = versions.get("models", {}).get(spec["model"]["name"]) or {}
-    if not entry.get("config"):
-        return None
-    return entry["config"], f"https://huggingface.co/{entry['hf_id']}/blob/{entry['revision']}/config.json"
 
 
 def accelerator_memory(name: str, versions: dict | None = None) -> tuple[int, str] | None:
@@ -112,7 +89,8 @@ class Bound:
     facts_source: str
     gpu_bytes: int
     gpu_how: str
-    host_bytes: int | None  # cluster.memory_gb, None when not set
+    host_bytes: int | None  # the nodes' host memory (host_memory), None when not known
+    host_how: str
     phases: list[Phase]
     levers: list[str]
     notes: list[str] = field(default_factory=list)
@@ -166,21 +144,55 @@ def _phases(name: str):
     return module.phases if module else None
 
 
+def host_memory(spec: dict) -> tuple[int | None, str]:
+    """Bytes of host memory one node will have, and how that is known; (None, why) when it is not.
+
+    A request floor is never the machine: SkyPilot's `memory: N+` gets an instance with at least N
+    GiB, so the machine is the smallest instance its catalog offers for the task."""
+    c, infra = spec["cluster"], spec["infra"]["name"]
+    if infra in ("gcp", "aws", "azure", "sky", "k8s"):
+        from .backends import skypilot
+
+        cloud = skypilot.cloud(spec)
+        if cloud in ("", "kubernetes"):
+            return None, f"the machine is not known ({'any cloud' if not cloud else 'a Kubernetes pod'} via SkyPilot)"
+        parts = skypilot.infra_string(spec).split("/")
+        got = catalog.instances(cloud, c["accelerator"], c["gpus_per_node"],
+                                f"{c['cpus_per_node']}+" if c["cpus_per_node"] else None,
+                                f"{c['memory_gb']}+" if c["memory_gb"] else None,
+                                parts[1] if len(parts) > 1 and parts[1] else None)
+        if isinstance(got, str):
+            return None, got
+        small = min(got, key=lambda i: i.memory_gib)
+        others = f" (the smallest of {len(got)} instance types SkyPilot's catalog offers)" if len(got) > 1 else ""
+        return small.memory_bytes, f"{cloud} {small.name}: {small.memory_gib:g} GiB{others}"
+    if infra == "kuberay":
+        if c["memory_gb"]:  # requests == limits: the pod gets exactly this
+            return c["memory_gb"] * GIB, f"the pod's memory limit {c['memory_gb']}Gi (cluster.memory_gb)"
+        return None, "the pod has no memory limit (cluster.memory_gb=0): its node's memory is not known"
+    if infra == "local":
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            return None, "this machine's memory is not readable"
+        return total // max(c["nodes"], 1), f"this machine's {total / GIB:.0f} GiB shared by {c['nodes']} node(s)"
+    return None, f"INFRA={infra}'s machine spec is not known to rlaunch (the platform's form sets it)"
+
+
 def bound(spec: dict) -> Bound | None:
-    """The lower bound for this run, or None where rlaunch has none (framework, facts or
+    """The lower bound for this run, or None where rlaunch has none (framework, model facts or
     accelerator size not known: then the plan says so and checks nothing)."""
     name = spec["framework"]["name"]
     if _phases(name) is None or spec["cluster"]["gpus_per_node"] < 1:
         return None
-    facts = model_facts(spec)
+    facts = modelfacts.of(spec)
     gpu = accelerator_memory(spec["cluster"]["accelerator"])
-    if facts is None or gpu is None:
+    if isinstance(facts, str) or gpu is None:
         return None
-    counts = param_count(facts[0])
-    phases, notes = _phases(name)(spec, counts)
-    host = spec["cluster"]["memory_gb"]
-    return Bound(framework=name, params=counts["total"], facts_source=facts[1], gpu_bytes=gpu[0], gpu_how=gpu[1],
-                 host_bytes=int(host * GB) if host else None, phases=phases, levers=[], notes=notes)
+    phases, notes = _phases(name)(spec, facts.parts)
+    host, how = host_memory(spec)
+    return Bound(framework=name, params=facts.params, facts_source=facts.source, gpu_bytes=gpu[0], gpu_how=gpu[1],
+                 host_bytes=host, host_how=how, phases=phases, levers=[], notes=notes)
 
 
 def why_none(spec: dict) -> str:
@@ -189,9 +201,9 @@ def why_none(spec: dict) -> str:
         return f"no memory bound for {name} yet"
     if spec["cluster"]["gpus_per_node"] < 1:
         return "no GPUs"
-    if model_facts(spec) is None:
-        return (f"no config.json facts pinned for model.name={spec['model']['name'] or '(none)'} in "
-                "configs/versions.yaml (models.<name>.config)")
+    facts = modelfacts.of(spec)
+    if isinstance(facts, str):
+        return f"warning: the model's facts are not known, so the memory bound and the heads rules did not run: {facts}"
     return (f"no pinned memory size for cluster.accelerator={spec['cluster']['accelerator']} "
             "(configs/versions.yaml accelerators)")
 
@@ -216,39 +228,80 @@ def _offloads(name: str) -> bool:
     return bool(getattr(frameworks.descriptor(name).memory, "OFFLOAD", False))
 
 
+def _fits(trial: Bound | None) -> bool:
+    return trial is not None and not trial.over()
+
+
+def _tp_lever(spec: dict, b: Bound) -> str:
+    """The smallest larger rollout tensor parallel that fits, where the engine's weights are a term:
+    a divisor of the GPUs per node that the model's heads allow."""
+    from .errors import ConfigError
+    from .frameworks import topology
+
+    key, now = topology.rollout_tp_of(spec)
+    facts = modelfacts.of(spec)
+    if key != "rollout.tp" or isinstance(facts, str) or \
+            not any(t.name == "rollout weights" for p in b.over() for t in p.terms):
+        return ""
+    gpn = spec["cluster"]["gpus_per_node"]
+    for tp in (d for d in range(now + 1, gpn + 1) if gpn % d == 0):
+        trial = _with(spec, **{"rollout.tp": tp})
+        try:
+            topology.attention_heads(trial, facts.heads, facts.kv_heads)
+        except ConfigError:
+            continue
+        if _fits(bound(trial)):
+            return f"SET=rollout.tp={tp} (the rollout engine's weights split over {tp} GPUs)"
+    return ""
+
+
 def levers(spec: dict, b: Bound) -> list[str]:
-    """What would make the bound fit: more nodes (the fewest that do), offload, ... each computed."""
+    """What would make the bound fit, each one tried: the spec changed so, bounded again, fits."""
     out = []
+    over = {p.where for p in b.over()}
     nodes = spec["cluster"]["nodes"]
-    for more in range(nodes + 1, nodes * 16 + 2):
-        trial = bound(_with(spec, **{"cluster.nodes": more}))
-        if trial and not [p for p in trial.over() if p.where == "gpu"]:
-            out.append(f"NODES={more} (the fewest nodes of {spec['cluster']['gpus_per_node']} x "
-                       f"{spec['cluster']['accelerator']} whose bound fits)")
-            break
-    else:
-        out.append("more nodes: none up to 16x as many makes the bound fit")
-    if _offloads(spec["framework"]["name"]) and not spec["train"]["offload"]:
-        trial = bound(_with(spec, **{"train.offload": True}))
-        if trial:
-            gpu = [p for p in trial.over() if p.where == "gpu"]
-            out.append("SET=train.offload=true " + ("fits the GPUs" if not gpu else
-                       f"is not enough alone (its {gpu[0].name} still needs {gb(gpu[0].total)})"))
-    worst = b.worst("gpu")
-    if worst and any(t.name == "rollout reserved" for t in worst.terms):
-        out.append("a smaller rollout.gpu_memory_utilization (the engine's reservation is in this phase)")
-    out.append("a smaller micro-batch (train.micro_batch_size_per_gpu) lowers activations, which this bound "
-               "does not count: it cannot make these terms fit")
+    if "gpu" in over:
+        for more in range(nodes + 1, nodes * 16 + 2):
+            if _fits(bound(_with(spec, **{"cluster.nodes": more}))):
+                out.append(f"NODES={more} (the fewest nodes of {spec['cluster']['gpus_per_node']} x "
+                           f"{spec['cluster']['accelerator']} whose bound fits)")
+                break
+        else:
+            out.append("more nodes: none up to 16x as many makes the bound fit")
+        if _offloads(spec["framework"]["name"]) and not spec["train"]["offload"]:
+            trial = bound(_with(spec, **{"train.offload": True}))
+            if trial:
+                still = trial.over()
+                out.append("SET=train.offload=true " + ("fits" if not still else
+                           f"is not enough alone (its {still[0].name} still needs {gb(still[0].total)})"))
+        tp = _tp_lever(spec, b)
+        if tp:
+            out.append(tp)
+        worst = b.worst("gpu")
+        if worst and any(t.name == "rollout reserved" for t in worst.terms):
+            out.append("a smaller rollout.gpu_memory_utilization (the engine's reservation is in this phase)")
+        out.append("a smaller micro-batch (train.micro_batch_size_per_gpu) lowers activations, which this bound "
+                   "does not count: it cannot make these terms fit")
+    if "host" in over:
+        host = b.worst("host")
+        need = math.ceil(host.total / GIB)
+        if spec["infra"]["name"] != "aistudio" and _fits(bound(_with(spec, **{"cluster.memory_gb": need}))):
+            out.append(f"SET=cluster.memory_gb={need} (nodes with at least {need} GiB of host memory)")
+        if spec["train"]["offload"] and _fits(bound(_with(spec, **{"train.offload": False}))):
+            out.append("SET=train.offload=false (the GPUs hold the state without offload)")
+        if len(out) == 0:
+            out.append("none of cluster.memory_gb or train.offload makes it fit here")
     return out
 
 
 def report(b: Bound) -> list[str]:
-    lines = [f"{b.params / 1e9:.2f} B parameters (from {b.facts_source}); GPU {b.gpu_how}"]
+    lines = [f"{b.params / 1e9:.2f} B parameters (from {b.facts_source}); GPU {b.gpu_how}; host "
+             + (b.host_how if b.host_bytes is not None else f"not known: {b.host_how}")]
     for p in b.phases:
         cap = b.gpu_bytes if p.where == "gpu" else b.host_bytes
         unit = "per GPU" if p.where == "gpu" else "per node, host memory"
         head = f"{p.name} ({unit}): {gb(p.total)}"
-        head += f" of {gb(cap)}" if cap is not None else " (cluster.memory_gb=0: not checked)"
+        head += f" of {gb(cap)}" if cap is not None else " (not checked: the machine is not known)"
         lines.append(head)
         lines += [f"    {t.name:<30} {gb(t.bytes):>9}  {t.how}" for t in p.terms]
     lines += [f"note: {n}" for n in b.notes]
@@ -265,7 +318,7 @@ def check(spec: dict) -> str:
         worst = max(over, key=lambda p: p.total - (b.gpu_bytes if p.where == "gpu" else b.host_bytes))
         cap = b.gpu_bytes if worst.where == "gpu" else b.host_bytes
         where = (f"one {spec['cluster']['accelerator']} ({gb(cap)})" if worst.where == "gpu"
-                 else f"a node's host memory (cluster.memory_gb={spec['cluster']['memory_gb']})")
+                 else f"a node's host memory ({gb(cap)}: {b.host_how})")
         terms = " + ".join(f"{t.name} {gb(t.bytes)}" for t in worst.terms)
         detail = "\n".join(["", *("  " + line for line in report(b)),
                             "  to make it fit: " + "; ".join(levers(spec, b))])
@@ -276,6 +329,7 @@ def check(spec: dict) -> str:
             f"{gb(b.gpu_bytes - gpu.total)} headroom of {gb(b.gpu_bytes)}")
     host = b.worst("host")
     if host is not None:
-        line += (f"; host {gb(host.total)} per node" + (f", {gb(b.host_bytes - host.total)} headroom"
-                                                         if b.host_bytes else " (cluster.memory_gb=0: not checked)"))
+        line += (f"; host {gb(host.total)} per node" + (
+            f", {gb(b.host_bytes - host.total)} headroom of {gb(b.host_bytes)} ({b.host_how})" if b.host_bytes
+            else f" (warning: not checked: {b.host_how})"))
     return line

@@ -136,6 +136,29 @@ def _resources(spec: dict) -> dict:
     }
 
 
+def resources_line(spec: dict) -> str:
+    """The instance type SkyPilot's catalog would pick for the task (the cheapest that satisfies it)
+    and the whole cluster's hourly price, on demand and spot, from the same catalog."""
+    from .. import catalog
+
+    c, where = spec["cluster"], cloud(spec)
+    wanted = ", ".join(f"{k} {v}" for k, v in _resources(spec).items() if k in ("accelerators", "cpus", "memory") and v)
+    if not c["gpus_per_node"] or where in ("", "kubernetes"):
+        return f"{c['nodes']} x ({wanted or 'any'}): the instance is chosen at launch ({where or 'any cloud'})"
+    parts = infra_string(spec).split("/")
+    got = catalog.instances(where, c["accelerator"], c["gpus_per_node"], _resources(spec)["cpus"] or None,
+                            _resources(spec)["memory"] or None, parts[1] if len(parts) > 1 and parts[1] else None)
+    if isinstance(got, str):
+        return f"{c['nodes']} x ({wanted}): warning: instance and price not known: {got}"
+    pick, n = got[0], c["nodes"]
+
+    def cost(price: float | None) -> str:
+        return f"${price * n:,.2f}/h" if price is not None else "not priced"
+
+    return (f"{n} x {where} {pick.name} ({pick.vcpus:g} vCPUs, {pick.memory_gib:g} GiB; the cheapest of "
+            f"{len(got)} for {wanted}): {cost(pick.price)} on demand, {cost(pick.spot_price)} spot for the cluster")
+
+
 def _json_tail(text: str, kind: type = dict):
     """The JSON object (or list) `sky ... -o json` printed, skipping any log lines before it."""
     opener = "{" if kind is dict else "["
@@ -279,6 +302,7 @@ class SkyPilot(Backend):
         lines += [
             f"sky check -o json {cloud(spec)}".rstrip() + f"   (SkyPilot must have {target} enabled)",
             "sky " + shjoin(launch_argv(spec, out)) + "   (follows the logs)",
+            f"  resources {resources_line(spec)}",
             f"  shared storage {spec['storage']['mount']} <- {where}",
             f"  every node: {setup}scripts/ray-up ({c['nodes']} nodes, Ray {c['ray_port']}/"
             f"{c['dashboard_port']}); rank 0: bash {ARTIFACTS_MOUNT}/job.sh",

@@ -144,3 +144,37 @@ def metrics_logger(key: str, loggers: list[str], required: str) -> None:
     if required not in loggers:
         raise ConfigError(key, "[" + ",".join(loggers) + "]", f"a list including '{required}': rlaunch's "
                           "postflight reads its machine-readable metrics")
+
+
+def rollout_tp_of(spec: dict) -> tuple[str, int]:
+    """(the key that sets it, the rollout engine's tensor-parallel size) as the framework will see it."""
+    eff = parse_overrides(spec["framework"]["overrides"])
+    for key in ("actor_rollout_ref.rollout.tensor_model_parallel_size", "rollout.tensor_parallel_size"):
+        if key in eff:
+            return f"framework.overrides[{key}]", as_int(key, eff[key])
+    if spec["framework"]["name"] == "areal" and "rollout.backend" in eff:  # "sglang:d4t2": t is the TP size
+        found = re.search(r"t(\d+)", str(eff["rollout.backend"]).partition(":")[2])
+        if found:
+            return "framework.overrides[rollout.backend]", int(found.group(1))
+    return "rollout.tp", as_int("rollout.tp", spec["rollout"]["tp"])
+
+
+def attention_heads(spec: dict, heads: int, kv_heads: int) -> None:
+    """The model's heads against the ways they are split (the model's config.json, rlaunch.modelfacts).
+
+    vLLM and SGLang split the attention heads over the rollout's tensor-parallel group (vLLM: "Total
+    number of attention heads must be divisible by tensor parallel size") and the KV heads too, or
+    replicate them when the group is larger (then it must be a multiple of them); verl's Ulysses
+    sequence parallelism splits the heads likewise."""
+    key, tp = rollout_tp_of(spec)
+    if heads % tp:
+        raise ConfigError(key, tp, f"a divisor of the model's {heads} attention heads (the rollout engine "
+                          "splits them over its tensor-parallel GPUs)")
+    if (tp > kv_heads and tp % kv_heads) or (tp <= kv_heads and kv_heads % tp):
+        raise ConfigError(key, tp, f"a divisor or a multiple of the model's {kv_heads} KV heads (the rollout "
+                          "engine splits them over its tensor-parallel GPUs, or copies them when there are more GPUs)")
+    sp_key = "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
+    sp = as_int(sp_key, effective(spec, sp_key, 1))
+    if spec["framework"]["name"] == "verl" and sp > 1 and heads % sp:
+        raise ConfigError(f"framework.overrides[{sp_key}]", sp, f"a divisor of the model's {heads} attention heads "
+                          "(Ulysses splits them over the sequence-parallel GPUs)")
