@@ -142,3 +142,13 @@ def test_facts_from_the_hub_are_kept_so_the_next_plan_needs_no_network(tmp_path,
     assert (tmp_path / "facts" / "Org--Eight" / "main" / "config.json").is_file()
     modelfacts.read.cache_clear()
     assert modelfacts.read("Org/Eight").source == str(tmp_path / "facts" / "Org--Eight" / "main" / "config.json")
+
+
+def test_an_architecture_rlaunch_does_not_count_is_not_guessed(tmp_path):
+    # DeepSeek-V3's attention (MLA: q_lora_rank, kv_lora_rank) is not Llama's: its count would be wrong.
+    model = tmp_path / "mla"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "deepseek_v3", "hidden_size": 7168,
+                                                   "num_hidden_layers": 61, "num_attention_heads": 128,
+                                                   "vocab_size": 129280, "intermediate_size": 18432}))
+    assert "model_type='deepseek_v3' is not an architecture rlaunch counts" in modelfacts.read(str(model))

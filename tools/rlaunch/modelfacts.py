@@ -30,6 +30,9 @@ ENV = "RLAUNCH_MODEL_FACTS"
 # Families whose attention projections carry a bias (Qwen2's q/k/v); others say attention_bias.
 QKV_BIAS = {"qwen2", "qwen2_moe"}
 QK_NORM = {"qwen3", "qwen3_moe"}  # a per-head-dim RMSNorm on q and on k in every layer
+# The architectures param_count knows, layer by layer; another (MLA, hybrid linear attention, extra
+# norms) would be miscounted, so its facts are "not known" rather than guessed.
+COUNTED = {"llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral"}
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,12 @@ def param_count(cfg: dict) -> dict[str, int]:
     return parts
 
 
-def from_config(cfg: dict, model: str, source: str) -> Facts:
+def from_config(cfg: dict, model: str, source: str) -> Facts | str:
+    """The facts, or why they cannot be counted (an architecture param_count does not know)."""
     t = text_config(cfg)
+    if str(t.get("model_type", "")) not in COUNTED:
+        return (f"{source}: model_type={t.get('model_type', '(none)')!r} is not an architecture rlaunch counts "
+                f"({', '.join(sorted(COUNTED))})")
     heads = int(t["num_attention_heads"])
     return Facts(
         model=model, source=source, model_type=str(t.get("model_type", "")), layers=int(t["num_hidden_layers"]),
