@@ -91,8 +91,11 @@ def test_a_32b_run_on_one_node_of_4_a100_80gb_without_offload_fails_naming_its_t
         assert term in first
     assert "rollout reserved                 48.0 GB  gpu_memory_utilization 0.6 x 80.0 GB" in text
     levers = text.splitlines()[-1]
-    assert "NODES=2 (the fewest nodes" in levers
-    assert "SET=train.offload=true is not enough alone" in levers and "micro-batch" in levers
+    assert levers.startswith("  to make it fit: NODES=2 (the fewest nodes")
+    short = text.splitlines()[-2]
+    assert short.startswith("  not enough alone: SET=train.offload=true (its actor update still needs 131.1 GB)")
+    assert "micro-batch" in short and "micro-batch" not in levers
+    assert memory.check(spec_of("verl-grpo-gsm8k-32b", INFRA="gcp", NODES="2", ACCELERATOR="A100-80GB"))
 
 
 def test_the_bound_is_what_fits_more_nodes_shrink_it_and_offload_moves_state_to_the_host():

@@ -255,9 +255,10 @@ def _tp_lever(spec: dict, b: Bound) -> str:
     return ""
 
 
-def levers(spec: dict, b: Bound) -> list[str]:
-    """What would make the bound fit, each one tried: the spec changed so, bounded again, fits."""
-    out = []
+def levers(spec: dict, b: Bound) -> tuple[list[str], list[str]]:
+    """(what would make the bound fit, each tried: the spec changed so, bounded again, fits; what
+    would not be enough, said so that nobody tries it)."""
+    out, short = [], []
     over = {p.where for p in b.over()}
     nodes = spec["cluster"]["nodes"]
     if "gpu" in over:
@@ -267,21 +268,29 @@ def levers(spec: dict, b: Bound) -> list[str]:
                            f"{spec['cluster']['accelerator']} whose bound fits)")
                 break
         else:
-            out.append("more nodes: none up to 16x as many makes the bound fit")
+            short.append("more nodes: none up to 16x as many")
         if _offloads(spec["framework"]["name"]) and not spec["train"]["offload"]:
             trial = bound(_with(spec, **{"train.offload": True}))
             if trial:
                 still = trial.over()
-                out.append("SET=train.offload=true " + ("fits" if not still else
-                           f"is not enough alone (its {still[0].name} still needs {gb(still[0].total)})"))
+                if still:
+                    short.append(f"SET=train.offload=true (its {still[0].name} still needs {gb(still[0].total)})")
+                else:
+                    out.append("SET=train.offload=true (parameters and optimizer states wait on the host)")
         tp = _tp_lever(spec, b)
         if tp:
             out.append(tp)
         worst = b.worst("gpu")
-        if worst and any(t.name == "rollout reserved" for t in worst.terms):
-            out.append("a smaller rollout.gpu_memory_utilization (the engine's reservation is in this phase)")
-        out.append("a smaller micro-batch (train.micro_batch_size_per_gpu) lowers activations, which this bound "
-                   "does not count: it cannot make these terms fit")
+        if worst and any(t.name == "rollout reserved" for t in worst.terms) and \
+                "actor_rollout_ref.rollout.gpu_memory_utilization" not in effective(spec):
+            now = spec["rollout"]["gpu_memory_utilization"]
+            for util in (round(now - 0.05 * i, 2) for i in range(1, 20)):
+                if util >= 0.1 and _fits(bound(_with(spec, **{"rollout.gpu_memory_utilization": util}))):
+                    out.append(f"SET=rollout.gpu_memory_utilization={util:g} (the engine reserves less; its KV "
+                               "cache shrinks with it)")
+                    break
+        short.append("a smaller micro-batch (train.micro_batch_size_per_gpu): it lowers activations, which this "
+                     "bound does not count")
     if "host" in over:
         host = b.worst("host")
         need = math.ceil(host.total / GIB)
@@ -289,9 +298,9 @@ def levers(spec: dict, b: Bound) -> list[str]:
             out.append(f"SET=cluster.memory_gb={need} (nodes with at least {need} GiB of host memory)")
         if spec["train"]["offload"] and _fits(bound(_with(spec, **{"train.offload": False}))):
             out.append("SET=train.offload=false (the GPUs hold the state without offload)")
-        if len(out) == 0:
-            out.append("none of cluster.memory_gb or train.offload makes it fit here")
-    return out
+        if not out:
+            short.append("cluster.memory_gb or train.offload: neither makes it fit here")
+    return out, short
 
 
 def report(b: Bound) -> list[str]:
@@ -320,8 +329,11 @@ def check(spec: dict) -> str:
         where = (f"one {spec['cluster']['accelerator']} ({gb(cap)})" if worst.where == "gpu"
                  else f"a node's host memory ({gb(cap)}: {b.host_how})")
         terms = " + ".join(f"{t.name} {gb(t.bytes)}" for t in worst.terms)
+        fixes, short = levers(spec, b)
         detail = "\n".join(["", *("  " + line for line in report(b)),
-                            "  to make it fit: " + "; ".join(levers(spec, b))])
+                            *(["  not enough alone: " + "; ".join(short)] if short else []),
+                            "  to make it fit: " + ("; ".join(fixes) if fixes else "nothing rlaunch can change "
+                                                    "(a larger accelerator, or a smaller model)")])
         raise CheckError("memory", f"the {worst.name} needs at least {gb(worst.total)} on {where}: "
                                    f"{terms}{detail}")
     gpu = b.worst("gpu")
