@@ -438,8 +438,7 @@ class SkyPilot(Backend):
         return self._run("jobs", "logs", "-n", cluster_name(spec)).returncode
 
     def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
-        kinds = ({"managed-job" if spec["infra"]["spot"] else "cluster"} if out is not None
-                 else {r.kind for r in self._found(spec, "cluster or managed job", active=True)})
+        kinds = self._kinds(spec, out)
         if not kinds:
             return 1
         if "cluster" not in kinds:
@@ -457,11 +456,17 @@ class SkyPilot(Backend):
             print(f"skypilot: Ray dashboard of run {spec['run']['id']}: open {url}")
         return proc.returncode
 
+    def _kinds(self, spec: dict, out: Path | None) -> set[str]:
+        """What the run is: its spec's kind (rendered here), else the active runs SkyPilot knows (empty:
+        none, said on stderr)."""
+        if out is not None:
+            return {"managed-job" if spec["infra"]["spot"] else "cluster"}
+        return {r.kind for r in self._found(spec, "cluster or managed job", active=True)}
+
     def ssh(self, spec: dict, out: Path | None, command: list[str] | None = None) -> int:
         """`ssh <cluster>` (the alias SkyPilot writes to ~/.ssh/config): a shell on the head node, or
         `command` run there, as seed 001 checks its cluster."""
-        kinds = ({"managed-job" if spec["infra"]["spot"] else "cluster"} if out is not None
-                 else {r.kind for r in self._found(spec, "cluster or managed job", active=True)})
+        kinds = self._kinds(spec, out)
         if not kinds:
             return 1
         if "cluster" not in kinds:
