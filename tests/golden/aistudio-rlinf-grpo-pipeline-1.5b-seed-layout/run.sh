@@ -126,7 +126,8 @@ check_manifest() {
   local what="$1" dir="$2" file bad
   shift 2
   [[ -d "$dir" ]] || die 3 "$what: directory $dir missing (prepare the inputs on the shared storage first)"
-  [[ -s "$dir/SHA256SUMS" ]] || die 3 "$what: manifest $dir/SHA256SUMS missing or empty"
+  [[ -s "$dir/SHA256SUMS" ]] || die 3 "$what: manifest $dir/SHA256SUMS missing or empty \
+(prepare the inputs once: cd $LAUNCH_DIR/home && bash ../setup.sh)"
   for file in "$@"; do
     awk -v f="$file" '{ n = $2; sub(/^\*/, "", n) }
       (f ~ /^\*/ && substr(n, length(n) - length(f) + 2) == substr(f, 2)) || n == f { found = 1 }

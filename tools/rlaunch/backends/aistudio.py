@@ -328,15 +328,15 @@ class AIStudio(Backend):
         files["runtime_env.json"] = render_template("aistudio/runtime_env.json.j2", runtime_env=env)
         # run.sh and startup.sh get their headers here, not in artifacts.finish: the startup command
         # carries the SHA-256 of the run script's final text, and form.md the command's final text.
+        setup = setup_script(spec)
         run = with_header(spec, "run.sh", render_template(
-            "aistudio/run.sh.j2", spec=spec, pins=pins_env(spec), env=job_env(spec),
+            "aistudio/run.sh.j2", spec=spec, pins=pins_env(spec), env=job_env(spec), prepare=bool(setup),
             target_steps=target_steps(spec), checkout=checkout(spec), manifests=manifests(spec),
             modules=verify.job_modules(spec["framework"]["name"]), rules=accel.rules_for(spec)))
         startup = with_header(spec, "startup.sh", render_template(
             "aistudio/startup.sh.j2", spec=spec, launch_rel=launch_rel(spec),
             run_sha256=hashlib.sha256(run.encode()).hexdigest()))
         values = form(spec)
-        setup = setup_script(spec)
         if setup:
             files["setup.sh"] = setup
         files.update({
@@ -344,6 +344,8 @@ class AIStudio(Backend):
             "startup.sh": startup,
             "form.json": render_template("aistudio/form.json.j2", form=values),
             "form.md": render_template("aistudio/form.md.j2", spec=spec, form=values, runtime_env=env,
+                                       prepare=launch_dir(spec) if setup else "",
+                                       free_gib=FREE_GIB,
                                        startup=startup),
         })
         return files
@@ -358,7 +360,7 @@ class AIStudio(Backend):
     def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
         root = install_root(spec)
         prepare = ([f"(once) prepare the inputs where the storage is mounted and GitHub and the Hub are reachable "
-                    f"(AICoder): cd {spec['storage']['mount']}/{launch_rel(spec)}/home && bash ../setup.sh   "
+                    f"(AICoder): cd {launch_dir(spec)}/home && bash ../setup.sh   "
                     f"# checks {FREE_GIB} GiB free, clones the pinned checkout, prepares the inputs as listed "
                     "above (downloads, SHA256SUMS); a second run downloads nothing"]
                    if "setup.sh" in files else [])
