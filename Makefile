@@ -85,7 +85,7 @@ upstream: $(VENV)/.rlaunch-setup ## Fetch the pinned upstream files (RLinf's e2e
 	@$(PY) -m rlaunch.validate.upstream fetch
 
 ##@ Launch
-.PHONY: render plan launch status logs down dashboard tensorboard compare verify runs summary
+.PHONY: render plan launch status logs down dashboard ssh ray-status tensorboard compare verify runs summary
 render: $(VENV)/.rlaunch-setup ## Write every artifact of a launch under OUT; touch nothing else
 	@$(RLAUNCH) render
 
@@ -103,6 +103,12 @@ logs: $(VENV)/.rlaunch-setup ## Follow the job's log (the run directory's, once 
 
 dashboard: $(VENV)/.rlaunch-setup ## Open the Ray dashboard from this machine: prints the URL, forwards until Ctrl-C
 	@$(RLAUNCH) dashboard
+
+ssh: $(VENV)/.rlaunch-setup ## SkyPilot: a shell on the run's cluster head (ssh <cluster>, SkyPilot's ssh alias)
+	@$(RLAUNCH) ssh
+
+ray-status: $(VENV)/.rlaunch-setup ## SkyPilot: ray status and ray summary tasks on the run's cluster head, over ssh
+	@$(RLAUNCH) ray_status
 
 tensorboard: $(VENV)/.rlaunch-setup ## Serve the run's TensorBoard on localhost (RUNS="id1 id2": side by side)
 	@$(RLAUNCH) tensorboard

@@ -140,7 +140,7 @@ launch_a4x() {
     --SET="infra.kuberay.inputs_timeout_s=30" "$@"
 }
 
-@test "launch on A4X checks the DRA device classes and the ComputeDomain CRD, then applies the ComputeDomain" {
+@test "launch on A4X checks the DRA device classes, the ComputeDomain CRD and the gIB installer, then applies the ComputeDomain" {
   need_crds RayCluster RayJob ComputeDomain
   stub_reply kubectl get job '{"status": {"conditions": [{"type": "Complete", "status": "True"}]}}'
   run launch_a4x
@@ -149,7 +149,8 @@ launch_a4x() {
   calls="$(stub_calls kubectl)"
   [[ "${calls}" == *"get deviceclass mrdma.google.com -o name
 get crd computedomains.resource.nvidia.com -o name
-get deviceclass compute-domain-default-channel.nvidia.com -o name"* ]]
+get deviceclass compute-domain-default-channel.nvidia.com -o name
+get daemonset nccl-rdma-installer -n kube-system -o name"* ]]
   [[ "${calls}" == *"-f ${OUT}/kuberay/rdma.yaml -f ${OUT}/kuberay/computedomain.yaml -f ${OUT}/kuberay/inputs.yaml"* ]]
 }
 
@@ -160,6 +161,17 @@ get deviceclass compute-domain-default-channel.nvidia.com -o name"* ]]
   run launch_a4x
   [ "${status}" -eq 3 ]
   [[ "${output}" == *"missing the DRA device class mrdma.google.com"*"managed DRANET"*"RDMA=0"* ]]
+  nothing_applied
+}
+
+@test "launch on A4X without the gIB installer: exit 3 with seed 004's kubectl apply of its A4X variant, applies nothing" {
+  need_crds RayCluster RayJob ComputeDomain
+  stub_fail kubectl get daemonset nccl-rdma-installer 1 \
+    'Error from server (NotFound): daemonsets.apps "nccl-rdma-installer" not found'
+  run launch_a4x
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing the gIB NCCL plugin installer (DaemonSet kube-system/nccl-rdma-installer"* ]]
+  [[ "${output}" == *"kubectl apply -f https://raw.githubusercontent.com/GoogleCloudPlatform/container-engine-accelerators/master/gpudirect-rdma/nccl-rdma-installer-a4x.yaml"* ]]
   nothing_applied
 }
 

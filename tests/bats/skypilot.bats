@@ -119,6 +119,37 @@ status --endpoint 8265 ${RUN_ID}
 down -y ${RUN_ID}" ]
 }
 
+@test "ssh and ray-status go to the cluster's ssh alias; ray-status asks rlaunch's Ray, not SkyPilot's" {
+  stub_command ssh
+  rl render --INFRA=gcp --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  run rl ssh --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  run rl ray_status --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  local port
+  port="$(sed -n 's/^  ray_port: *\([0-9]*\).*/\1/p' "${REPO}/configs/defaults.yaml")"
+  # One remote command (the stub records each argument %q-quoted).
+  [ "$(stub_calls ssh)" = "${RUN_ID}
+${RUN_ID} $(printf '%q' "ray status --address 127.0.0.1:${port} && ray summary tasks --address http://127.0.0.1:8265")" ]
+  # What ssh answers is what make answers.
+  stub_fail ssh "${RUN_ID}" 255 "ssh: Could not resolve hostname ${RUN_ID}"
+  run rl ssh --OUT="${OUT}"
+  [ "${status}" -eq 255 ]
+}
+
+@test "ssh of a managed job or a KubeRay run says why not" {
+  stub_command ssh
+  rl render --INFRA=aws --SPOT=1 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  run rl ray_status --OUT="${OUT}"
+  [ "${status}" -eq 1 ]
+  [[ "${output}" == *"belongs to the jobs controller"*"make logs RUN_ID=${RUN_ID}"* ]]
+  rl render --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}-kr"
+  run rl ssh --OUT="${OUT}-kr"
+  [ "${status}" -eq 2 ]
+  [[ "${output}" == *"INFRA"*"kuberay"*"a SkyPilot infrastructure"* ]]
+  [ -z "$(stub_calls ssh)" ]
+}
+
 @test "dashboard prints the cluster's endpoint as a URL to open" {
   rl render --INFRA=gcp --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   stub_reply sky status --endpoint "34.1.2.3:8265"

@@ -7,7 +7,9 @@ CASES = [
     ("kuberay-verl-ppo-gsm8k-0.5b-vke", "verl-ppo-gsm8k-0.5b", {"INFRA": "kuberay"}),  # PodMonitors, Grafana
     # seed 002's dashboard Ingress (an ALB) and APMPlus tracing, both asked for
     ("kuberay-verl-ppo-gsm8k-0.5b-vke-ingress-apmplus", "verl-ppo-gsm8k-0.5b",
-     {"INFRA": "kuberay", "SET": "monitoring.dashboard_ingress=true monitoring.ingress_class=alb monitoring.apmplus=true"}),
+     {"INFRA": "kuberay", "IMAGE": "cr.volces.com/my-team/rlaunch-verl-apmplus:0.9.1",
+      "SET": "monitoring.dashboard_ingress=true monitoring.ingress_class=alb monitoring.apmplus=true "
+             "framework.image_facts.modules=[tracing.setup_tracing]"}),  # an rlaunch image built with the hook
     ("kuberay-verl-grpo-gsm8k-32b-gke", "verl-grpo-gsm8k-32b", {"INFRA": "kuberay"}),  # A4X: GB200, IMEX
     # seed 004's A3 Ultra pool: H200 x 8, the gIB plugin with A3 Ultra's NCCL config files, no IMEX
     ("kuberay-verl-grpo-gsm8k-32b-gke-a3u", "verl-grpo-gsm8k-32b",

@@ -484,6 +484,11 @@ def test_run_script_on_a_cluster_standing_in_for_the_platform(storage, cluster, 
     assert "JOB_STATUS=SUCCEEDED" in log, log
     print(f"first run: {time.monotonic() - started:.1f} s")
     assert "RLAUNCH_RUN_STATUS=passed" in log
+    # Seed 003's markers beside it, from the same reports; STARTUP_EXIT_CODE after them, as there.
+    assert "WORKER_TOPOLOGY=rank=0 role=Ray Head" in log and "WORKER_TOPOLOGY=rank=1 role=Ray Worker" in log
+    assert "NVIDIA_DRIVER_VERSION_NODE_0=" in log and "NVIDIA_DRIVER_VERSION_NODE_1=" in log
+    assert "RLINF_PREFLIGHT_STATUS=passed" in log and "RLINF_VERIFICATION_STATUS=passed" in log
+    assert log.index("RLAUNCH_RUN_STATUS=passed") < log.index("RLINF_VERIFICATION_STATUS") < log.index("STARTUP_EXIT_CODE=0")
     assert "preflight: passed on 2 nodes" in log
     assert "postflight: passed (rlinf" in log
     preflight = json.loads((run_dir / "preflight.json").read_text())

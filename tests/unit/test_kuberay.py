@@ -444,8 +444,13 @@ def test_dashboard_ingress_routes_to_the_head_services_dashboard_port_when_asked
         render("monitoring.ingress_class=alb")
 
 
+# An rlaunch image the user built with seed 002's APMPlus hook in it (docker/verl has none).
+SEED_002 = {"K8S_FLAVOR": "vke", "IMAGE": "cr.volces.com/my-team/rlaunch-verl-apmplus:0.9.1"}
+HOOK = "framework.image_facts.modules=[tracing.setup_tracing]"
+
+
 def test_apmplus_tracing_hook_annotations_and_env_on_vke_only():
-    _, files = render(f"monitoring.apmplus=true {VKE_TOS}", K8S_FLAVOR="vke")
+    _, files = render(f"monitoring.apmplus=true {VKE_TOS} {HOOK}", **SEED_002)
     assert cluster(files)["headGroupSpec"]["rayStartParams"]["tracing-startup-hook"] == \
         "tracing.setup_tracing:setup_tracing"
     for pod in (head_pod(files), worker_group(files)["template"]):
@@ -458,7 +463,20 @@ def test_apmplus_tracing_hook_annotations_and_env_on_vke_only():
     with pytest.raises(ConfigError, match="monitoring.apmplus=True.*k8s_flavor=vke"):
         render("monitoring.apmplus=true")
     with pytest.raises(ConfigError, match="monitoring.tracing_hook='nohook'.*module:function"):
-        render(f"monitoring.apmplus=true monitoring.tracing_hook=nohook {VKE_TOS}", K8S_FLAVOR="vke")
+        render(f"monitoring.apmplus=true monitoring.tracing_hook=nohook {VKE_TOS} {HOOK}", **SEED_002)
+
+
+@pytest.mark.parametrize(("sets", "knobs"), [
+    ("", {"K8S_FLAVOR": "vke"}),                       # the pinned image: its facts name no hook
+    ("", SEED_002),                                   # IMAGE= without the fact
+    ("framework.image_facts.modules=[tracing.other]", SEED_002),
+], ids=["pinned-image", "image-without-fact", "another-module"])
+def test_apmplus_is_refused_on_an_image_without_the_tracing_hook(sets, knobs):
+    with pytest.raises(ConfigError) as err:
+        render(f"monitoring.apmplus=true {VKE_TOS} {sets}", **knobs)
+    message = str(err.value)
+    assert "monitoring.apmplus" in message and "tracing hook module tracing.setup_tracing" in message
+    assert "docker/" in message and "IMAGE=<that image>" in message and HOOK in message
 
 
 # ---------------------------------------------------------------- check() and plan()

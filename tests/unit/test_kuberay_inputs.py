@@ -85,7 +85,8 @@ def test_the_inputs_job_is_rendered_and_runs_setup_sh_on_the_shared_volume():
     pod = job["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["command"] == ["bash", "/opt/rlaunch-run/setup.sh"] and c["image"] == spec["pins"]["image"]
-    assert "nvidia.com/gpu" not in c["resources"]["limits"] and "nodeSelector" not in pod  # a CPU pod
+    assert "nvidia.com/gpu" not in c["resources"]["limits"] and "tolerations" not in pod  # a CPU pod
+    assert pod["nodeSelector"] == {"kubernetes.io/arch": "amd64"}  # on nodes of the image's architecture
     assert c["resources"]["requests"] == c["resources"]["limits"]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
     assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "inp-secrets", "key": "HF_TOKEN"}}

@@ -142,7 +142,7 @@ def test_wrong_api_version_or_missing_metadata_is_rejected(crds, job):
 # ---------------------------------------------------------------- the operator's rules, one each
 
 
-def test_rendered_job_passes_the_operator_rules(job):
+def test_rendered_job_passes_the_operator_rules(crds, job):
     assert v.operator_problems(job) == []
     assert v.operator_problems(as_raycluster(job)) == []
 
@@ -150,7 +150,7 @@ def test_rendered_job_passes_the_operator_rules(job):
 @pytest.mark.parametrize(("kind", "length", "ok"), [
     ("RayJob", 47, True), ("RayJob", 48, False), ("RayCluster", 53, True), ("RayCluster", 54, False),
 ])
-def test_name_length_limits(job, kind, length, ok):
+def test_name_length_limits(crds, job, kind, length, ok):
     doc = copy.deepcopy(job) if kind == "RayJob" else as_raycluster(job)
     doc["metadata"]["name"] = "a" * length
     assert (rules(doc) == "") is ok, rules(doc)
@@ -159,7 +159,7 @@ def test_name_length_limits(job, kind, length, ok):
 
 
 @pytest.mark.parametrize("name", ["Upper", "1starts-with-digit", "ends-with-", "under_score"])
-def test_name_must_be_a_dns1035_label(job, name):
+def test_name_must_be_a_dns1035_label(crds, job, name):
     doc = copy.deepcopy(job)
     doc["metadata"]["name"] = name
     assert "DNS-1035" in rules(doc)
@@ -181,7 +181,6 @@ def break_job(job: dict, path: str, value) -> dict:
 @pytest.mark.parametrize(("path", "value", "expect"), [
     ("spec.rayClusterSpec.workerGroupSpecs.0.minReplicas", 5, "minReplicas 5 is greater than maxReplicas"),
     ("spec.rayClusterSpec.workerGroupSpecs.0.maxReplicas", -1, "maxReplicas: -1 must be >= 0"),
-    ("spec.rayClusterSpec.workerGroupSpecs.0.maxReplicas", KeyError, "minReplicas and maxReplicas are both required"),
     ("spec.ttlSecondsAfterFinished", -5, "ttlSecondsAfterFinished: -5 must be >= 0"),
     ("spec.shutdownAfterJobFinishes", False, "set while shutdownAfterJobFinishes is false"),
     ("spec.submissionMode", "PodMode", "is not one of K8sJobMode, HTTPMode, InteractiveMode, SidecarMode"),
@@ -195,11 +194,11 @@ def break_job(job: dict, path: str, value) -> dict:
     ("spec.rayClusterSpec.workerGroupSpecs.0.template.spec.containers", [], "needs at least one container"),
     ("spec.rayClusterSpec", KeyError, "one of rayClusterSpec or clusterSelector must be set"),
 ])
-def test_each_operator_rule_fails_its_manifest(job, path, value, expect):
+def test_each_operator_rule_fails_its_manifest(crds, job, path, value, expect):
     assert expect in rules(break_job(job, path, value))
 
 
-def test_backoff_limit_is_refused_with_cluster_selector_and_with_interactive_mode(job):
+def test_backoff_limit_is_refused_with_cluster_selector_and_with_interactive_mode(crds, job):
     doc = break_job(job, "spec.rayClusterSpec", KeyError)
     doc["spec"]["clusterSelector"] = {"ray.io/cluster": "shared"}
     doc["spec"]["backoffLimit"] = 2
@@ -211,7 +210,7 @@ def test_backoff_limit_is_refused_with_cluster_selector_and_with_interactive_mod
     assert "cannot be combined with submissionMode InteractiveMode" in rules(doc)
 
 
-def test_sidecar_mode_forbids_submitter_template_and_config(job):
+def test_sidecar_mode_forbids_submitter_template_and_config(crds, job):
     doc = break_job(job, "spec.submissionMode", "SidecarMode")
     problems = rules(doc)
     assert "spec.submitterPodTemplate: not allowed with submissionMode SidecarMode" in problems
@@ -335,7 +334,7 @@ def test_rayjob_with_generate_name_is_accepted(crds):
 def test_worker_group_without_max_replicas_is_accepted_with_the_default_shown(crds):
     doc = probe()
     del doc["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["maxReplicas"]
-    assert "minReplicas and maxReplicas are both required" in rules(doc)  # the operator never sees this doc
+    assert rules(doc) == ""  # the operator sees maxReplicas 2147483647, the CRD's default
     lines = admitted_lines(doc)
     assert "required and defaulted: spec.rayClusterSpec.workerGroupSpecs[0].maxReplicas=2147483647" in lines[0]
     stored = v.admit(doc, "x").doc
@@ -477,3 +476,24 @@ def test_cel_optional_old_self_runs_on_create_and_unknown_functions_are_reported
     report = schema.admit(gadget("Abc"), "g").cel
     assert report.evaluated == 1
     assert report.skipped == ["spec: `self.lowerAscii() == self` (calls lowerAscii(), not in the offline CEL library)"]
+
+
+def test_kuberays_own_sample_shape_without_max_replicas_is_accepted_after_the_crds_defaults(crds):
+    """The shape of KubeRay v1.7.0's samples (ray-operator/config/samples/, e.g. a worker group with
+    `replicas` and no min/maxReplicas): the API server fills minReplicas 0 and maxReplicas 2147483647
+    before the operator sees it, so neither check refuses it, raw or admitted."""
+    pod = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray:2.52.0"}]}}
+    sample = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "raycluster-mini"},
+              "spec": {"rayVersion": "2.52.0", "headGroupSpec": {"rayStartParams": {}, "template": pod},
+                       "workerGroupSpecs": [{"groupName": "workergroup", "replicas": 2, "rayStartParams": {},
+                                             "template": pod}]}}
+    assert v.operator_problems(sample) == []
+    lines = v.check_documents([("sample.yaml", sample)], K8S)
+    assert any("passes the KubeRay operator's rules" in line for line in lines), lines
+    assert "maxReplicas" not in sample["spec"]["workerGroupSpecs"][0]  # the input is untouched
+    job = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "rayjob-sample"},
+           "spec": {"entrypoint": "python -c 'import ray'", "rayClusterSpec": copy.deepcopy(sample["spec"])}}
+    assert v.operator_problems(job) == []
+    # A bound the user did set is still checked against the default of the other one.
+    sample["spec"]["workerGroupSpecs"][0]["minReplicas"] = -1
+    assert "minReplicas: -1 must be >= 0" in rules(sample)

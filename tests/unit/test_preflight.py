@@ -201,6 +201,87 @@ def test_python_executable_must_be_under_image_bin(gpu_spec):
     assert "python executable" not in failures(evaluate(gpu_spec, probes))
 
 
+# ---------------------------------------------------------------- NVLink on GB200 (seed 004)
+
+
+SMI_Q = """
+GPU 00000008:06:00.0
+    Product Name                          : NVIDIA GB200
+    Fabric
+        State                             : {state}
+        Status                            : {status}
+        CliqueId                          : {clique}
+        ClusterUUID                       : 5a3d8f2e-0000-4000-8000-00000000abcd
+        Health
+            Bandwidth                     : Full
+    Processes                             : None
+"""
+P2P = """ \tGPU0\tGPU1\t
+ GPU0\tX\t{cell}\t
+ GPU1\t{cell}\tX\t
+
+Legend:
+
+  X    = Self
+  OK   = Status Ok
+  NS   = Not supported
+"""
+
+
+def gb200_probe(i: int, *, state="Completed", status="Success", clique="32766", cell="OK") -> dict:
+    out = probe(i, gpus=4, model="NVIDIA GB200", env={})
+    out["gpu"]["nvlink"] = {"fabric": preflight.parse_fabric(SMI_Q.format(state=state, status=status, clique=clique)),
+                            "p2p_not_ok": preflight.parse_p2p(P2P.format(cell=cell))}
+    return out
+
+
+@pytest.fixture
+def gb200_spec(tmp_path):
+    spec = runtrees.make_spec("verl", tmp_path, cluster__nodes=3, cluster__gpus_per_node=4,
+                              cluster__accelerator="GB200", infra__rdma=True)
+    spec["pins"]["framework_version"] = "0.9.1"
+    return spec
+
+
+def test_nvidia_smi_fabric_and_p2p_are_parsed():
+    fabric = preflight.parse_fabric(SMI_Q.format(state="Completed", status="Success", clique="7"))
+    assert fabric == [{"state": "Completed", "status": "Success", "cliqueid": "7",
+                       "clusteruuid": "5a3d8f2e-0000-4000-8000-00000000abcd"}]
+    assert preflight.parse_p2p(P2P.format(cell="OK")) == []
+    assert preflight.parse_p2p(P2P.format(cell="NS")) == ["GPU0-GPU1: NS", "GPU1-GPU0: NS"]
+
+
+def test_gb200_nodes_in_one_completed_fabric_pass(gb200_spec):
+    checks = {c["name"]: c for c in evaluate(gb200_spec, [gb200_probe(i) for i in (1, 2, 3)])}
+    assert checks["nvlink p2p"]["passed"] and checks["nvlink fabric"]["passed"], checks
+    assert checks["nvlink clique"]["passed"] and "/32766 on all 3 nodes" in checks["nvlink clique"]["detail"]
+
+
+@pytest.mark.parametrize(("odd", "name", "needle"), [
+    ({"state": "In Progress", "status": "N/A"}, "nvlink fabric", "fabric state In Progress"),
+    ({"clique": "1"}, "nvlink clique", "on 10.0.0.3"),
+    ({"cell": "NS"}, "nvlink p2p", "P2P not OK: GPU0-GPU1: NS"),
+])
+def test_a_gb200_node_off_the_fabric_is_named(gb200_spec, odd, name, needle):
+    bad = failures(evaluate(gb200_spec, [gb200_probe(1), gb200_probe(2), gb200_probe(3, **odd)]))
+    assert name in bad and needle in bad[name]["detail"] and bad[name]["node"] == "10.0.0.3", bad
+
+
+def test_nvlink_probe_on_a_node_without_gpus_is_recorded_as_skipped(gb200_spec, monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda _: None)  # no nvidia-smi, no GPUs
+    assert preflight._gpu_info(False, nvlink=True)["nvlink"] == {"skipped": "no GPUs on this node"}
+    probes = [probe(i, gpus=4, model="NVIDIA GB200", env={}) for i in (1, 2, 3)]
+    for p in probes:
+        p["gpu"]["nvlink"] = {"skipped": "no GPUs on this node"}
+    checks = {c["name"]: c for c in evaluate(gb200_spec, probes)}
+    assert checks["nvlink"]["skipped"] and "no GPUs on this node" in checks["nvlink"]["detail"]
+
+
+def test_nvlink_is_not_checked_off_gb200(gpu_spec):
+    assert not preflight.nvlink_expected(gpu_spec)
+    assert not any(c["name"].startswith("nvlink") for c in evaluate(gpu_spec, [probe(i, gpus=8) for i in (1, 2, 3)]))
+
+
 # ---------------------------------------------------------------- framework/accelerator rules (A100)
 
 RULE = "a100-flash-attn-4"

@@ -289,6 +289,25 @@ class Cli:
 
         return _exit(backends.get(spec["infra"]["name"]).dashboard(spec, out_dir, port=port))
 
+    def ssh(self, **kw):
+        """A shell on the run's SkyPilot cluster head (ssh <cluster>)."""
+        return self._on_sky("ssh", **kw)
+
+    def ray_status(self, **kw):
+        """`ray status` and `ray summary tasks` on the run's SkyPilot cluster head, over ssh."""
+        return self._on_sky("ray_status", **kw)
+
+    def _on_sky(self, verb: str, **kw):
+        spec, out_dir = self._which(**kw)
+        from . import backends
+
+        backend = backends.get(spec["infra"]["name"])
+        if not hasattr(backend, verb):
+            raise ConfigError("INFRA", spec["infra"]["name"], "a SkyPilot infrastructure (gcp, aws, azure, k8s, "
+                              f"sky): `make {verb.replace('_', '-')}` uses the ssh alias SkyPilot writes; "
+                              "`make status` and `make dashboard` work on every infrastructure")
+        return _exit(getattr(backend, verb)(spec, out_dir))
+
     def summary(self, **kw):
         """The closing summary of the last (or RUN_ID's) launch, from its run directory. In a GitHub
         Actions job ($GITHUB_STEP_SUMMARY set) it is also appended there as Markdown, with the

@@ -171,6 +171,7 @@ class ImageFacts(Section):
     arch: Choice(["", "amd64", "arm64"])
     cuda: Str
     packages: Strings  # "name==version" (config.check)
+    modules: Strings   # Python modules the image holds beyond its packages (monitoring.tracing_hook's)
 
 
 class FrameworkSettings(Section):

@@ -15,7 +15,9 @@
 #   5. the run directory is created; everything below is logged to <run dir>/driver.log;
 #   6. job.sh: the accelerator workaround (a100-flash-attn-4) and preflight on every node,
 #      the rlinf entrypoint once (its exit code recorded), postflight on the outputs;
-#   7. a final status line: RLAUNCH_RUN_STATUS=passed|failed (refused: checks 1-4 stopped it).
+#   7. a final status line: RLAUNCH_RUN_STATUS=passed|failed (refused: checks 1-4 stopped it),
+#      then seed 003's markers (WORKER_TOPOLOGY, NVIDIA_DRIVER_VERSION_NODE_n, RLINF_PREFLIGHT_STATUS,
+#      RLINF_VERIFICATION_STATUS) and last STARTUP_EXIT_CODE.
 # Checks 1-4 fail before the run directory exists, so fixing an input does not use up the RUN_ID.
 #
 # Usage: bash run.sh [--help]   (normally exec'd by the startup command; see form.md)
@@ -124,7 +126,8 @@ check_manifest() {
   local what="$1" dir="$2" file bad
   shift 2
   [[ -d "$dir" ]] || die 3 "$what: directory $dir missing (prepare the inputs on the shared storage first)"
-  [[ -s "$dir/SHA256SUMS" ]] || die 3 "$what: manifest $dir/SHA256SUMS missing or empty"
+  [[ -s "$dir/SHA256SUMS" ]] || die 3 "$what: manifest $dir/SHA256SUMS missing or empty \
+(prepare the inputs once: cd $LAUNCH_DIR/home && bash ../setup.sh)"
   for file in "$@"; do
     awk -v f="$file" '{ n = $2; sub(/^\*/, "", n) }
       (f ~ /^\*/ && substr(n, length(n) - length(f) + 2) == substr(f, 2)) || n == f { found = 1 }
@@ -173,6 +176,11 @@ finish() {
   if ((rc == 0)); then status=passed; fi
   printf 'RLAUNCH_RUN_STATUS=%s run_id=%s exit_code=%s framework_exit_code=%s run_dir=%s\n' \
     "$status" "$RUN_ID" "$rc" "$(cat "$RUN_DIR/logs/exit_code" 2>/dev/null || echo none)" "$RUN_DIR"
+  # Seed 003's markers, which its users grep the task log for (rlaunch.verify.markers); the last
+  # line is STARTUP_EXIT_CODE, as there.
+  PYTHONPATH="$LAUNCH_DIR/home/tools${PYTHONPATH:+:$PYTHONPATH}" \
+    "$RLAUNCH_PYTHON" -m rlaunch.verify.markers --run-dir "$RUN_DIR" --exit-code "$rc" ||
+    printf 'STARTUP_EXIT_CODE=%s\n' "$rc"
   # Close our end of the log pipe and wait for tee, so the status line reaches driver.log.
   exec >&- 2>&-
   wait "$tee_pid" 2>/dev/null || true

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -295,6 +296,28 @@ def install(spec: dict, files: dict[str, str]) -> tuple[Path, bool]:
 # ---------------------------------------------------------------- the backend
 
 
+# Seed 003 asks for at least 25 GiB free on the shared storage for each run ("每次运行建议至少预留 25 GiB").
+FREE_GIB = 25
+SETUP_RUNNER = """On AIStudio you run it once, where the shared storage is mounted at
+# the same path and the network reaches GitHub and the Hub (seed 003's AICoder), from the launch
+# directory: `cd home && bash ../setup.sh`. The task never downloads: run.sh checks what this left."""
+
+
+def setup_script(spec: dict) -> str:
+    """setup.sh for the launch directory: the free-space check, then the framework's own preparation
+    (its pinned checkout, the pinned model and dataset with their SHA256SUMS), each step idempotent.
+    "" when the framework has nothing to prepare."""
+    lines = frameworks.get(spec["framework"]["name"]).setup(spec)
+    if not lines:
+        return ""
+    mount = shlex.quote(spec["storage"]["mount"])
+    free = (f'free_kib="$(df --output=avail -k {mount} | tail -n 1)"; '
+            f'if ((free_kib < {FREE_GIB} * 1024 * 1024)); then echo "setup: {spec["storage"]["mount"]} has '
+            f'$((free_kib / 1024 / 1024)) GiB free; seed 003 asks for {FREE_GIB} GiB a run: free some space" >&2; '
+            "exit 3; fi")
+    return render_template("common/setup.sh.j2", spec=spec, lines=[free, *lines], runner=SETUP_RUNNER)
+
+
 class AIStudio(Backend):
     name = "aistudio"
     resume_hint = "a run directory is never reused (the run script refuses its RUN_ID): launch a new RUN_ID"
@@ -305,19 +328,24 @@ class AIStudio(Backend):
         files["runtime_env.json"] = render_template("aistudio/runtime_env.json.j2", runtime_env=env)
         # run.sh and startup.sh get their headers here, not in artifacts.finish: the startup command
         # carries the SHA-256 of the run script's final text, and form.md the command's final text.
+        setup = setup_script(spec)
         run = with_header(spec, "run.sh", render_template(
-            "aistudio/run.sh.j2", spec=spec, pins=pins_env(spec), env=job_env(spec),
+            "aistudio/run.sh.j2", spec=spec, pins=pins_env(spec), env=job_env(spec), prepare=bool(setup),
             target_steps=target_steps(spec), checkout=checkout(spec), manifests=manifests(spec),
             modules=verify.job_modules(spec["framework"]["name"]), rules=accel.rules_for(spec)))
         startup = with_header(spec, "startup.sh", render_template(
             "aistudio/startup.sh.j2", spec=spec, launch_rel=launch_rel(spec),
             run_sha256=hashlib.sha256(run.encode()).hexdigest()))
         values = form(spec)
+        if setup:
+            files["setup.sh"] = setup
         files.update({
             "run.sh": run,
             "startup.sh": startup,
             "form.json": render_template("aistudio/form.json.j2", form=values),
             "form.md": render_template("aistudio/form.md.j2", spec=spec, form=values, runtime_env=env,
+                                       prepare=launch_dir(spec) if setup else "",
+                                       free_gib=FREE_GIB,
                                        startup=startup),
         })
         return files
@@ -331,9 +359,15 @@ class AIStudio(Backend):
 
     def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
         root = install_root(spec)
+        prepare = ([f"(once) prepare the inputs where the storage is mounted and GitHub and the Hub are reachable "
+                    f"(AICoder): cd {launch_dir(spec)}/home && bash ../setup.sh   "
+                    f"# checks {FREE_GIB} GiB free, clones the pinned checkout, prepares the inputs as listed "
+                    "above (downloads, SHA256SUMS); a second run downloads nothing"]
+                   if "setup.sh" in files else [])
         return [
             f"install into WORK_ROOT {root}/{launch_rel(spec)}/: run.sh, job.sh, spec.json, "
             f"rlaunch's tools (home/), SHA256SUMS (refused if a different version is there)",
+            *prepare,
             "print the three things to paste: the RuntimeEnv JSON, the startup command, the form values "
             f"({spec['run']['out']}/form.md)",
             "you submit the task in the AIStudio console (no public submit API): the run script then "

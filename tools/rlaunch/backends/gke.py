@@ -31,6 +31,14 @@ COMPUTE_DOMAIN_API = "resource.nvidia.com/v1beta1"
 COMPUTE_DOMAIN_CRD = "computedomains.resource.nvidia.com"
 CHANNEL_DEVICE_CLASS = "compute-domain-default-channel.nvidia.com"
 CHANNEL_CLAIM = "compute-domain-channel"  # the pods' claim name
+# The gIB installer (Google's container-engine-accelerators gpudirect-rdma/): a kube-system DaemonSet
+# that fills HOST_GIB on each GPU node; seed 004 applies the A4X variant, and the standard one on GKE
+# Standard A4 / A3 Ultra.
+GIB_INSTALLER = "nccl-rdma-installer"
+GIB_INSTALLER_URL = ("https://raw.githubusercontent.com/GoogleCloudPlatform/container-engine-accelerators/"
+                     "master/gpudirect-rdma/{file}")
+GIB_INSTALLER_FILES = {"a4x": "nccl-rdma-installer-a4x.yaml", "a4": "nccl-rdma-installer.yaml",
+                       "a3-ultra": "nccl-rdma-installer.yaml"}
 NCCL_ENV = {
     "a4x": {"NCCL_ENV_PLUGIN": "gcp"},
     "a4": {"NCCL_TUNER_CONFIG_PATH": f"{GIB}/configs/tuner_config_a4.txtpb"},
@@ -69,7 +77,8 @@ def nccl_env(spec: dict) -> dict[str, str]:
 
 def checks(spec: dict, rdma_nics: int) -> list[tuple[list[str], str, str]]:
     """What launch asks the cluster before applying: the DRA device classes the pods claim, the
-    ComputeDomain CRD. Each: (kubectl args, what is missing, how to get it)."""
+    ComputeDomain CRD, the gIB installer that fills the directory the GPU pods mount. Each: (kubectl
+    args, what is missing, how to get it)."""
     out = []
     if rdma_nics:
         out.append((["get", "deviceclass", RDMA_DEVICE_CLASS, "-o", "name"],
@@ -93,4 +102,11 @@ def checks(spec: dict, rdma_nics: int) -> list[tuple[list[str], str, str]]:
                     f"the ComputeDomain CRD ({COMPUTE_DOMAIN_CRD}) for A4X's multi-node NVLink", install))
         out.append((["get", "deviceclass", CHANNEL_DEVICE_CLASS, "-o", "name"],
                     f"the DRA device class {CHANNEL_DEVICE_CLASS} (the IMEX channel the GPU pods claim)", install))
+    if gib(spec) and pool(spec):
+        url = GIB_INSTALLER_URL.format(file=GIB_INSTALLER_FILES[pool(spec)])
+        out.append((["get", "daemonset", GIB_INSTALLER, "-n", "kube-system", "-o", "name"],
+                    f"the gIB NCCL plugin installer (DaemonSet kube-system/{GIB_INSTALLER}, which fills "
+                    f"{HOST_GIB} on the GPU nodes; the GPU pods mount it)",
+                    f"kubectl apply -f {url} (seed 004), then wait for its pods on the GPU nodes: "
+                    f"kubectl -n kube-system rollout status daemonset/{GIB_INSTALLER}. Or launch without RDMA: RDMA=0"))
     return out

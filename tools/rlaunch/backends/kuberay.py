@@ -213,6 +213,16 @@ def _node_selector(spec: dict) -> dict[str, str]:
     return out
 
 
+def _cpu_placement(spec: dict) -> tuple[dict[str, str], list[dict]]:
+    """The CPU pods' (a CPU-only head, the RayJob's submitter, the inputs Job) nodeSelector and
+    tolerations: nodes of the image's architecture. On GKE A4X the image is arm64 and the only arm64
+    nodes are the A4X pool's, tainted for GPUs and for arm64 (seed 004's CPU pool is x86), so they go
+    there as seed 004's head does: the GPU pods' selector and tolerations, requesting no GPU."""
+    if gke.pool(spec) == "a4x":
+        return _node_selector(spec), _tolerations(spec)
+    return {ARCH_LABEL: _arch(spec)}, []
+
+
 def _tolerations(spec: dict) -> list[dict]:
     if spec["cluster"]["gpus_per_node"] <= 0:
         return []
@@ -344,8 +354,9 @@ def context(spec: dict, files: dict[str, str] | None = None) -> dict:
         "runtime_env": _runtime_env(spec),
         "env": _pod_env(spec),
         "node_selector": _node_selector(spec),
-        "cpu_node_selector": {ARCH_LABEL: _arch(spec)},
+        "cpu_node_selector": _cpu_placement(spec)[0],
         "tolerations": _tolerations(spec),
+        "cpu_tolerations": _cpu_placement(spec)[1],
         "service_account": service_account,
         "render_service_account": render_sa,
         "gcp_service_account": kr["gcp_service_account"],

@@ -62,6 +62,24 @@ def grafana_dashboard(job: str, run_id: str) -> tuple[str, str]:
     return f"ray-{job}.json", json.dumps(board, indent=4)
 
 
+def _require_hook(spec: dict, module: str) -> None:
+    """APMPlus needs Ray's tracing hook in the image: a module its facts name (framework.image_facts
+    for IMAGE=, else images.<framework>.facts); neither the official images nor docker/<framework>
+    ship seed 002's, so without the fact the run would fail at `ray start`, not here."""
+    from .. import imagecheck
+
+    fw = spec["framework"]
+    image, facts, where = imagecheck.image_of(spec)
+    modules = fw["image_facts"]["modules"] if fw["image_ref"] else (facts or {}).get("modules") or []
+    if module not in modules:
+        raise ConfigError("monitoring.apmplus", True, f"an image holding Ray's tracing hook module {module}: "
+                          f"{image} has none in its facts ({where}.modules), and docker/{fw['name']} does not "
+                          "ship it (seed 002's image has it, at /workspace/verl/tracing/setup_tracing.py, but "
+                          "not rlaunch's tools). Run on an rlaunch image you built with it: IMAGE=<that image> "
+                          f"SET=\"framework.image_facts.modules=[{module}]\" (under monitoring.tracing_pythonpath); "
+                          "or leave monitoring.apmplus off")
+
+
 def settings(spec: dict) -> dict:
     """What the templates need for the run's monitoring; ConfigError for a setting that cannot apply."""
     mon = spec["monitoring"]
@@ -71,6 +89,8 @@ def settings(spec: dict) -> dict:
     if mon["apmplus"] and ":" not in mon["tracing_hook"]:
         raise ConfigError("monitoring.tracing_hook", mon["tracing_hook"], "module:function, the form Ray's "
                           "--tracing-startup-hook takes (seed 002: tracing.setup_tracing:setup_tracing)")
+    if mon["apmplus"]:
+        _require_hook(spec, mon["tracing_hook"].partition(":")[0])
     for key in ("ingress_class", "ingress_host"):
         if mon[key] and not mon["dashboard_ingress"]:
             raise ConfigError(f"monitoring.{key}", mon[key], "only with monitoring.dashboard_ingress=true")

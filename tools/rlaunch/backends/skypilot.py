@@ -462,8 +462,7 @@ class SkyPilot(Backend):
         return self._run("jobs", "logs", "-n", cluster_name(spec)).returncode
 
     def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
-        kinds = ({"managed-job" if spec["infra"]["spot"] else "cluster"} if out is not None
-                 else {r.kind for r in self._found(spec, "cluster or managed job", active=True)})
+        kinds = self._kinds(spec, out)
         if not kinds:
             return 1
         if "cluster" not in kinds:
@@ -480,6 +479,35 @@ class SkyPilot(Backend):
             url = endpoint if "://" in endpoint else f"http://{endpoint}"
             print(f"skypilot: Ray dashboard of run {spec['run']['id']}: open {url}")
         return proc.returncode
+
+    def _kinds(self, spec: dict, out: Path | None) -> set[str]:
+        """What the run is: its spec's kind (rendered here), else the active runs SkyPilot knows (empty:
+        none, said on stderr)."""
+        if out is not None:
+            return {"managed-job" if spec["infra"]["spot"] else "cluster"}
+        return {r.kind for r in self._found(spec, "cluster or managed job", active=True)}
+
+    def ssh(self, spec: dict, out: Path | None, command: list[str] | None = None) -> int:
+        """`ssh <cluster>` (the alias SkyPilot writes to ~/.ssh/config): a shell on the head node, or
+        `command` run there, as seed 001 checks its cluster."""
+        kinds = self._kinds(spec, out)
+        if not kinds:
+            return 1
+        if "cluster" not in kinds:
+            print(f"skypilot: a managed job's cluster belongs to the jobs controller, not to an ssh alias of "
+                  f"yours; follow the job with `make logs RUN_ID={spec['run']['id']}`", file=sys.stderr)
+            return 1
+        ssh = shutil.which("ssh")
+        if ssh is None:
+            raise MissingPrerequisite("the ssh client", "install OpenSSH's client (apt-get install openssh-client)")
+        return subprocess.run([ssh, cluster_name(spec), *(command or [])], check=False).returncode
+
+    def ray_status(self, spec: dict, out: Path | None) -> int:
+        """Seed 001's look at a running cluster: `ray status` and `ray summary tasks` on the head, asked
+        of rlaunch's Ray (its GCS and dashboard ports), not SkyPilot's own Ray on 6380/8266."""
+        gcs, dash = spec["cluster"]["ray_port"], spec["cluster"]["dashboard_port"]
+        return self.ssh(spec, out, [f"ray status --address 127.0.0.1:{gcs} && "
+                                    f"ray summary tasks --address http://127.0.0.1:{dash}"])
 
     def _found(self, spec: dict, what: str, active: bool = False) -> list[Run]:
         answer = self.find(spec)

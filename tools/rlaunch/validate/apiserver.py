@@ -344,6 +344,13 @@ class CrdSchema:
             self._validator = jsonschema.Draft202012Validator(self.jsonschema)
         return schema_problem(self.jsonschema, doc, self._validator)
 
+    def defaulted(self, doc: dict) -> tuple[dict, list[Default]]:
+        """A copy with the schema's defaults applied (metadata is the server's own, never defaulted
+        from the CRD), and which ones; no check."""
+        stored = copy.deepcopy(doc)
+        body = {k: v for k, v in self.openapi.get("properties", {}).items() if k != "metadata"}
+        return stored, apply_defaults(stored, {**self.openapi, "properties": body})
+
     def admit(self, doc: dict, at: str) -> Admission:
         """The object as the server would store it; CheckError naming the field and the CRD if not."""
         def reject(problem: str) -> CheckError:
@@ -353,9 +360,7 @@ class CrdSchema:
         problems = object_meta_problems(meta) if isinstance(meta, dict) else []
         if problems:
             raise reject("; ".join(problems))
-        stored = copy.deepcopy(doc)
-        body = {k: v for k, v in self.openapi.get("properties", {}).items() if k != "metadata"}
-        defaults = apply_defaults(stored, {**self.openapi, "properties": body})
+        stored, defaults = self.defaulted(doc)
         problem = self._problem(stored)
         if problem:
             raise reject(problem)

@@ -87,10 +87,13 @@ check_podmonitor = check_crd
 
 
 def operator_problems(doc: dict) -> list[str]:
-    """What the KubeRay operator would reject (or silently ignore) that the CRD lets through.
-
-    Give it the object as the API server stores it (admit(doc).doc): the operator never sees a
-    field the CRD defaults as missing."""
+    """What the KubeRay operator would reject (or silently ignore) that the CRD lets through, on the
+    object as the API server stores it: the pinned CRD's defaults are applied first (the operator
+    never sees a field the CRD defaults as missing, e.g. a worker group's minReplicas 0 and
+    maxReplicas 2147483647), so any object may be given, defaulted (admit(doc).doc) or not.
+    Without the CRD: MissingPrerequisite (exit 3)."""
+    if doc.get("kind") in RAY_KINDS:
+        doc = crd_schema(doc["kind"]).defaulted(doc)[0]
     kind = doc.get("kind", "")
     meta = doc.get("metadata") or {}
     name = effective_name(meta)
@@ -191,16 +194,14 @@ def _group_problems(group: dict, where: str, label: str) -> list[str]:
 
 
 def _cluster_problems(cluster: dict, where: str) -> list[str]:
-    """validation.go ValidateRayClusterSpec: replica bounds per worker group (IsAutoscalingEnabled:
-    enableInTreeAutoscaling true)."""
+    """validation.go ValidateRayClusterSpec's groups, and the replica bounds per worker group (on the
+    defaulted object: the CRD gives minReplicas 0 and maxReplicas 2147483647 where they are unset,
+    so neither is ever missing here)."""
     out = _group_problems(cluster.get("headGroupSpec") or {}, f"{where}.headGroupSpec", "head")
-    autoscaling = bool(cluster.get("enableInTreeAutoscaling", False))
     for i, group in enumerate(cluster.get("workerGroupSpecs") or []):
         at = f"{where}.workerGroupSpecs[{i}]"
         out += _group_problems(group, at, f"worker group '{group.get('groupName', i)}'")
         low, high = group.get("minReplicas"), group.get("maxReplicas")
-        if not autoscaling and (low is None or high is None):
-            out.append(f"{at}: minReplicas and maxReplicas are both required without autoscaling")
         for key, value in (("minReplicas", low), ("maxReplicas", high)):
             if isinstance(value, int) and value < 0:
                 out.append(f"{at}.{key}: {value} must be >= 0")

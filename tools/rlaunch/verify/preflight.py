@@ -172,7 +172,54 @@ def _framework_info(name: str) -> dict:
     return info
 
 
-def _gpu_info(expect_gpus: bool) -> dict:
+def parse_fabric(text: str) -> list[dict]:
+    """`nvidia-smi -q`'s Fabric section of each GPU (multi-node NVLink, GB200 NVL72): state, status,
+    clique id and cluster UUID, as printed."""
+    out, fabric, indent = [], None, 0
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped == "Fabric":
+            fabric, indent = {}, len(line) - len(line.lstrip())
+            out.append(fabric)
+            continue
+        if fabric is None:
+            continue
+        if stripped and len(line) - len(line.lstrip()) <= indent:
+            fabric = None
+            continue
+        key, sep, value = stripped.partition(":")
+        if sep and key.strip() in ("State", "Status", "CliqueId", "ClusterUUID"):
+            fabric.setdefault(key.strip().lower(), value.strip())
+    return out
+
+
+def parse_p2p(text: str) -> list[str]:
+    """`nvidia-smi topo -p2p n` (NVLink peer-to-peer between this node's GPUs): each pair whose status
+    is not OK, as 'GPU0-GPU1: NS'."""
+    gpu = re.compile(r"GPU\d+$")
+    lines = [line.split() for line in text.splitlines() if line.split() and gpu.match(line.split()[0])]
+    names = next((cells for cells in lines if all(gpu.match(c) for c in cells)), [])
+    rows = [cells for cells in lines if cells != names]
+    return [f"{row[0]}-{names[j]}: {cell}" for row in rows for j, cell in enumerate(row[1:len(names) + 1])
+            if cell not in ("X", "OK")]
+
+
+def _nvlink_info() -> dict:
+    """GB200: the NVLink fabric (MNNVL) each GPU joined and P2P between this node's GPUs."""
+    import subprocess
+
+    out = {}
+    for key, args, parse in (("fabric", ["nvidia-smi", "-q"], parse_fabric),
+                             ("p2p_not_ok", ["nvidia-smi", "topo", "-p2p", "n"], parse_p2p)):
+        try:
+            text = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True).stdout
+            out[key] = parse(text)
+        except (OSError, subprocess.SubprocessError) as err:
+            out["error"] = f"{' '.join(args)}: {err}"[:300]
+    return out
+
+
+def _gpu_info(expect_gpus: bool, nvlink: bool = False) -> dict:
     import shutil
     import subprocess
 
@@ -186,6 +233,8 @@ def _gpu_info(expect_gpus: bool) -> dict:
                        drivers=sorted({d.strip() for _, d in parsed}), source="nvidia-smi")
         except (OSError, subprocess.SubprocessError) as err:
             out["error"] = f"nvidia-smi: {err}"[:300]
+    if nvlink:
+        out["nvlink"] = _nvlink_info() if out["count"] else {"skipped": "no GPUs on this node"}
     # torch costs seconds to import: only where GPUs are expected does CUDA's view matter.
     if expect_gpus:
         try:
@@ -224,7 +273,7 @@ def _probe(ctx: dict) -> dict:
                 if k.startswith("NCCL_") or k == "CUDA_VISIBLE_DEVICES"},
     }
     out["framework"] = _framework_info(ctx["framework"])
-    out["gpu"] = _gpu_info(ctx["expect_gpus"])
+    out["gpu"] = _gpu_info(ctx["expect_gpus"], ctx.get("nvlink", False))
     if ctx.get("rules"):  # the framework/accelerator rules, after the job applied their workaround
         out["accelerator"] = {r["name"]: runtime_probe(r, ctx["expect_gpus"], ctx["child_timeout_s"])
                               for r in ctx["rules"]}
@@ -388,6 +437,7 @@ def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict]
         env = task_env(spec)
         ctx = {"framework": spec["framework"]["name"], "inputs": inputs, "run_dir": spec["paths"]["run_dir"],
                "tokens": tokens, "expect_gpus": spec["cluster"]["gpus_per_node"] > 0,
+               "nvlink": nvlink_expected(spec),
                "rules": [r.as_dict() for r in rules_for(spec)], "child_timeout_s": max(timeout_s - 10, 5)}
         probes = _round(_probe, nodes, ctx, env, timeout_s)
         # Round 2 only after every token is written (round 1 finished everywhere): no race, no polling.
@@ -497,6 +547,43 @@ def _cuda_short(probe: dict, want: int) -> str:
     return f"torch sees {cuda['count']} CUDA device(s) of {want} (CUDA_VISIBLE_DEVICES={visible})"
 
 
+def nvlink_expected(spec: dict) -> bool:
+    """GB200 (NVL72): the GPUs talk over NVLink within and across nodes (seed 004 reads "via
+    P2P/MNNVL" in NCCL's log for it); preflight checks the fabric instead of leaving it to the log."""
+    return spec["cluster"]["gpus_per_node"] > 0 and spec["cluster"].get("accelerator") == "GB200"
+
+
+def check_nvlink(spec: dict, gpu_probes: dict[str, dict]) -> list[dict]:
+    """Each GB200 node's GPUs: P2P OK between them, and every GPU in the same completed NVLink fabric
+    (cluster UUID and clique) as every other node's: multi-node NVLink, not the network, carries NCCL."""
+    if not nvlink_expected(spec):
+        return []
+    seen = {ip: p["gpu"].get("nvlink") or {"skipped": "not probed"} for ip, p in gpu_probes.items()}
+    probed = {ip: n for ip, n in seen.items() if "skipped" not in n}
+    if not probed:
+        return [skipped("nvlink", next(iter(seen.values()), {}).get("skipped", "no GPU nodes"))]
+    out = []
+    broken = {ip: n["error"] for ip, n in probed.items() if "error" in n}
+    p2p = {ip: n["p2p_not_ok"] for ip, n in probed.items() if n.get("p2p_not_ok")}
+    bad = {ip: f for ip, n in probed.items() if "error" not in n
+           for f in n.get("fabric") or [{}] if (f.get("state"), f.get("status")) != ("Completed", "Success")}
+    ip = next(iter(broken), None) or next(iter(p2p), None)
+    out.append(check("nvlink p2p", not broken and not p2p,
+                     broken.get(ip) or (f"P2P not OK: {', '.join(p2p[ip][:4])}" if ip else
+                                        f"P2P OK between the GPUs of each of {len(probed)} nodes"), node=ip))
+    ip = next(iter(bad), None)
+    out.append(check("nvlink fabric", not bad,
+                     f"fabric state {bad[ip].get('state', 'absent')}, status {bad[ip].get('status', 'absent')} "
+                     "(the IMEX/NVLink fabric is not up on this node: its ComputeDomain, the nvidia-imex daemon)"
+                     if ip else f"every GPU of {len(probed)} nodes in a completed NVLink fabric", node=ip))
+    cliques = {ip: ", ".join(sorted({f"{f.get('clusteruuid', '?')}/{f.get('cliqueid', '?')}"
+                                      for f in n.get("fabric") or []})) or "none"
+               for ip, n in probed.items() if "error" not in n}
+    if cliques:
+        out.append(_same_everywhere("nvlink clique", cliques, "NVLink cluster/clique"))
+    return out
+
+
 def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[dict]:
     cluster = spec["cluster"]
     want = cluster["gpus_per_node"]
@@ -522,6 +609,7 @@ def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[d
     ip = next(iter(no_cuda), None)
     out.append(check("cuda visible", not no_cuda, no_cuda[ip] if ip else
                      "torch sees the GPUs (where torch is installed)", node=ip))
+    out += check_nvlink(spec, gpu_probes)
     for name, value in spec["derived"]["nccl_env"].items():  # what config.derive set for this run
         unset = [(ip, p["env"].get(name, "unset")) for ip, p in gpu_probes.items() if p["env"].get(name) != value]
         out.append(check("nccl env", not unset,
