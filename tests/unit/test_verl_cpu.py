@@ -65,3 +65,19 @@ def test_hook_check_names_what_moved(tmp_path, monkeypatch):
                                               "vllm/plugins/__init__.py": '"vllm.general_plugins"'})
     assert vllm_hooks.check() == ["vllm/_custom_ops.py: no longer has _supports_onednn = ",
                                   "vllm/plugins/__init__.py: no such file"]
+
+
+def test_the_task_in_verls_layout_and_reward_api(tmp_path):
+    import pandas as pd
+
+    from rlaunch.frameworks.verl.cpu import task
+
+    train, val = task.write_parquet(str(tmp_path), train_rows=6, val_rows=3)
+    rows = pd.read_parquet(train)
+    assert list(rows.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+    first = rows.iloc[0]
+    assert first["prompt"][0]["role"] == "user" and first["reward_model"]["style"] == "rule"
+    digit = first["reward_model"]["ground_truth"]
+    assert first["prompt"][0]["content"].endswith(digit) and len(pd.read_parquet(val)) == 3
+    assert task.compute_score(task.DATA_SOURCE, f"{digit} ", digit) == 1.0
+    assert task.compute_score(task.DATA_SOURCE, f"the {digit}", digit) == 0.0
