@@ -195,6 +195,7 @@ class Algo(Section):
 class ModelSettings(Section):
     name: Str
     path: Str
+    gated: Bool
 
 
 class Data(Section):
