@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from . import CONFIGS, ROOT, dotted, images, inputs, knobs as _knobs, pins, spec
+from . import CONFIGS, ROOT, dotted, hub, images, inputs, knobs as _knobs, pins, spec
 from .errors import ConfigError
 from .knobs import KNOBS, RUN_ID_RE  # noqa: F401 - re-exported: the CLI and tests read them here
 from .spec import ENUMS, SECRET_NAME, Spec  # noqa: F401 - re-exported (tests, the CLI)
@@ -233,6 +233,10 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
         sources[key] = "SET"
     for key, value in names.items():
         _set(cfg, key, value, "")
+    from . import frameworks, overrides
+
+    # Overrides of what rlaunch owns become rlaunch's keys (or stop here), so every check sees them.
+    overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS})
 
     spec_ = derive(validate(cfg, sources), preset, sources, now)
     if rules:
@@ -285,6 +289,9 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     if data_path.startswith("/"):  # a relative one: rlaunch.inputs.check says where it must be
         _check(_knobs.path_problem, "data.path", data_path, sources)
     data["pins"] = _pins(data)
+    # model.path=<org>/<name>[@rev]: a model like a pinned one (rlaunch.hub), unless it is the pin's own id.
+    if not model_path.startswith("/") and model_path != data["pins"]["model"].get("hf_id"):
+        data["pins"]["model"] = hub.pin(mount, model_path) or data["pins"]["model"]
     data["secrets"] = secret_names(data)
     if not data["model"]["path"]:
         data["model"]["path"] = data["pins"]["model"].get("hf_id", "")
@@ -383,6 +390,7 @@ def _paths(data: dict) -> dict[str, str]:
     mount, run, model = data["storage"]["mount"], data["run"], data["model"]
     run_dir = f"{mount}/runs/{run['name']}/{run['id']}"
     model_dir = _pinned_dir(f"{mount}/models/{model['name']}", data["pins"]["model"]) if model["name"] else ""
+    model_dir = data["pins"]["model"].get("dir", model_dir)  # a Hub id's (rlaunch.hub)
     return {
         "run_dir": run_dir,
         "log_dir": f"{run_dir}/logs",
