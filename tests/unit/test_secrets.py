@@ -54,7 +54,8 @@ def test_wandb_key_travels_by_name_on_every_infra(monkeypatch):
 
 @pytest.mark.parametrize("infra", ["local", "gcp", "kuberay"])
 def test_launch_without_the_key_stops_before_anything_is_created(infra, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "HF_TOKEN") and not k.startswith("RLAUNCH_KNOB_")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("WANDB_API_KEY", "HF_TOKEN") and not k.startswith("RLAUNCH_KNOB_")}
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "rlaunch", "launch", "--PRESET=rehearsal", f"--INFRA={infra}",
                            "--RUN_ID=sec-missing", "--SET=logging.wandb=true", f"--OUT={out}"],
