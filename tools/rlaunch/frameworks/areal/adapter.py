@@ -49,7 +49,6 @@ OWNED = {
     "saver.freq_steps": Owned("train.save_freq"),
     "vllm.gpu_memory_utilization": Owned("rollout.gpu_memory_utilization"),
     "stats_logger.wandb.mode": Owned("logging.wandb", convert=lambda mode: str(mode) != "disabled"),
-    "stats_logger.wandb.project": Owned("logging.project"),
     "experiment_name": Owned("run.name", "it names the run directory postflight reads"),
     "trial_name": Owned("run.id", "it names the run directory postflight reads"),
 }

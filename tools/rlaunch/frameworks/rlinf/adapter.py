@@ -73,7 +73,6 @@ OWNED = {
     "rollout.rollout_backend": Owned("rollout.backend"),
     "rollout.model.model_path": Owned("model.path"),
     "inference.model.model_path": Owned("model.path"),
-    "runner.logger.project_name": Owned("logging.project"),
     "runner.logger.log_path": Owned("storage.mount", f"logs are in {_RUN_DIR}"),
     "runner.output_dir": Owned("storage.mount", f"outputs are in {_RUN_DIR}"),
     "runner.experiment_name": Owned("run.id", f"it names {_RUN_DIR}"),

@@ -56,7 +56,6 @@ OWNED = {
     "trainer.test_freq": Owned("train.test_freq"),
     "trainer.total_epochs": Owned("train.epochs"),
     "trainer.total_training_steps": Owned("train.steps"),
-    "trainer.project_name": Owned("logging.project"),
     "trainer.logger": Owned("logging.wandb", convert=_wandb, keep=True),  # its other loggers still reach verl
     "trainer.default_local_dir": Owned("storage.mount", f"checkpoints are {_OURS}"),
     "trainer.resume_mode": Owned("storage.mount", "auto: every restart resumes from the run's checkpoints"),
