@@ -42,6 +42,8 @@ BASE ?=           ## make image-build: official (default) | standin: build on a 
 BUILDER ?=        ## make image-*: docker | podman | buildah (default: the first that works)
 RUN_DIR ?=        ## make verify/tensorboard: an existing run directory (e.g. a synced bucket's copy)
 RUNS ?=           ## make compare/tensorboard: run ids or run directories, space-separated
+SCRIPT ?=         ## make import: a verl or AReaL launch script to turn into configs/presets/<name>.yaml (read, never run)
+NAME ?=           ## make import: the preset's name (default: from the script's file name)
 PORT ?=           ## make dashboard/tensorboard: the local port to open (default 8265 / 6006, else a free one)
 
 VENV ?= .venv
@@ -132,6 +134,9 @@ verify: $(VENV)/.rlaunch-setup ## Postflight on an existing run directory: make 
 	@$(PY) -m rlaunch.verify.postflight --run-dir="$$RLAUNCH_KNOB_RUN_DIR"
 
 ##@ Data and images
+import: $(VENV)/.rlaunch-setup ## A verl/AReaL launch script -> configs/presets/<name>.yaml: make import SCRIPT=run_grpo.sh [NAME=]
+	@$(PY) -m rlaunch.importer "$$RLAUNCH_KNOB_SCRIPT" --name="$$RLAUNCH_KNOB_NAME" --accelerator="$$RLAUNCH_KNOB_ACCELERATOR"
+
 .PHONY: data image-build image-check image-push kuberay-operator
 data: $(VENV)/.rlaunch-setup ## Prepare a dataset as verl parquet + SHA256SUMS: make data DATASET=gsm8k OUT=dir
 	@$(PY) -m rlaunch.data --dataset="$${RLAUNCH_KNOB_DATASET:-gsm8k}" \

@@ -81,10 +81,13 @@ def test_user_paths_must_be_on_the_shared_storage(sets, key):
         load("verl-ppo-gsm8k-0.5b", sets, INFRA="kuberay")  # a rule of the config: before any render
 
 
-def test_a_hub_id_model_path_has_no_directory_and_no_input():
+def test_a_hub_id_model_path_is_an_input_prepared_on_the_shared_storage(monkeypatch):
+    """Issue 29: another Hub id is downloaded once into the shared storage, like a pinned model
+    (tests/unit/test_hub_model.py resolves and downloads one from the Hub stand-in)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     spec = load("verl-ppo-gsm8k-0.5b", "model.path=Qwen/Qwen2.5-1.5B-Instruct", INFRA="kuberay")
-    assert inputs.model_dir(spec) == "" and inputs.model_path(spec) == "Qwen/Qwen2.5-1.5B-Instruct"
-    assert [i.what for i in inputs.of(spec)] == ["dataset"]
+    assert inputs.model_dir(spec) == inputs.model_path(spec) == "/data/models/Qwen--Qwen2.5-1.5B-Instruct/main"
+    assert [i.what for i in inputs.of(spec)] == ["dataset", "model"]
 
 
 def test_aistudio_checks_the_manifests_where_the_user_paths_are():

@@ -94,6 +94,7 @@ def _summary(spec: dict, backend, files: dict[str, str], checks: list[str]) -> s
         f"  checkpoints {p['ckpt_dir']}",
         f"  run dir     {p['run_dir']}   (logs, metrics, preflight.json, verification.json)",
         f"  artifacts   {spec['run']['out']}/ ({', '.join(sorted(files))})",
+        f"  secrets     by reference only: {', '.join(spec['secrets']) or '(none)'}",
         "  checks      " + ("\n              ".join(checks) if checks else "(none)"),
         "  launch would run:",
     ]
@@ -216,6 +217,7 @@ class Cli:
         resume = _resume(_with_env({"RESUME": RESUME}, {"RESUME"}).get("RESUME", ""))
         spec = _spec(PRESET, SET, OUT, knobs)
         _smoke_guard(spec)
+        backends.get(spec["infra"]["name"]).require_secrets(spec)  # exit 3 before anything exists
         # Before anything is written: a used RUN_ID, or one another launch holds, is refused here.
         with backends.get(spec["infra"]["name"]).claim(spec, resume):
             backend, plan = self._plan(spec)

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from . import CONFIGS, ROOT, dotted, images, inputs, knobs as _knobs, pins, spec
+from . import CONFIGS, ROOT, dotted, hub, images, inputs, knobs as _knobs, pins, spec
 from .errors import ConfigError
 from .knobs import KNOBS, RUN_ID_RE  # noqa: F401 - re-exported: the CLI and tests read them here
 from .spec import ENUMS, SECRET_NAME, Spec  # noqa: F401 - re-exported (tests, the CLI)
@@ -233,6 +233,10 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
         sources[key] = "SET"
     for key, value in names.items():
         _set(cfg, key, value, "")
+    from . import frameworks, overrides
+
+    # Overrides of what rlaunch owns become rlaunch's keys (or stop here), so every check sees them.
+    overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS})
 
     spec_ = derive(validate(cfg, sources), preset, sources, now)
     if rules:
@@ -285,6 +289,10 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     if data_path.startswith("/"):  # a relative one: rlaunch.inputs.check says where it must be
         _check(_knobs.path_problem, "data.path", data_path, sources)
     data["pins"] = _pins(data)
+    # model.path=<org>/<name>[@rev]: a model like a pinned one (rlaunch.hub), unless it is the pin's own id.
+    if not model_path.startswith("/") and model_path != data["pins"]["model"].get("hf_id"):
+        data["pins"]["model"] = hub.pin(mount, model_path) or data["pins"]["model"]
+    data["secrets"] = secret_names(data)
     if not data["model"]["path"]:
         data["model"]["path"] = data["pins"]["model"].get("hf_id", "")
     data["paths"] = _paths(data)
@@ -324,6 +332,7 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
         raise ConfigError("cluster.accelerator", cluster["accelerator"], "a GPU type needs GPUs: set "
                           "GPUS_PER_NODE too (this run has cluster.gpus_per_node=0)", "ACCELERATOR")
     _check_image_facts(data["framework"], sources)
+    _check_recovery(data, sources)
     if cluster["gpus_per_node"] > 0 and not cluster["accelerator"]:
         raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
                           f"cluster.gpus_per_node={cluster['gpus_per_node']}")
@@ -335,6 +344,17 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
         if err.source or not source:
             raise
         raise ConfigError(err.key, err.value, err.allowed, source) from None
+
+
+# The secrets a setting needs: each travels by name to every node (SkyPilot --secret, KubeRay's
+# Secret, the local job's env, AIStudio's form), and a launch without it in the environment stops first.
+NEEDED_SECRETS = (("logging.wandb", "WANDB_API_KEY"), ("model.gated", "HF_TOKEN"))
+
+
+def secret_names(data: dict) -> list[str]:
+    """spec.secrets: the config's names, then those its settings need (NEEDED_SECRETS), once each."""
+    needed = [name for key, name in NEEDED_SECRETS if _get(data, key)]
+    return list(dict.fromkeys([*data["secrets"], *needed]))
 
 
 def nccl_env(rdma: bool) -> dict[str, str]:
@@ -370,6 +390,7 @@ def _paths(data: dict) -> dict[str, str]:
     mount, run, model = data["storage"]["mount"], data["run"], data["model"]
     run_dir = f"{mount}/runs/{run['name']}/{run['id']}"
     model_dir = _pinned_dir(f"{mount}/models/{model['name']}", data["pins"]["model"]) if model["name"] else ""
+    model_dir = data["pins"]["model"].get("dir", model_dir)  # a Hub id's (rlaunch.hub)
     return {
         "run_dir": run_dir,
         "log_dir": f"{run_dir}/logs",
@@ -380,6 +401,41 @@ def _paths(data: dict) -> dict[str, str]:
                                                                    data["pins"]["dataset"]),
         "model_dir": model["path"].rstrip("/") if model["path"].startswith("/") else model_dir,
     }
+
+
+def restarts(data: dict) -> str:
+    """What restarts this run by itself from its last checkpoint ("" where nothing does)."""
+    infra = data["infra"]
+    if infra["name"] == "kuberay":
+        backoff = infra["kuberay"]["backoff_limit"]
+        return f"infra.kuberay.backoff_limit={backoff} (the operator retries the RayJob)" if backoff > 0 else ""
+    # AIStudio's form says "auto restart: off": a preempted task there fails, it does not restart.
+    if infra["spot"] and infra["name"] in _knobs.SKY_INFRAS:
+        return "SPOT=1 (SkyPilot's managed job recovers a preempted cluster)"
+    return ""
+
+
+def _check_recovery(data: dict, sources: dict[str, str]) -> None:
+    """A run that its infrastructure restarts resumes from its last checkpoint: with none before the
+    end (train.save_freq -1, or not below train.steps) a preemption silently starts it at step 0."""
+    train, why = data["train"], restarts(data)
+    save, steps, epochs = train["save_freq"], train["steps"], train["epochs"]
+    if not why or train["smoke"]:
+        return  # SMOKE=1 saves at step 1
+    if data["framework"]["name"] == "areal" and save <= 0 and steps == 0 and epochs > 1:
+        return  # AReaL's adapter saves every epoch when save_freq is -1 (freq_epochs=1)
+    if save > 0 and (steps == 0 or save < steps):
+        return
+    lost = (f"all {steps} steps" if steps else
+            f"every step of its {epochs} epoch{'s' if epochs > 1 else ''}")
+    if steps == 1:
+        fix = "a run of one step cannot checkpoint before its end: launch it without retries"
+    else:
+        fix = f"set a checkpoint interval, e.g. SET=train.save_freq={max(1, steps // 10) if steps else 20}"
+    raise ConfigError("train.save_freq", save, f"a checkpoint before the end of the run with {why}: "
+                      f"{'-1 saves only at the end' if save <= 0 else f'{save} >= train.steps={steps}'}, so a "
+                      f"preemption would lose {lost} (the restart begins at step 0); {fix}",
+                      sources.get("train.save_freq", ""))
 
 
 def _check_image_facts(framework: dict, sources: dict[str, str]) -> None:

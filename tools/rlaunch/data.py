@@ -11,6 +11,7 @@ Usage:
     python -m rlaunch.data --dataset=gsm8k --out=DIR [--source=DIR_OR_HF_ID] [--revision=REV]
     python -m rlaunch.data --dataset=gsm8k --snapshot --out=DIR    (the HF repository as is)
     python -m rlaunch.data --model=qwen2.5-0.5b-instruct --out=DIR
+    python -m rlaunch.data --hf-id=Qwen/Qwen3-8B --revision=COMMIT --out=DIR   (model.path=<org>/<name>)
     python -m rlaunch.data --adopt=DIR --what=model [--require=FILE ...]
         (inputs a user put on the shared storage: their SHA256SUMS computed once, then checked)
 
@@ -234,11 +235,21 @@ def fetch_model(model: str, out: Path) -> dict:
     return {"model": model, "hf_id": pin["hf_id"], "revision": pin["revision"]}
 
 
+def fetch_hub_model(hf_id: str, revision: str, out: Path) -> dict:
+    """snapshot_download of any Hub model at `revision` into out, plus SHA256SUMS (model.path=<org>/<name>)."""
+    from huggingface_hub import snapshot_download
+
+    snapshot_download(hf_id, revision=revision or None, local_dir=str(out))
+    write_manifest(out)
+    return {"hf_id": hf_id, "revision": revision}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlaunch.data", description=__doc__.split("\n")[0])
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--dataset", help="gsm8k | math | boba (pinned in configs/versions.yaml)")
     what.add_argument("--model", help="a model key of configs/versions.yaml models:")
+    what.add_argument("--hf-id", default="", help="any Hub model id (model.path=<org>/<name>), at --revision")
     what.add_argument("--adopt", help="a directory already on the shared storage: compute its SHA256SUMS "
                       "once (or check the one it has)")
     parser.add_argument("--out", default="", help="output directory (created)")
@@ -267,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
             info = snapshot(args.dataset, Path(args.out), args.revision)
         elif args.dataset:
             info = prepare(args.dataset, Path(args.out), args.source, args.revision)
+        elif args.hf_id:
+            info = fetch_hub_model(args.hf_id, args.revision, Path(args.out))
         else:
             info = fetch_model(args.model, Path(args.out))
     except ConfigError as err:
@@ -275,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, RuntimeError) as err:
         # No route to the Hub (offline machine, firewall) surfaces as OSError or as the HTTP
         # client's RuntimeError after its retries: say what could not be fetched and the way around.
-        what = args.dataset or args.model
+        what = args.dataset or args.model or args.hf_id
         print(f"data: could not fetch {what} at its pinned revision ({err.__class__.__name__}: "
               f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); without access to the "
               "Hugging Face Hub, prepare it from a local copy: python -m rlaunch.data "

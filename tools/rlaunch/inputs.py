@@ -61,7 +61,8 @@ def model_dir(spec: dict) -> str:
     path, pinned = spec["model"]["path"], spec["pins"]["model"].get("hf_id", "")
     if _is_dir(path):
         return path.rstrip("/")
-    if pinned and spec["paths"]["model_dir"] and path in ("", pinned):
+    hub_id = bool(spec["pins"]["model"].get("asked"))  # model.path=<org>/<name>[@rev] (rlaunch.hub)
+    if pinned and spec["paths"]["model_dir"] and (path in ("", pinned) or hub_id):
         return spec["paths"]["model_dir"]
     return ""
 
@@ -119,9 +120,12 @@ def of(spec: dict) -> list[Input]:
         pin = pins["model"]
         hf = pin.get("hub", "huggingface") == "huggingface"
         required = list(MODEL_FILES) + _under(mdir, wanted)
+        hub_id = bool(pin.get("asked"))
+        fetch = (f"--hf-id={pin['hf_id']}", f"--revision={pin['revision']}") if hub_id else \
+            (f"--model={spec['model']['name']}",)
         out.append(Input(
-            what="model", dir=mdir, key="model.path" if user else "model.name", user=user or not hf,
-            fetch=() if user or not hf else (f"--model={spec['model']['name']}",),
+            what="model", dir=mdir, key="model.path" if user or hub_id else "model.name", user=user or not hf,
+            fetch=() if user or not hf else fetch,
             source="yours" if user else f"{pin['hf_id']}@{pin.get('revision', '')[:12]}"
                                         f"{'' if hf else ' on ' + pin['hub']}",
             required=tuple(dict.fromkeys(f for f in required if f != MANIFEST))))
@@ -176,4 +180,7 @@ def layout(spec: dict) -> list[str]:
         else:
             how = f"{item.source}: put it there yourself; {MANIFEST} computed once if missing"
         lines += [f"{item.what:<8}{item.dir}/  ({holds})", f"{'':<8}{how}"]
-    return lines
+    from . import hub
+
+    moving = hub.warning(spec["pins"]["model"])
+    return lines + ([f"WARNING {moving}"] if moving else [])

@@ -196,6 +196,7 @@ class Algo(Section):
 class ModelSettings(Section):
     name: Str
     path: Str
+    gated: Bool
 
 
 class Data(Section):

@@ -320,6 +320,7 @@ def setup_script(spec: dict) -> str:
 
 class AIStudio(Backend):
     name = "aistudio"
+    secrets_from_env = False  # typed into the task form (form.md lists them), never sent by rlaunch
     resume_hint = "a run directory is never reused (the run script refuses its RUN_ID): launch a new RUN_ID"
 
     def render(self, spec: dict) -> dict[str, str]:

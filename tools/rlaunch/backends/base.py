@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, MissingPrerequisite
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,23 @@ class Backend:
         if resume:
             raise ConfigError("RESUME", "1", f"INFRA=local only; on {spec['infra']['name']}, {self.resume_hint}")
         yield
+
+    # Where a launch's secrets come from: this shell's environment, sent by name to the nodes (False:
+    # the user types them into the infrastructure's own form).
+    secrets_from_env = True
+
+    def require_secrets(self, spec: dict) -> None:
+        """Before anything is created: every name in spec.secrets is set here (exit 3 naming it)."""
+        from ..config import NEEDED_SECRETS
+
+        missing = [name for name in spec["secrets"] if not os.environ.get(name)] if self.secrets_from_env else []
+        if missing:
+            why = {name: f"{key}=true" for key, name in NEEDED_SECRETS}
+            because = [f"{why[name]} needs {name}" for name in missing if name in why]
+            raise MissingPrerequisite(
+                f"{', '.join(missing)} in your environment",
+                f"export {missing[0]}=... and launch again ({'; '.join(because) or 'secrets names it'}; "
+                "it travels by name to the nodes, never written)")
 
     def rules(self, spec) -> None:
         """What this infrastructure refuses in a spec, as one ConfigError naming the key; part of

@@ -343,12 +343,6 @@ class SkyPilot(Backend):
             return  # another environment's sky: its own `sky check` says what it lacks
         skyextras.ensure(cloud(spec))
 
-    def _require_secrets(self, spec: dict) -> None:
-        for name in spec["secrets"]:
-            if not os.environ.get(name):
-                raise MissingPrerequisite(f"{name} in your environment",
-                                          f"export {name}=... (spec secrets name it; sky reads it by name)")
-
     def _require_cloud(self, spec: dict) -> None:
         """SkyPilot must have the target infra enabled, or launch fails late and less clearly."""
         target = cloud(spec)
@@ -366,7 +360,7 @@ class SkyPilot(Backend):
     def launch(self, plan) -> int:
         spec, out = plan.spec, plan.out
         self._sky()
-        self._require_secrets(spec)
+        self.require_secrets(spec)
         self._require_clients(spec)
         self._require_cloud(spec)
         rc = self._run(*launch_argv(spec, out)).returncode

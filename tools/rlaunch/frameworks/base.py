@@ -105,6 +105,8 @@ class Descriptor:
 class Framework:
     """One RL framework's adapter. Methods are pure: they read the spec and return text or raise ConfigError."""
 
+    # framework.overrides keys that rlaunch owns: mapped onto its keys or refused (rlaunch.overrides).
+    owned: dict = {}
     name = ""
     # True: the framework reads the dataset's hub snapshot as is (rlaunch.inputs lays it out so).
     dataset_snapshot = False

@@ -15,6 +15,7 @@ import yaml
 
 from ... import inputs as run_inputs
 from ...errors import ConfigError
+from ...overrides import Owned
 from .. import topology
 from .allocation import allocation_gpus
 from ..base import ARTIFACTS, Framework
@@ -27,8 +28,35 @@ MAX_TOKENS_PER_MB = 10240  # gsm8k_grpo.yaml's actor.mb_spec at the pin (train.m
 ENGINES = {"rollout.backend": ("sglang", "vllm"), "actor.backend": ("fsdp", "megatron", "archon")}
 
 
+# AReaL's keys that rlaunch renders from its own (experiment(), cli()): an override of one is that key's value.
+OWNED = {
+    "train_dataset.batch_size": Owned("train.batch_size"),
+    "train_dataset.max_length": Owned("data.max_prompt_length"),
+    "train_dataset.path": Owned("data.path"),
+    "valid_dataset.path": Owned("data.path"),
+    "gconfig.max_new_tokens": Owned("data.max_response_length"),
+    "gconfig.n_samples": Owned("algo.group_size"),
+    "actor.path": Owned("model.path"),
+    "tokenizer_path": Owned("model.path", "the tokenizer is the actor's model's"),
+    "actor.optimizer.lr": Owned("algo.lr"),
+    "actor.mb_spec.max_tokens_per_mb": Owned("train.max_tokens_per_mb"),
+    "actor.ppo_n_minibatches": Owned("train.mini_batch_size", "rlaunch renders train.batch_size / "
+                                     "train.mini_batch_size minibatches"),
+    "total_train_epochs": Owned("train.epochs"),
+    "total_train_steps": Owned("train.steps"),
+    "cluster.n_nodes": Owned("cluster.nodes"),
+    "cluster.n_gpus_per_node": Owned("cluster.gpus_per_node"),
+    "saver.freq_steps": Owned("train.save_freq"),
+    "vllm.gpu_memory_utilization": Owned("rollout.gpu_memory_utilization"),
+    "stats_logger.wandb.mode": Owned("logging.wandb", convert=lambda mode: str(mode) != "disabled"),
+    "experiment_name": Owned("run.name", "it names the run directory postflight reads"),
+    "trial_name": Owned("run.id", "it names the run directory postflight reads"),
+}
+
+
 class Areal(Framework):
     name = "areal"
+    owned = OWNED
 
     # --- what the run sees ------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import yaml
 from ... import dotted, pins
 from ... import inputs as run_inputs
 from ...errors import ConfigError
+from ...overrides import Owned
 from .. import topology
 from .placement import default_placement, parse_ranks, placement as check_placement
 from ..base import ARTIFACTS, Framework
@@ -56,8 +57,32 @@ def get_dotted(tree: dict, key: str):
     return dotted.get(tree, key, None)
 
 
+_RUN_DIR = "the run directory, which postflight and every restart read"
+# RLinf's keys that rlaunch renders from its own (base()): an override of one is that key's value.
+OWNED = {
+    "cluster.num_nodes": Owned("cluster.nodes"),
+    "runner.max_epochs": Owned("train.epochs"),
+    "runner.max_steps": Owned("train.steps", convert=lambda steps: max(int(steps), 0)),  # -1: the epochs
+    "runner.save_interval": Owned("train.save_freq"),
+    "runner.val_check_interval": Owned("train.test_freq"),
+    "algorithm.group_size": Owned("algo.group_size"),
+    "algorithm.training_batch_size_per_gpu": Owned("train.micro_batch_size_per_gpu"),
+    "algorithm.n_minibatches": Owned("train.mini_batch_size", "rlaunch renders train.batch_size / "
+                                     "train.mini_batch_size minibatches"),
+    "rollout.gpu_memory_utilization": Owned("rollout.gpu_memory_utilization"),
+    "rollout.rollout_backend": Owned("rollout.backend"),
+    "rollout.model.model_path": Owned("model.path"),
+    "inference.model.model_path": Owned("model.path"),
+    "runner.logger.log_path": Owned("storage.mount", f"logs are in {_RUN_DIR}"),
+    "runner.output_dir": Owned("storage.mount", f"outputs are in {_RUN_DIR}"),
+    "runner.experiment_name": Owned("run.id", f"it names {_RUN_DIR}"),
+    "runner.resume_dir": Owned("storage.mount", "auto: every restart resumes from the run's checkpoints"),
+}
+
+
 class Rlinf(Framework):
     name = "rlinf"
+    owned = OWNED
 
     def checkout(self, spec) -> str:
         return checkout(spec)

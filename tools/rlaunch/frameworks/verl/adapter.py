@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ... import inputs as run_inputs
 from ...errors import ConfigError
+from ...overrides import Owned
 from .. import topology
 from ..base import Framework
 
@@ -21,8 +22,49 @@ def _b(value: bool) -> str:
     return "True" if value else "False"
 
 
+def _wandb(loggers) -> bool:
+    return "wandb" in (loggers if isinstance(loggers, list) else str(loggers).strip("[]").split(","))
+
+
+_OURS = "the run directory's, which postflight and every restart read"
+# verl's keys that rlaunch renders from its own (overrides()): an override of one is that key's value.
+OWNED = {
+    "data.train_batch_size": Owned("train.batch_size"),
+    "data.max_prompt_length": Owned("data.max_prompt_length"),
+    "data.max_response_length": Owned("data.max_response_length"),
+    "actor_rollout_ref.model.path": Owned("model.path"),
+    "critic.model.path": Owned("model.path", "rlaunch's critic starts from the actor's model"),
+    "actor_rollout_ref.actor.optim.lr": Owned("algo.lr"),
+    "critic.optim.lr": Owned("algo.critic_lr"),
+    "actor_rollout_ref.actor.ppo_mini_batch_size": Owned("train.mini_batch_size"),
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": Owned("train.micro_batch_size_per_gpu"),
+    "critic.ppo_micro_batch_size_per_gpu": Owned("train.micro_batch_size_per_gpu",
+                                                 "the critic's micro-batch is the actor's"),
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": Owned("train.log_prob_micro_batch_size_per_gpu"),
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": Owned("train.ref_log_prob_micro_batch_size_per_gpu"),
+    "actor_rollout_ref.actor.use_kl_loss": Owned("algo.use_kl_loss"),
+    "actor_rollout_ref.actor.kl_loss_coef": Owned("algo.kl_coef"),
+    "algorithm.kl_ctrl.kl_coef": Owned("algo.kl_coef"),
+    "algorithm.adv_estimator": Owned("algo.adv_estimator"),
+    "actor_rollout_ref.rollout.name": Owned("rollout.backend"),
+    "actor_rollout_ref.rollout.n": Owned("algo.group_size"),
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": Owned("rollout.tp"),
+    "actor_rollout_ref.rollout.gpu_memory_utilization": Owned("rollout.gpu_memory_utilization"),
+    "trainer.nnodes": Owned("cluster.nodes"),
+    "trainer.n_gpus_per_node": Owned("cluster.gpus_per_node"),
+    "trainer.save_freq": Owned("train.save_freq"),
+    "trainer.test_freq": Owned("train.test_freq"),
+    "trainer.total_epochs": Owned("train.epochs"),
+    "trainer.total_training_steps": Owned("train.steps"),
+    "trainer.logger": Owned("logging.wandb", convert=_wandb, keep=True),  # its other loggers still reach verl
+    "trainer.default_local_dir": Owned("storage.mount", f"checkpoints are {_OURS}"),
+    "trainer.resume_mode": Owned("storage.mount", "auto: every restart resumes from the run's checkpoints"),
+}
+
+
 class Verl(Framework):
     name = "verl"
+    owned = OWNED
 
     def data_files(self, spec: dict) -> dict[str, list[str]]:
         """train and val parquet files: in the dataset directory (pinned, or data.path), unless
