@@ -22,12 +22,15 @@ Usage: tests/bench/formation.py        (as root, with iproute2; after `make setu
 Env:
   RLAUNCH_BENCH_RUNS        runs per style, >= 1 (default 3; the issue asks for >= 3)
   RLAUNCH_BENCH_STYLES      space-separated subset of the styles (default: all five)
+  RLAUNCH_BENCH_NODES       nodes of the formation, >= 2 (default 3)
+  RLAUNCH_BENCH_SMOKE       1: check the benchmark still runs: one run of rlaunch's style on 2 nodes
+                            (unless the knobs above say otherwise), then the JSON's keys and types
   RLAUNCH_BENCH_DEADLINE_S  give up on one formation after this long (default 240)
   RLAUNCH_BENCH_OUT         result file (default build/bench/formation.json)
   RLAUNCH_BENCH_STRICT      1: exit 1 when a target is missed (default 0: report only)
   RLAUNCH_RAY               ray executable (default: <repo>/.venv/bin/ray, else `ray`)
-Exit: 0 done (targets are reported, not enforced unless strict), 1 a target missed (strict),
-  2 bad input or no root / ip, 3 the rlaunch style failed to form.
+Exit: 0 done (targets are reported, not enforced unless strict), 1 a target missed (strict) or
+  the JSON lacks a key or type (smoke), 2 bad input or no root / ip, 3 the rlaunch style failed to form.
 """
 
 from __future__ import annotations
@@ -45,10 +48,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import owned  # noqa: E402 - tests/bench/, just put on the path
+from schema import NUM, OPT, check  # noqa: E402
+
 SCRIPTS = REPO / "scripts"
 SEEDS = Path(__file__).resolve().parent / "seed_style"
 STYLES = ("rlaunch", "seed_verl", "seed_areal", "head_alone", "pinned")
-NODES = 3
 PINNED_NODES = 2  # one core each on a 2-core host
 # Every style gets the same small nodes: the host has 2 cores shared by 3 nodes.
 NODE_CPUS, NODE_OBJECT_STORE = 1, 80_000_000
@@ -63,14 +69,30 @@ def log(msg: str) -> None:
     print(f"formation: {msg}", file=sys.stderr, flush=True)
 
 
+SCHEMA = {
+    "nodes": int, "runs": int, "limit_s": NUM, "rlaunch_s": NUM, "seed_verl_s": OPT, "seed_areal_s": OPT,
+    "head_alone_s": OPT, "head_registered_s": OPT, "workers_registered_s": OPT, "rlaunch_over_limit": NUM,
+    "rlaunch_over_head_alone": OPT, "seed_verl_over_rlaunch": OPT, "seed_areal_over_rlaunch": OPT,
+    "pinned_2_nodes": {"limit_s": OPT, "rlaunch_s": OPT, "ratio": OPT},
+    "not_formed": dict, "samples": dict, "loadavg_start": list, "loadavg_end": list, "cpus": int,
+    "targets_met": dict,
+}
+
+
 def read_env() -> dict:
-    runs = os.environ.get("RLAUNCH_BENCH_RUNS", "3")
+    smoke = os.environ.get("RLAUNCH_BENCH_SMOKE", "0")
+    if smoke not in ("0", "1"):
+        die(f"RLAUNCH_BENCH_SMOKE='{smoke}' is not allowed: need 0 or 1")
+    runs = os.environ.get("RLAUNCH_BENCH_RUNS", "1" if smoke == "1" else "3")
     if not runs.isdigit() or int(runs) < 1:
         die(f"RLAUNCH_BENCH_RUNS='{runs}' is not allowed: need an integer >= 1")
     deadline = os.environ.get("RLAUNCH_BENCH_DEADLINE_S", "240")
     if not deadline.isdigit() or int(deadline) < 10:
         die(f"RLAUNCH_BENCH_DEADLINE_S='{deadline}' is not allowed: need an integer >= 10")
-    styles = os.environ.get("RLAUNCH_BENCH_STYLES", " ".join(STYLES)).split()
+    nodes = os.environ.get("RLAUNCH_BENCH_NODES", "2" if smoke == "1" else "3")
+    if not nodes.isdigit() or int(nodes) < 2:
+        die(f"RLAUNCH_BENCH_NODES='{nodes}' is not allowed: need an integer >= 2")
+    styles = os.environ.get("RLAUNCH_BENCH_STYLES", "rlaunch" if smoke == "1" else " ".join(STYLES)).split()
     bad = [s for s in styles if s not in STYLES]
     if bad or not styles:
         die(f"RLAUNCH_BENCH_STYLES='{' '.join(styles)}' is not allowed: need some of {', '.join(STYLES)}")
@@ -85,17 +107,19 @@ def read_env() -> dict:
         die("needs root and iproute2's ip: the benchmark runs 3 network-namespace nodes")
     out = Path(os.environ.get("RLAUNCH_BENCH_OUT") or REPO / "build" / "bench" / "formation.json")
     return {"runs": int(runs), "deadline": int(deadline), "styles": styles, "ray": ray, "out": out,
-            "strict": strict == "1"}
+            "strict": strict == "1", "smoke": smoke == "1", "nodes": int(nodes)}
 
 
 class Cluster:
     """Fresh namespaces (3, or `nodes`) from scripts/local-cluster, no Ray; `down` removes everything."""
 
-    def __init__(self, name: str, cfg: dict, nodes: int = NODES):
+    def __init__(self, name: str, cfg: dict, nodes: int):
         self.env = {**os.environ, "RLAUNCH_CLUSTER_NAME": name, "RLAUNCH_NODES": str(nodes),
                     "RLAUNCH_START_RAY": "0", "RLAUNCH_LOCAL_MODE": "netns", "RLAUNCH_STOP_GRACE_S": "5",
                     "RLAUNCH_STATE_DIR": str(REPO / "build" / "bench" / "clusters" / name),
                     "RLAUNCH_RAY": cfg["ray"]}
+        self.name = name
+        owned.claim("cluster", name)
         subprocess.run([str(SCRIPTS / "local-cluster"), "up"], env=self.env, check=True,
                        stdout=subprocess.DEVNULL)
         info = json.loads((Path(self.env["RLAUNCH_STATE_DIR"]) / "cluster.json").read_text())
@@ -120,8 +144,9 @@ class Cluster:
     def down(self) -> None:
         done = subprocess.run([str(SCRIPTS / "local-cluster"), "down"], env=self.env, check=False,
                               stdout=subprocess.DEVNULL)
-        if done.returncode == 0:  # keep the record for a manual `down` if it failed
+        if done.returncode == 0:  # keep the records for a manual `down` (or the next run's) if it failed
             shutil.rmtree(self.env["RLAUNCH_STATE_DIR"], ignore_errors=True)
+            owned.release("cluster", self.name)
 
 
 # The GCS logs every registration, e.g. "[2026-11-29 13:40:40,908 I 1 2] (gcs_server)
@@ -192,9 +217,9 @@ def run_rlaunch(c: Cluster, cfg: dict, logs: Path, pin: bool = False) -> dict:
 def run_seed(c: Cluster, cfg: dict, logs: Path, style: str) -> dict:
     script = SEEDS / ("verl.sh" if style == "seed_verl" else "areal.sh")
     procs, t0 = [], time.monotonic()
-    for rank in range(NODES):
+    for rank in range(len(c.nodes)):
         env = {"SKYPILOT_NODE_RANK": str(rank), "SKYPILOT_NODE_IPS": "\n".join(c.ips),
-               "SKYPILOT_NUM_NODES": str(NODES), "SEED_RAY": cfg["ray"], "SEED_RAY_ARGS": c.node_args(rank)}
+               "SKYPILOT_NUM_NODES": str(len(c.nodes)), "SEED_RAY": cfg["ray"], "SEED_RAY_ARGS": c.node_args(rank)}
         procs.append(c.spawn(rank, [str(script)], env, logs / f"{style}-{rank}.log"))
     return {style: wait_head(procs, t0, cfg["deadline"]), "procs": procs}
 
@@ -208,8 +233,8 @@ def run_head_alone(c: Cluster, cfg: dict, logs: Path) -> dict:
 
 
 def one(style: str, run: int, cfg: dict, logs: Path) -> dict:
-    name = f"bf{os.getpid() % 100000}-{run}{STYLES.index(style)}"
-    c = Cluster(name, cfg, PINNED_NODES if style == "pinned" else NODES)
+    name = f"bench-f{os.getpid() % 100000}-{run}{STYLES.index(style)}"
+    c = Cluster(name, cfg, PINNED_NODES if style == "pinned" else cfg["nodes"])
     result: dict = {"procs": []}
     try:
         if style in ("rlaunch", "pinned"):
@@ -242,6 +267,7 @@ def main() -> int:
     # TERM (e.g. from CI) should tear the current cluster down like Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     cfg = read_env()
+    owned.sweep("formation")
     logs = cfg["out"].parent / "formation-logs"
     logs.mkdir(parents=True, exist_ok=True)
     samples: dict[str, list] = {k: [] for k in (*cfg["styles"], "limit")}
@@ -256,7 +282,7 @@ def main() -> int:
                                  for k, v in got.items()))
     m = {k: median(v) for k, v in samples.items()}
     result = {
-        "nodes": NODES, "runs": cfg["runs"],
+        "nodes": cfg["nodes"], "runs": cfg["runs"],
         "limit_s": m.get("limit"), "rlaunch_s": m.get("rlaunch"),
         "seed_verl_s": m.get("seed_verl"), "seed_areal_s": m.get("seed_areal"),
         "head_alone_s": m.get("head_alone"),
@@ -292,7 +318,7 @@ def main() -> int:
     def fmt(v):
         return "n/a" if v is None else f"{v:.1f} s"
 
-    print(f"formation of {NODES} nodes, median of {cfg['runs']} runs (load {load_start[0]} -> "
+    print(f"formation of {cfg['nodes']} nodes, median of {cfg['runs']} runs (load {load_start[0]} -> "
           f"{result['loadavg_end'][0]} on {os.cpu_count()} CPUs):")
     print(f"  limit (head's ray start) {fmt(result['limit_s'])}   head alone {fmt(result['head_alone_s'])}")
     print(f"  rlaunch ray-up           {fmt(result['rlaunch_s'])}   x{result['rlaunch_over_limit']} of the limit, "
@@ -310,6 +336,8 @@ def main() -> int:
     print(f"  -> {cfg['out']}")
     if "rlaunch" in cfg["styles"] and m.get("rlaunch") is None:
         return 3
+    if cfg["smoke"] and check(cfg["out"], SCHEMA, "formation"):
+        return 1
     return 1 if cfg["strict"] and not all(checks.values()) else 0
 
 
