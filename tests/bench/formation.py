@@ -16,13 +16,19 @@ when the head's raylet and the last worker registered: Ray starts a worker's ray
 head's is registered, so the gap between the two is the part of formation no script can overlap
 with the head's start. Targets: rlaunch within 1.15x of the limit (3 nodes and the pinned 2), and at
 least 1.3x faster than each seed style. formation.json holds the 3-node numbers at its top level and
-the pinned run under "pinned_2_nodes": {"limit_s", "rlaunch_s", "ratio"}.
+the pinned run under "pinned_2_nodes": {"limit_s", "rlaunch_s", "ratio"}, and "scale": {"2", "4", "8"}:
+rlaunch, the seeds' styles and Ray's floor (the GCS registering the last worker) at each node
+count, to show whether anything serialises as the cluster grows (target: rlaunch within 1.1x of
+the floor at every size).
 
 Usage: tests/bench/formation.py        (as root, with iproute2; after `make setup`)
 Env:
   RLAUNCH_BENCH_RUNS        runs per style, >= 1 (default 3; the issue asks for >= 3)
   RLAUNCH_BENCH_STYLES      space-separated subset of the styles (default: all five)
   RLAUNCH_BENCH_NODES       nodes of the formation, >= 2 (default 3)
+  RLAUNCH_BENCH_SCALE       node counts of "scale" (default "2 4 8"; smoke: none, the run above
+                            stands for it): rlaunch, the seeds' styles and Ray's floor at each size
+  RLAUNCH_BENCH_SCALE_RUNS  runs per style and size (default 1)
   RLAUNCH_BENCH_SMOKE       1: check the benchmark still runs: one run of rlaunch's style on 2 nodes
                             (unless the knobs above say otherwise), then the JSON's keys and types
   RLAUNCH_BENCH_DEADLINE_S  give up on one formation after this long (default 240)
@@ -55,6 +61,7 @@ from schema import NUM, OPT, check  # noqa: E402
 SCRIPTS = REPO / "scripts"
 SEEDS = Path(__file__).resolve().parent / "seed_style"
 STYLES = ("rlaunch", "seed_verl", "seed_areal", "head_alone", "pinned")
+SCALE_STYLES = ("rlaunch", "seed_verl", "seed_areal")  # at each size of RLAUNCH_BENCH_SCALE
 PINNED_NODES = 2  # one core each on a 2-core host
 # Every style gets the same small nodes: the host has 2 cores shared by 3 nodes.
 NODE_CPUS, NODE_OBJECT_STORE = 1, 80_000_000
@@ -73,7 +80,7 @@ SCHEMA = {
     "nodes": int, "runs": int, "limit_s": NUM, "rlaunch_s": NUM, "seed_verl_s": OPT, "seed_areal_s": OPT,
     "head_alone_s": OPT, "head_registered_s": OPT, "workers_registered_s": OPT, "rlaunch_over_limit": NUM,
     "rlaunch_over_head_alone": OPT, "seed_verl_over_rlaunch": OPT, "seed_areal_over_rlaunch": OPT,
-    "pinned_2_nodes": {"limit_s": OPT, "rlaunch_s": OPT, "ratio": OPT},
+    "pinned_2_nodes": {"limit_s": OPT, "rlaunch_s": OPT, "ratio": OPT}, "scale": dict,
     "not_formed": dict, "samples": dict, "loadavg_start": list, "loadavg_end": list, "cpus": int,
     "targets_met": dict,
 }
@@ -106,8 +113,15 @@ def read_env() -> dict:
     if os.geteuid() != 0 or not shutil.which("ip"):
         die("needs root and iproute2's ip: the benchmark runs 3 network-namespace nodes")
     out = Path(os.environ.get("RLAUNCH_BENCH_OUT") or REPO / "build" / "bench" / "formation.json")
+    scale = os.environ.get("RLAUNCH_BENCH_SCALE", "" if smoke == "1" else "2 4 8").split()
+    if any(not n.isdigit() or not 2 <= int(n) <= 16 for n in scale):
+        die(f"RLAUNCH_BENCH_SCALE='{' '.join(scale)}' is not allowed: need node counts from 2 to 16")
+    scale_runs = os.environ.get("RLAUNCH_BENCH_SCALE_RUNS", "1")
+    if not scale_runs.isdigit() or int(scale_runs) < 1:
+        die(f"RLAUNCH_BENCH_SCALE_RUNS='{scale_runs}' is not allowed: need an integer >= 1")
     return {"runs": int(runs), "deadline": int(deadline), "styles": styles, "ray": ray, "out": out,
-            "strict": strict == "1", "smoke": smoke == "1", "nodes": int(nodes)}
+            "strict": strict == "1", "smoke": smoke == "1", "nodes": int(nodes),
+            "scale": [int(n) for n in scale], "scale_runs": int(scale_runs)}
 
 
 class Cluster:
@@ -232,9 +246,9 @@ def run_head_alone(c: Cluster, cfg: dict, logs: Path) -> dict:
     return {"head_alone": wait_head(procs, t0, cfg["deadline"]), "procs": procs}
 
 
-def one(style: str, run: int, cfg: dict, logs: Path) -> dict:
-    name = f"bench-f{os.getpid() % 100000}-{run}{STYLES.index(style)}"
-    c = Cluster(name, cfg, PINNED_NODES if style == "pinned" else cfg["nodes"])
+def one(style: str, run: int, cfg: dict, logs: Path, nodes: int) -> dict:
+    name = f"bench-f{os.getpid() % 100000}-{nodes}-{run}{STYLES.index(style)}"
+    c = Cluster(name, cfg, PINNED_NODES if style == "pinned" else nodes)
     result: dict = {"procs": []}
     try:
         if style in ("rlaunch", "pinned"):
@@ -263,6 +277,32 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
+def measure(cfg: dict, styles: list[str], nodes: int, runs: int, logs: Path) -> dict[str, list]:
+    """Each style `runs` times on `nodes` fresh namespace nodes: every figure's samples, by name."""
+    samples: dict[str, list] = {k: [] for k in (*styles, "limit")}
+    for run in range(runs):
+        for style in styles:
+            log(f"{nodes} nodes, run {run + 1}/{runs}: {style} (load {loadavg()[0]})")
+            got = one(style, run, cfg, logs, nodes)
+            for key, value in got.items():
+                samples.setdefault(key, []).append(None if value is None else round(value, 2))
+            log("  " + ", ".join(f"{k} {v:.1f} s" if v else f"{k} {'did not form' if k in STYLES else 'n/a'}"
+                                 for k, v in got.items()))
+    return samples
+
+
+def scale_entry(samples: dict[str, list], runs: int) -> dict:
+    """One size of "scale": rlaunch, the seeds' styles and Ray's floor (the GCS registering the
+    last worker, read from the rlaunch runs' GCS log), medians."""
+    m = {k: median(v) for k, v in samples.items()}
+    return {"runs": runs, "rlaunch_s": m.get("rlaunch"), "floor_s": m.get("workers_registered"),
+            "limit_s": m.get("limit"), "seed_verl_s": m.get("seed_verl"), "seed_areal_s": m.get("seed_areal"),
+            "rlaunch_over_floor": ratio(m.get("rlaunch"), m.get("workers_registered")),
+            "seed_verl_over_rlaunch": ratio(m.get("seed_verl"), m.get("rlaunch")),
+            "seed_areal_over_rlaunch": ratio(m.get("seed_areal"), m.get("rlaunch")),
+            "not_formed": {k: sum(v is None for v in vals) for k, vals in samples.items() if k in STYLES}}
+
+
 def main() -> int:
     # TERM (e.g. from CI) should tear the current cluster down like Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -270,17 +310,13 @@ def main() -> int:
     owned.sweep("formation")
     logs = cfg["out"].parent / "formation-logs"
     logs.mkdir(parents=True, exist_ok=True)
-    samples: dict[str, list] = {k: [] for k in (*cfg["styles"], "limit")}
     load_start = loadavg()
-    for run in range(cfg["runs"]):
-        for style in cfg["styles"]:
-            log(f"run {run + 1}/{cfg['runs']}: {style} (load {loadavg()[0]})")
-            got = one(style, run, cfg, logs)
-            for key, value in got.items():
-                samples.setdefault(key, []).append(None if value is None else round(value, 2))
-            log("  " + ", ".join(f"{k} {v:.1f} s" if v else f"{k} {'did not form' if k in STYLES else 'n/a'}"
-                                 for k, v in got.items()))
+    samples = measure(cfg, cfg["styles"], cfg["nodes"], cfg["runs"], logs)
     m = {k: median(v) for k, v in samples.items()}
+    scale_styles = [st for st in cfg["styles"] if st in SCALE_STYLES]
+    # Smoke: the summary of the run above stands for the scale (one formation is enough to check).
+    scale = {str(n): scale_entry(measure(cfg, scale_styles, n, cfg["scale_runs"], logs), cfg["scale_runs"])
+             for n in cfg["scale"]} if not cfg["smoke"] else {str(cfg["nodes"]): scale_entry(samples, cfg["runs"])}
     result = {
         "nodes": cfg["nodes"], "runs": cfg["runs"],
         "limit_s": m.get("limit"), "rlaunch_s": m.get("rlaunch"),
@@ -293,6 +329,7 @@ def main() -> int:
         "seed_areal_over_rlaunch": ratio(m.get("seed_areal"), m.get("rlaunch")),
         "pinned_2_nodes": {"limit_s": m.get("limit_pinned"), "rlaunch_s": m.get("pinned"),
                            "ratio": ratio(m.get("pinned"), m.get("limit_pinned"))},
+        "scale": scale,
         "not_formed": {k: sum(v is None for v in vals) for k, vals in samples.items()},
         "samples": samples,
         "loadavg_start": load_start, "loadavg_end": loadavg(), "cpus": os.cpu_count(),
@@ -303,6 +340,8 @@ def main() -> int:
         "1.3x faster than seed verl": (result["seed_verl_over_rlaunch"] or 0) >= 1.3,
         "1.3x faster than seed AReaL": (result["seed_areal_over_rlaunch"] or 0) >= 1.3,
     }
+    for n, entry in scale.items():
+        checks[f"{n} nodes: rlaunch within 1.1x of Ray's registration floor"] = (entry["rlaunch_over_floor"] or 99) <= 1.1
     if "seed_verl" not in cfg["styles"]:
         checks.pop("1.3x faster than seed verl")
     if "seed_areal" not in cfg["styles"]:
@@ -331,6 +370,10 @@ def main() -> int:
           f"own start ({fmt(pinned['limit_s'])})")
     print(f"  seed verl style          {fmt(result['seed_verl_s'])}   x{result['seed_verl_over_rlaunch']} of rlaunch")
     print(f"  seed AReaL style         {fmt(result['seed_areal_s'])}   x{result['seed_areal_over_rlaunch']} of rlaunch")
+    for n, entry in scale.items():
+        print(f"  {n:>2} nodes: rlaunch {fmt(entry['rlaunch_s'])}, floor {fmt(entry['floor_s'])} "
+              f"(x{entry['rlaunch_over_floor']}), seed verl {fmt(entry['seed_verl_s'])}, "
+              f"seed AReaL {fmt(entry['seed_areal_s'])}")
     for name, ok in checks.items():
         print(f"  {'met ' if ok else 'MISS'} {name}")
     print(f"  -> {cfg['out']}")

@@ -69,3 +69,28 @@ def test_cluster_bench_smoke(tmp_path, name):
     data = json.loads(out.read_text())
     assert schema.problems(data, bench_schema(name)) == []
     assert CLUSTER_BENCHES[name](data), data
+
+
+def test_a_new_run_takes_down_only_what_a_dead_earlier_run_recorded(tmp_path, monkeypatch):
+    import owned
+    import owner
+
+    monkeypatch.setattr(owned, "STATE", tmp_path)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / "cluster-bench-gone.json").write_text(json.dumps(
+        {"kind": "cluster", "name": "bench-gone", "pid": dead.pid, "started": "0"}))
+    owner.write(tmp_path / "cluster-bench-live.json", {"kind": "cluster", "name": "bench-live"})
+    (tmp_path / "cluster-other.json").write_text(json.dumps(
+        {"kind": "cluster", "name": "other", "pid": dead.pid, "started": "0"}))
+    downs = []
+    monkeypatch.setattr(owned, "take_down", lambda kind, name, env=None: downs.append((kind, name)) or True)
+    assert owned.sweep("test") == ["cluster bench-gone"] and downs == [("cluster", "bench-gone")]
+    # A live owner's record stays; so does a name outside the benchmarks' prefix.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster-bench-live.json", "cluster-other.json"]
+
+
+def test_node_watch_refuses_bad_arguments():
+    proc = subprocess.run([sys.executable, str(BENCH / "node_watch.py"), "10.0.0.1", "port", "5"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "HOST PORT SECONDS" in proc.stderr, proc.stderr
