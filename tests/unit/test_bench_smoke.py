@@ -60,7 +60,8 @@ CLUSTER_BENCHES = {
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("name", sorted(CLUSTER_BENCHES))
+# recovery's smoke is two whole launches (the loss, then RESUME=1) of the rehearsal: e2e too.
+@pytest.mark.parametrize("name", ["formation", pytest.param("recovery", marks=pytest.mark.e2e)])
 def test_cluster_bench_smoke(tmp_path, name):
     need_namespaces()
     out = tmp_path / f"{name}.json"
