@@ -70,7 +70,7 @@ DEADLINE_S = 900
 RAY_DEFAULT_CHECK = {"period_ms": 3000, "failure_threshold": 5, "timeout_ms": 10000}
 CASE = {"measured": bool, "false_alarms": (int, type(None)), "duration_s": NUM}
 SCHEMA = {
-    "detect_s_default_ray": OPT, "health_check": dict, "health_check_default_ray": dict,
+    "detect_s_default_ray": OPT, "verdict_s": OPT, "verdict_s_default_ray": OPT, "health_check": dict, "health_check_default_ray": dict,
     "false_alarms": {"cpu_100": CASE, "netem_2s": CASE},
     "detect_s": NUM, "seed_detect_s": NUM, "resume_s": NUM, "first_start_s": NUM, "steps_lost": (int, type(None)),
     "save_freq": int, "resumed": bool, "exit_s": NUM, "resume_step": (int, type(None)), "seed_detect_source": str,
@@ -141,6 +141,7 @@ def scenario(run_id: str, steps: int, save_freq: int) -> dict:
     killed = kill_node(f"rl-{run_id}-1")
     log("worker killed; waiting for every node to be freed")
     detect_s = wait_freed(run_id, first, killed)
+    verdict = verdict_s(run_id, killed)
     log(f"every node freed {detect_s:.1f} s after the loss; the launch exited "
         f"{first.ended - killed:.1f} s after it (exit {first.rlaunch_rc})")
 
@@ -164,6 +165,7 @@ def scenario(run_id: str, steps: int, save_freq: int) -> dict:
     start = next(r for r in attempts(run_dir(run_id)) if r.get("event") == "start" and r.get("attempt") == 2)
     return {
         "detect_s": detect_s,
+        "verdict_s": verdict,
         "seed_detect_s": SEED_DETECT_S,
         "resume_s": round(resumed_step - resumed.started, 2),
         "first_start_s": round(first_step - started, 2),
@@ -180,6 +182,18 @@ def health_set(check: dict) -> str:
     return " ".join(f"cluster.health_check.{k}={v}" for k, v in check.items())
 
 
+def verdict_s(run_id: str, killed: float) -> float | None:
+    """Seconds from the loss to the GCS declaring the node dead (attempts.jsonl's node_lost, from
+    rlaunch's node watch): the part of detect_s the health check decides; the rest is the teardown."""
+    import datetime
+
+    for row in attempts(run_dir(run_id)):
+        if row.get("event") == "node_lost" and row.get("declared_dead_at"):
+            when = datetime.datetime.fromisoformat(row["declared_dead_at"].replace("Z", "+00:00")).timestamp()
+            return round(when - killed, 2)
+    return None
+
+
 def wait_freed(run_id: str, launch: Launch, killed: float) -> float:
     end = time.monotonic() + 300
     while not freed(run_id) and time.monotonic() < end:
@@ -191,15 +205,16 @@ def wait_freed(run_id: str, launch: Launch, killed: float) -> float:
     return round(all_freed - killed, 2)
 
 
-def detection(run_id: str, steps: int, save_freq: int, check: dict) -> float:
-    """A launch at other health-check settings: its first step, the worker killed, every node freed."""
+def detection(run_id: str, steps: int, save_freq: int, check: dict) -> tuple[float, float | None]:
+    """A launch at other health-check settings: its first step, the worker killed, every node freed;
+    (detect_s, verdict_s)."""
     metrics = run_dir(run_id) / "metrics.jsonl"
     launch = Launch(f"RUN_ID={run_id}", f"SET=train.steps={steps} train.save_freq={save_freq} {health_set(check)}")
     try:
         first_row_after(metrics, 0, DEADLINE_S, launch.alive, tail=launch.tail)
         killed = kill_node(f"rl-{run_id}-1")
         log(f"worker killed at Ray's own health-check settings {check}; waiting for every node to be freed")
-        return wait_freed(run_id, launch, killed)
+        return wait_freed(run_id, launch, killed), verdict_s(run_id, killed)
     finally:
         if launch.alive():
             launch.interrupt()
@@ -313,8 +328,8 @@ def main() -> int:
         owned.claim("run", rid)
     try:
         result = scenario(run_id, steps, save_freq)
-        result["detect_s_default_ray"] = None if smoke == "1" else detection(ray_run, steps, save_freq,
-                                                                               RAY_DEFAULT_CHECK)
+        result["detect_s_default_ray"], result["verdict_s_default_ray"] = (None, None) if smoke == "1" else \
+            detection(ray_run, steps, save_freq, RAY_DEFAULT_CHECK)
         result["false_alarms"] = false_alarms(f"bench-fa-{os.getpid()}", stress_s, check)
     except (RuntimeError, AssertionError, OSError, ValueError) as err:
         log(f"the scenario failed: {err}")
@@ -351,8 +366,9 @@ def main() -> int:
     print(f"  restart -> first resumed step {result['resume_s']:.1f} s, first start -> first step "
           f"{result['first_start_s']:.1f} s: x{result['resume_over_first_start']} of the first start")
     print(f"  steps lost {result['steps_lost']} of save_freq {save_freq} (resumed from step {result['resume_step']})")
-    print(f"  health check {check}: detection {result['detect_s']:.1f} s; Ray's own {RAY_DEFAULT_CHECK}: "
-          f"{result['detect_s_default_ray'] if result['detect_s_default_ray'] is not None else 'not run'} s")
+    print(f"  health check {check}: every node freed {result['detect_s']:.1f} s (the GCS's verdict at "
+          f"{result['verdict_s']} s); Ray's own {RAY_DEFAULT_CHECK}: {result['detect_s_default_ray']} s "
+          f"(verdict {result['verdict_s_default_ray']} s; None: not run)")
     for case, got in result["false_alarms"].items():
         print(f"  false alarms, {case}: " + (f"{got['false_alarms']} in {got['duration_s']:.0f} s" if got["measured"]
                                              else f"not measured: {got['why']}"))
