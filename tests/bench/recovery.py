@@ -11,7 +11,7 @@ One run, two attempts, through `make launch` as a user runs it:
   3. `make launch RUN_ID=<id> RESUME=1`. resume_s: from the command to the first resumed step (a
      step after the checkpoint it resumed from); steps_lost: the steps after that checkpoint that
      were done before the loss and are done again (attempts.jsonl); resumed: it continued from the
-     last checkpoint, step F. The resumed attempt is then stopped with Ctrl-C (its time to the end
+     a checkpoint the lost attempt saved (a multiple of F, at most the step it reached). The resumed attempt is then stopped with Ctrl-C (its time to the end
      is the rehearsal's, not recovery's).
   4. detect_s_default_ray: steps 1-2 again in a second launch with Ray's own health-check settings
      (SET cluster.health_check.*=3000/5/10000), the same run: what rlaunch's default
@@ -137,7 +137,7 @@ def scenario(run_id: str, steps: int, save_freq: int) -> dict:
     started = first.started
     first_step = first_row_after(metrics, 0, DEADLINE_S, first.alive, tail=first.tail)
     log(f"first start: {first_step - started:.1f} s to step 1")
-    wait_for_step(metrics, save_freq + 5, DEADLINE_S, first.alive)
+    kill_step = wait_for_step(metrics, save_freq + 5, DEADLINE_S, first.alive)
     killed = kill_node(f"rl-{run_id}-1")
     log("worker killed; waiting for every node to be freed")
     detect_s = wait_freed(run_id, first, killed)
@@ -171,7 +171,9 @@ def scenario(run_id: str, steps: int, save_freq: int) -> dict:
         "first_start_s": round(first_step - started, 2),
         "steps_lost": start["steps_lost"],
         "save_freq": save_freq,
-        "resumed": start["resume_step"] == save_freq and start["checkpoint"] is not None,
+        # From a checkpoint the lost attempt saved (a multiple of save_freq, at most the step it reached).
+        "resumed": start["checkpoint"] is not None and start["resume_step"] >= save_freq
+        and start["resume_step"] % save_freq == 0 and start["resume_step"] <= kill_step,
         "exit_s": round(first.ended - killed, 2),
         "resume_step": start["resume_step"],
         "seed_detect_source": SEED_SOURCE,
@@ -320,7 +322,7 @@ def main() -> int:
     stress_s = env_int("RLAUNCH_BENCH_STRESS_S", 3 if smoke == "1" else 180, 1)
     from rlaunch import config
 
-    check = dict(config.read_defaults()["cluster"]["health_check"])
+    health = dict(config.read_defaults()["cluster"]["health_check"])
     run_id, ray_run = f"bench-rec-{os.getpid()}", f"bench-rec-{os.getpid()}-ray"
     load_start = loadavg()
     owned.sweep("recovery")
@@ -330,7 +332,7 @@ def main() -> int:
         result = scenario(run_id, steps, save_freq)
         result["detect_s_default_ray"], result["verdict_s_default_ray"] = (None, None) if smoke == "1" else \
             detection(ray_run, steps, save_freq, RAY_DEFAULT_CHECK)
-        result["false_alarms"] = false_alarms(f"bench-fa-{os.getpid()}", stress_s, check)
+        result["false_alarms"] = false_alarms(f"bench-fa-{os.getpid()}", stress_s, health)
     except (RuntimeError, AssertionError, OSError, ValueError) as err:
         log(f"the scenario failed: {err}")
         return 3
@@ -340,7 +342,7 @@ def main() -> int:
                 owned.release("run", rid)
             shutil.rmtree(run_dir(rid), ignore_errors=True)
             shutil.rmtree(REPO / "build" / rid, ignore_errors=True)
-    result.update({"health_check": check, "health_check_default_ray": RAY_DEFAULT_CHECK})
+    result.update({"health_check": health, "health_check_default_ray": RAY_DEFAULT_CHECK})
     result.update({
         "seed_over_detect": ratio(result["seed_detect_s"], result["detect_s"]),
         "resume_over_first_start": ratio(result["resume_s"], result["first_start_s"]),
@@ -354,7 +356,7 @@ def main() -> int:
         "0 false alarms under every stress measured": all(v["false_alarms"] == 0 for v in measured.values()),
         "steps lost <= save_freq": result["steps_lost"] is not None and result["steps_lost"] <= save_freq,
         "resume <= 1.5x the first start": (result["resume_over_first_start"] or 99) <= 1.5,
-        "resumed from the last checkpoint": result["resumed"],
+        "resumed from a checkpoint of the lost attempt": result["resumed"],
     }
     result["targets_met"] = checks
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -366,7 +368,7 @@ def main() -> int:
     print(f"  restart -> first resumed step {result['resume_s']:.1f} s, first start -> first step "
           f"{result['first_start_s']:.1f} s: x{result['resume_over_first_start']} of the first start")
     print(f"  steps lost {result['steps_lost']} of save_freq {save_freq} (resumed from step {result['resume_step']})")
-    print(f"  health check {check}: every node freed {result['detect_s']:.1f} s (the GCS's verdict at "
+    print(f"  health check {health}: every node freed {result['detect_s']:.1f} s (the GCS's verdict at "
           f"{result['verdict_s']} s); Ray's own {RAY_DEFAULT_CHECK}: {result['detect_s_default_ray']} s "
           f"(verdict {result['verdict_s_default_ray']} s; None: not run)")
     for case, got in result["false_alarms"].items():
