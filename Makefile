@@ -61,6 +61,8 @@ help: ## Show this help
 	  /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2} \
 	  /^[A-Z0-9_]+ \?=.*## / {split($$0, a, "## "); split(a[1], b, " "); printf "  \033[33m%-18s\033[0m %s\n", b[1], a[2]}' \
 	  $(MAKEFILE_LIST)
+	@printf '\n%s\n%s\n' "Exit codes: make exits 2 on any failure. rlaunch's own (0 ok, 1 run failed, 2 bad input," \
+	  "3 missing prerequisite, 75 node lost) come from scripts/rlaunch VERB NAME=value ..., the same verbs and knobs."
 
 .PHONY: presets
 presets: $(VENV)/.rlaunch-setup ## List the presets

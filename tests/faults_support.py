@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-MAKE_ERROR = re.compile(r"make(?:\[\d+\])?: \*\*\* \[[^\]]*\] Error (\d+)")
 ROOT = Path(__file__).resolve().parents[1]
 STORAGE = ROOT / "build" / "storage"
 
@@ -100,13 +98,14 @@ def _user_env() -> dict[str, str]:
 
 
 class Launch:
-    """`make launch ARGS...` in a session of its own (as a terminal's foreground job), its output
-    collected line by line with the wall time each line arrived."""
+    """`make launch ARGS...` through the front door that keeps rlaunch's exit code (scripts/rlaunch:
+    the same knobs; make would exit 2 for any failure), in a session of its own (as a terminal's
+    foreground job), its output collected line by line with the wall time each line arrived."""
 
     def __init__(self, *args: str, env: dict | None = None):
         self.args = args
         self.started = time.time()
-        self.proc = subprocess.Popen(["make", "launch", *args], cwd=ROOT, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([str(ROOT / "scripts" / "rlaunch"), "launch", *args], cwd=ROOT, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
                                      env={**_user_env(), **(env or {})}, preexec_fn=_terminal_signals)
         self.lines: list[tuple[float, str]] = []
@@ -140,15 +139,8 @@ class Launch:
 
     @property
     def rlaunch_rc(self) -> int | None:
-        """rlaunch's own exit code: make exits 2 whenever a recipe fails, and names the recipe's
-        (`make: *** [Makefile:88: launch] Error 75`); 0 when make succeeded, None while running."""
-        if self.proc.returncode is None:
-            return None
-        if self.proc.returncode == 0:
-            return 0
-        # make[N]: where a launch still runs as a sub-make (Launch strips MAKELEVEL; a caller may not).
-        found = [m for _, line in self.lines if (m := MAKE_ERROR.match(line))]
-        return int(found[-1].group(1)) if found else self.proc.returncode
+        """rlaunch's own exit code (None while running)."""
+        return self.proc.returncode
 
     def timeline(self, since: float, *texts: str) -> str:
         """`text +12.3 s` for the first line holding each text, from `since` (for a test's report)."""

@@ -830,12 +830,46 @@ def prerequisites() -> list[str]:
     return missing
 
 
+# What each harness network created, one JSON file per network (its owner process, its namespaces
+# and host links), written before each thing is created: a run killed where no cleanup could run
+# (SIGKILL, a lost machine) is swept by the next one from this checkout, and only what its own
+# record names (all under the harness's prefix), never by a broad name.
+STATE_DIR = ROOT / "build" / "kuberay-harness"
+TAG_PREFIX = "kr"
+
+
+def sweep_stale(state_dir: Path = STATE_DIR) -> list[str]:
+    """Remove what earlier harness networks of this checkout left (their owner is gone): the
+    processes in their namespaces (SIGKILL), the namespaces, the host links; what was removed."""
+    import owner  # tests/: imported here, the pod-init step runs this file alone
+
+    removed = []
+    for record, state in owner.stale(state_dir, f"{TAG_PREFIX}*.json"):  # its owner no longer runs
+        names = [n for n in state["namespaces"] if n.startswith(state["tag"])]
+        for ns in names:
+            out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+            for pid in out.stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+        for ns in names:
+            if subprocess.run(["ip", "netns", "del", ns], capture_output=True).returncode == 0:
+                removed.append(ns)
+        for link in (n for n in state["links"] if n.startswith(state["tag"])):
+            if subprocess.run(["ip", "link", "del", link], capture_output=True).returncode == 0:
+                removed.append(link)
+        record.unlink(missing_ok=True)
+    return removed
+
+
 class Network:
     """A bridge without an address and one namespace per pod on a private /24: pods .1-.199,
-    Service ClusterIPs .200-.249, the operator/kubelet's own namespace .250."""
+    Service ClusterIPs .200-.249, the operator/kubelet's own namespace .250. Its record
+    (STATE_DIR/<tag>.json) lists what it created until `down` removed it."""
 
     def __init__(self):
-        self.tag = f"kr{os.getpid() % 100000}{next(_COUNTER) % 100}"
+        self.tag = f"{TAG_PREFIX}{os.getpid() % 100000}{next(_COUNTER) % 100}"
         self.subnet = f"10.{random.randint(20, 219)}.{random.randint(1, 250)}"
         self.bridge = f"{self.tag}b"
         self.operator_ns = f"{self.tag}-op"
@@ -846,9 +880,21 @@ class Network:
         self.namespaces: list[str] = []
         self.links: list[str] = []
 
+    @property
+    def record(self) -> Path:
+        return STATE_DIR / f"{self.tag}.json"
+
+    def _save(self) -> None:
+        import owner
+
+        owner.write(self.record, {"tag": self.tag, "namespaces": self.namespaces, "links": self.links})
+
     def up(self) -> None:
-        _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        sweep_stale()
         self.links.append(self.bridge)
+        self._save()
+        _run(["ip", "link", "add", self.bridge, "type", "bridge"])
         _run(["ip", "link", "set", self.bridge, "up"])
         self.add_namespace(self.operator_ns, self.operator_ip)
 
@@ -864,10 +910,11 @@ class Network:
     def add_namespace(self, ns: str, ip: str) -> None:
         slot = next(self._slots)
         host, peer = f"{self.tag}v{slot}", f"{self.tag}p{slot}"
-        _run(["ip", "netns", "add", ns])
         self.namespaces.append(ns)
-        _run(["ip", "link", "add", host, "type", "veth", "peer", "name", peer])
         self.links.append(host)
+        self._save()
+        _run(["ip", "netns", "add", ns])
+        _run(["ip", "link", "add", host, "type", "veth", "peer", "name", peer])
         _run(["ip", "link", "set", peer, "netns", ns])
         _run(["ip", "-n", ns, "link", "set", peer, "name", "eth0"])
         _run(["ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0"])
@@ -930,6 +977,7 @@ class Network:
         finally:
             for link in self.links:
                 subprocess.run(["ip", "link", "del", link], capture_output=True)
+            self.record.unlink(missing_ok=True)
 
 
 class _InNetns:
@@ -1055,6 +1103,10 @@ class JobResult:
         return "\n".join(parts)
 
 
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 class RayJobRun:
     """The RayJob among `objects` (plus its Secrets, ConfigMaps, PVCs), run on this host. `images`:
     image name -> Image stand-in (default_images(spec)); `claims`: PVC name -> host directory (the
@@ -1101,6 +1153,11 @@ class RayJobRun:
         self.workdir.mkdir(parents=True, exist_ok=True)
         for path in self.claims.values():
             path.mkdir(parents=True, exist_ok=True)
+        # SIGTERM (a test runner's timeout, CI cancelling) unwinds like Ctrl-C, so `with` runs
+        # down(); a signal handler can only be set from the main thread.
+        self._prev_term = None
+        if threading.current_thread() is threading.main_thread():
+            self._prev_term = signal.signal(signal.SIGTERM, _terminate)
         self.net.up()
         self._op = _InNetns(self.net.operator_ns)
 
@@ -1110,6 +1167,9 @@ class RayJobRun:
                 self._op.close()
         finally:
             self.net.down()
+            if getattr(self, "_prev_term", None) is not None:
+                signal.signal(signal.SIGTERM, self._prev_term)
+                self._prev_term = None
 
     # -------------------------------------------------------- the RayCluster
 

@@ -47,6 +47,11 @@ mk() {
   PYTHONPATH="${CLONE}/tools" make -C "${CLONE}" --no-print-directory VENV="${REPO}/.venv" "$@"
 }
 
+# front ARGS...: the fresh copy's scripts/rlaunch, the front door that keeps rlaunch's exit code.
+front() {
+  PYTHONPATH="${CLONE}/tools" RLAUNCH_VENV="${REPO}/.venv" "${CLONE}/scripts/rlaunch" "$@"
+}
+
 fresh() {
   [ ! -e "${CLONE}/build" ] || { echo "build/ exists in the fresh copy"; return 1; }
 }
@@ -106,13 +111,12 @@ api info -o json" ]
   run mk down INFRA=gcp RUN_ID=exp-7
   [ "${status}" -eq 2 ] # make's own exit for a failed recipe
   [[ "${output}" == *"rlaunch: missing an answer from SkyPilot"*"Failed to connect"* ]]
-  # The CLI itself, as the Makefile runs it: exit 3.
-  run env PYTHONPATH="${CLONE}/tools" "${REPO}/.venv/bin/python" -m rlaunch down --INFRA=gcp --RUN_ID=exp-7
+  # The front door that keeps rlaunch's own code (README): exit 3.
+  run front down INFRA=gcp RUN_ID=exp-7
   [ "${status}" -eq 3 ]
   [ "$(stub_calls sky | grep -c '^down')" -eq 0 ]
   # No sky client at all.
-  run env RLAUNCH_SKY="${BATS_TEST_TMPDIR}/no-such-sky" PYTHONPATH="${CLONE}/tools" "${REPO}/.venv/bin/python" \
-    -m rlaunch down --INFRA=aws --RUN_ID=exp-7
+  RLAUNCH_SKY="${BATS_TEST_TMPDIR}/no-such-sky" run front down INFRA=aws RUN_ID=exp-7
   [ "${status}" -eq 3 ]
   [[ "${output}" == *"missing the sky CLI"* ]]
 }
@@ -216,16 +220,16 @@ rayjobs.ray.io"
 
 @test "kuberay: no context, or an API server that does not answer: exit 3, nothing deleted" {
   stub_fail kubectl config current-context 1 "error: current-context is not set"
-  run env PYTHONPATH="${CLONE}/tools" "${REPO}/.venv/bin/python" -m rlaunch down --INFRA=kuberay --RUN_ID=exp-7
+  run front down INFRA=kuberay RUN_ID=exp-7
   [ "${status}" -eq 3 ]
   [[ "${output}" == *"missing a kubectl context"*"get-credentials"* ]]
   rm "${BATS_TEST_TMPDIR}"/kubectl.rc.* "${BATS_TEST_TMPDIR}"/kubectl.stderr.*
   stub_fail kubectl api-resources 1 "Unable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout"
-  run env PYTHONPATH="${CLONE}/tools" "${REPO}/.venv/bin/python" -m rlaunch down --INFRA=kuberay --RUN_ID=exp-7
+  run front down INFRA=kuberay RUN_ID=exp-7
   [ "${status}" -eq 3 ]
   [[ "${output}" == *"missing a reachable Kubernetes cluster"*"i/o timeout"* ]]
   stub_fail kubectl get rayjob 1 'Error from server (Forbidden): rayjobs.ray.io "exp-7" is forbidden'
-  run env PYTHONPATH="${CLONE}/tools" "${REPO}/.venv/bin/python" -m rlaunch status --INFRA=kuberay --RUN_ID=exp-7
+  run front status INFRA=kuberay RUN_ID=exp-7
   [ "${status}" -eq 3 ]
   [[ "${output}" == *"missing permission to get RayJob exp-7 in namespace default"* ]]
   if stub_calls kubectl | grep "^delete"; then return 1; fi
@@ -275,8 +279,7 @@ get --all-namespaces rayjobs.ray.io -l app.kubernetes.io/managed-by=rlaunch -o j
   run mk down INFRA=aistudio WORK_ROOT="${root}" RUN_ID=never-launched
   [ "${status}" -eq 0 ]
   [[ "${output}" == *"nothing of run never-launched on the shared storage: no ${root}/rlaunch/launches/never-launched/spec.json: nothing to do"* ]]
-  run env PYTHONPATH="${CLONE}/tools" "${REPO}/.venv/bin/python" -m rlaunch down --INFRA=aistudio \
-    --WORK_ROOT="${BATS_TEST_TMPDIR}/not-mounted" --RUN_ID="${run_id}"
+  run front down INFRA=aistudio WORK_ROOT="${BATS_TEST_TMPDIR}/not-mounted" RUN_ID="${run_id}"
   [ "${status}" -eq 3 ]
   [[ "${output}" == *"missing the AIStudio shared storage at ${BATS_TEST_TMPDIR}/not-mounted"* ]]
   rm -rf "${CLONE}/build"
@@ -346,7 +349,7 @@ get --all-namespaces rayjobs.ray.io -l app.kubernetes.io/managed-by=rlaunch -o j
 }
 
 @test "no INFRA and no cache: exit 2 asking where the run is, nothing asked" {
-  run env PYTHONPATH="${CLONE}/tools" "${REPO}/.venv/bin/python" -m rlaunch down --RUN_ID=exp-7
+  run front down RUN_ID=exp-7
   [ "${status}" -eq 2 ]
   [[ "${output}" == *"INFRA=''"*"the infrastructure run exp-7 is on"*"make runs"* ]]
   [ -z "$(stub_calls sky)$(stub_calls kubectl)" ]

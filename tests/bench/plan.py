@@ -10,9 +10,10 @@ validator environments exist; without them the loaders are "skipped" and the pla
 Usage: tests/bench/plan.py     (after `make setup`, ideally `make setup-validators`)
 Env:
   RLAUNCH_BENCH_PRESETS  space-separated presets (default: every verl/areal/rlinf preset)
+  RLAUNCH_BENCH_SMOKE    1: one preset only (the first of the list), to check the benchmark still runs
   RLAUNCH_BENCH_OUT      result file (default build/bench/plan.json)
   RLAUNCH_VALIDATORS     where the .venv-<framework> validator environments are (default: the repo)
-Exit: 0 every plan passed; 1 a plan failed (named on stderr).
+Exit: 0 every plan passed; 1 a plan failed (named on stderr), or in smoke mode the JSON lacks a key or type.
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from schema import NUM, check  # noqa: E402 - tests/bench/, just put on the path
+
 FRAMEWORK_PRESETS = ("verl-", "areal-", "rlinf-")
+SCHEMA = {"presets": int, "seconds": NUM, "loader_seconds": NUM, "validators": dict, "failed": list,
+          "checks": dict}
 # The same preset in another shape counts as one more plan: AReaL's Ray scheduler form.
 VARIANTS = [("areal-grpo-gsm8k", {"NODES": "2", "GPUS_PER_NODE": "8"})]
 
@@ -36,6 +42,8 @@ def presets() -> list[tuple[str, dict]]:
 
     names = os.environ.get("RLAUNCH_BENCH_PRESETS", "").split() or [
         p for p in config.available("presets") if p.startswith(FRAMEWORK_PRESETS)]
+    if os.environ.get("RLAUNCH_BENCH_SMOKE") == "1":
+        names = names[:1]
     return [(p, {}) for p in names] + [v for v in VARIANTS if v[0] in names]
 
 
@@ -46,9 +54,9 @@ def main() -> int:
 
     specs = []
     for preset, knobs in presets():
-        spec = config.load(preset, knobs)
-        spec["run"]["out"] = str(ROOT / "build" / "bench" / "plan" / spec["run"]["id"])
-        specs.append(spec)
+        # The render directory through the OUT knob, as `make plan OUT=...` sets it: the spec is frozen.
+        out = ROOT / "build" / "bench" / "plan" / (preset + "".join(f"-{v}" for v in knobs.values()))
+        specs.append(config.load(preset, {**knobs, "OUT": str(out)}))
     requests: dict[str, list[dict]] = {}
     for spec in specs:
         fw = frameworks.get(spec["framework"]["name"])
@@ -75,6 +83,8 @@ def main() -> int:
     print(f"plan bench: {len(specs)} presets in {seconds} s (loaders {loader_s:.1f} s) -> {out}")
     for line in failed:
         print(f"plan bench: FAILED {line}", file=sys.stderr)
+    if os.environ.get("RLAUNCH_BENCH_SMOKE") == "1" and check(out, SCHEMA, "plan bench"):
+        return 1
     return 1 if failed else 0
 
 

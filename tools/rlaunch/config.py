@@ -303,6 +303,7 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
         "cpu_only_head": cpu_only_head(data),
         "head_ray_cpus": head_ray_cpus(data),
         "nccl_env": nccl_env(infra["rdma"]),
+        "ray_health_env": ray_health_env(cluster["health_check"]),
     }
     return Spec.model_validate(data)
 
@@ -361,6 +362,14 @@ def nccl_env(rdma: bool) -> dict[str, str]:
     """NCCL's settings for every Ray process of a run. Without RDMA, NCCL must not try InfiniBand:
     it would probe for IB devices and, where some exist but are not for this job, hang or fail."""
     return {} if rdma else {"NCCL_IB_DISABLE": "1"}
+
+
+def ray_health_env(check: dict) -> dict[str, str]:
+    """Ray's GCS health check of every node (cluster.health_check), as the env the head's `ray start`
+    reads: the GCS declares a node lost after failure_threshold failed checks in a row."""
+    return {"RAY_health_check_period_ms": str(check["period_ms"]),
+            "RAY_health_check_failure_threshold": str(check["failure_threshold"]),
+            "RAY_health_check_timeout_ms": str(check["timeout_ms"])}
 
 
 def cpu_only_head(data: dict) -> bool:

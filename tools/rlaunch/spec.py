@@ -151,6 +151,14 @@ class Infra(Section):
     image_bin: Str
 
 
+class HealthCheck(Section):
+    """Ray's GCS health check of every node (RAY_health_check_*, read by the head's GCS)."""
+
+    period_ms: Int(ge=100)
+    failure_threshold: Int(ge=1)
+    timeout_ms: Int(ge=100)
+
+
 class Cluster(Section):
     nodes: Int(ge=1)
     gpus_per_node: Int(ge=0)
@@ -162,6 +170,7 @@ class Cluster(Section):
     ray_port: Int(ge=1, le=65535)
     dashboard_port: Int(ge=1, le=65535)
     formation_timeout_s: Int(ge=1)
+    health_check: HealthCheck
 
 
 class ImageFacts(Section):
@@ -312,6 +321,7 @@ class Derived(Section):
     cpu_only_head: bool         # KubeRay cluster.cpu_head: a head without GPUs beside cluster.nodes GPU workers
     head_ray_cpus: int | None   # Ray CPUs that CPU-only head advertises; None: the head is a node like the others
     nccl_env: dict[str, str]    # NCCL settings every Ray process of the run gets
+    ray_health_env: dict[str, str]  # RAY_health_check_* from cluster.health_check, where the head starts
 
 
 class Spec(Config):

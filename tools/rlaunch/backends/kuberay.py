@@ -236,6 +236,8 @@ def _pod_env(spec: dict) -> list[dict]:
     """The Ray containers' env: every Ray process inherits it (runtime_env carries the job's own)."""
     env = [{"name": "RLAUNCH_RUN_ID", "value": spec["run"]["id"]}]
     env += [{"name": name, "value": value} for name, value in spec["derived"]["nccl_env"].items()]
+    # cluster.health_check: the head's GCS reads it (on the workers it is unused, and the same).
+    env += [{"name": name, "value": value} for name, value in spec["derived"]["ray_health_env"].items()]
     env += [{"name": k, "value": v} for k, v in gke.nccl_env(spec).items()]  # GKE: the node pool's NCCL
     env += [{"name": k, "value": v} for k, v in monitoring.settings(spec)["env"].items()]  # APMPlus tracing
     for name in spec["secrets"]:

@@ -58,6 +58,7 @@ def _cluster_env(spec: dict, out: Path | None) -> dict[str, str]:
         "RLAUNCH_RAY": str(Path(sys.executable).parent / "ray"),
         "RLAUNCH_DEADLINE_S": str(cluster["formation_timeout_s"]),
         "RLAUNCH_GPUS_PER_NODE": str(cluster["gpus_per_node"]),
+        **spec["derived"]["ray_health_env"],  # cluster.health_check: the head's GCS reads it (ray-up)
     }
     # Ports only when changed from the defaults: in loopback mode local-cluster derives free ones
     # from the name.

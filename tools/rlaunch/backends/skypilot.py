@@ -105,6 +105,7 @@ def task_envs(spec: dict) -> dict[str, str]:
     if spec["framework"]["image"] == "rlaunch":
         envs["RLAUNCH_HOME"] = IMAGE_HOME
     envs.update(spec["derived"]["nccl_env"])
+    envs.update(spec["derived"]["ray_health_env"])  # cluster.health_check: read by the head's GCS (ray-up)
     envs.update({k: str(v) for k, v in frameworks.get(spec["framework"]["name"]).env(spec).items()})
     return envs
 

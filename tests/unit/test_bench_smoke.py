@@ -1,0 +1,97 @@
+"""Every benchmark's smoke mode (`tests/bench/run --smoke NAME`): one run at its smallest size,
+the keys and types of the JSON it writes checked (tests/bench/schema.py), so a benchmark that rots
+fails the suite. The full runs are `make bench`'s."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import needs
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "tests" / "bench"
+sys.path.insert(0, str(BENCH))
+import schema  # noqa: E402 - tests/bench/, just put on the path
+
+
+def smoke(name: str, out: Path, timeout: int) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLAUNCH_KNOB_", "RLAUNCH_BENCH_"))}
+    return subprocess.run([str(BENCH / "run"), "--smoke", name], env={**env, "RLAUNCH_BENCH_OUT": str(out)},
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def bench_schema(name: str) -> dict:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SCHEMA
+
+
+def need_namespaces() -> None:
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        needs.missing("the benchmark runs network-namespace nodes: needs root and iproute2's ip")
+
+
+def test_the_schema_check_names_a_missing_key_and_a_wrong_type():
+    found = schema.problems({"a": 1, "b": {"c": True}}, {"a": schema.NUM, "b": {"c": schema.NUM}, "d": str})
+    assert found == ["b.c: true is bool, need float or int", "d: missing"]
+
+
+def test_plan_smoke(tmp_path):
+    out = tmp_path / "plan.json"
+    proc = smoke("plan", out, 300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    assert schema.problems(data, bench_schema("plan")) == [] and data["presets"] >= 1 and data["failed"] == []
+
+
+# What the smallest size must still show: a 2-node formation; a resume from save_freq 2.
+CLUSTER_BENCHES = {
+    "formation": lambda d: d["nodes"] == 2 and d["runs"] == 1 and d["rlaunch_s"] >= d["limit_s"] > 0,
+    "recovery": lambda d: d["save_freq"] == 2 and d["resumed"] is True,
+}
+
+
+@pytest.mark.cluster
+# recovery's smoke is two whole launches (the loss, then RESUME=1) of the rehearsal: e2e too.
+@pytest.mark.parametrize("name", ["formation", pytest.param("recovery", marks=pytest.mark.e2e)])
+def test_cluster_bench_smoke(tmp_path, name):
+    need_namespaces()
+    out = tmp_path / f"{name}.json"
+    proc = smoke(name, out, 600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    assert schema.problems(data, bench_schema(name)) == []
+    assert CLUSTER_BENCHES[name](data), data
+
+
+def test_a_new_run_takes_down_only_what_a_dead_earlier_run_recorded(tmp_path, monkeypatch):
+    import owned
+    import owner
+
+    monkeypatch.setattr(owned, "STATE", tmp_path)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / "cluster-bench-gone.json").write_text(json.dumps(
+        {"kind": "cluster", "name": "bench-gone", "pid": dead.pid, "started": "0"}))
+    owner.write(tmp_path / "cluster-bench-live.json", {"kind": "cluster", "name": "bench-live"})
+    (tmp_path / "cluster-other.json").write_text(json.dumps(
+        {"kind": "cluster", "name": "other", "pid": dead.pid, "started": "0"}))
+    downs = []
+    monkeypatch.setattr(owned, "take_down", lambda kind, name, env=None: downs.append((kind, name)) or True)
+    assert owned.sweep("test") == ["cluster bench-gone"] and downs == [("cluster", "bench-gone")]
+    # A live owner's record stays; so does a name outside the benchmarks' prefix.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster-bench-live.json", "cluster-other.json"]
+
+
+def test_node_watch_refuses_bad_arguments():
+    proc = subprocess.run([sys.executable, str(BENCH / "node_watch.py"), "10.0.0.1", "port", "5"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "HOST PORT SECONDS" in proc.stderr, proc.stderr
