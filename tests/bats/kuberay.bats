@@ -232,7 +232,7 @@ get daemonset nccl-rdma-installer -n kube-system -o name"* ]]
   unset WANDB_API_KEY
   run launch
   [ "${status}" -eq 3 ]
-  [[ "${output}" == *"missing secret env var WANDB_API_KEY"* ]]
+  [[ "${output}" == *"missing WANDB_API_KEY in your environment: export WANDB_API_KEY="* ]]
   nothing_applied
 }
 

@@ -57,7 +57,8 @@ launch -c ${RUN_ID} ${OUT}/task.yaml --secret WANDB_API_KEY -y" ]
 }
 
 @test "launch SPOT=1: a managed job with sky jobs launch" {
-  run launch --SPOT=1
+  # A managed job restarts the run, so it needs a checkpoint before the end (the preset saves only there).
+  run rl launch --INFRA=gcp --RUN_ID="${RUN_ID}" --OUT="${OUT}" --SET="secrets=[WANDB_API_KEY] train.save_freq=20" --SPOT=1
   [ "${status}" -eq 0 ]
   [ "$(stub_calls sky)" = "check -o json gcp
 jobs launch -n ${RUN_ID} ${OUT}/task.yaml --secret WANDB_API_KEY -y" ]
@@ -139,7 +140,7 @@ ${RUN_ID} $(printf '%q' "ray status --address 127.0.0.1:${port} && ray summary t
 
 @test "ssh of a managed job or a KubeRay run says why not" {
   stub_command ssh
-  rl render --INFRA=aws --SPOT=1 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  rl render --INFRA=aws --SPOT=1 --SET=train.save_freq=20 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   run rl ray_status --OUT="${OUT}"
   [ "${status}" -eq 1 ]
   [[ "${output}" == *"belongs to the jobs controller"*"make logs RUN_ID=${RUN_ID}"* ]]
@@ -160,7 +161,7 @@ ${RUN_ID} $(printf '%q' "ray status --address 127.0.0.1:${port} && ray summary t
 }
 
 @test "status, logs, dashboard, down of a managed job run the exact sky jobs commands" {
-  rl render --INFRA=aws --SPOT=1 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  rl render --INFRA=aws --SPOT=1 --SET=train.save_freq=20 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   for verb in status logs dashboard down; do
     run rl "${verb}" --OUT="${OUT}"
     [ "${status}" -eq 0 ]
@@ -181,7 +182,7 @@ jobs cancel -y -n ${RUN_ID}" ]
 }
 
 @test "down is idempotent: no managed job to cancel (controller down, or job finished)" {
-  rl render --INFRA=gcp --SPOT=1 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  rl render --INFRA=gcp --SPOT=1 --SET=train.save_freq=20 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   stub_fail sky jobs cancel 1 "sky.exceptions.ClusterNotUpError: All managed jobs should have finished."
   run rl down --OUT="${OUT}"
   [ "${status}" -eq 0 ]
@@ -193,7 +194,7 @@ jobs cancel -y -n ${RUN_ID}" ]
 }
 
 @test "down fails when sky down fails for another reason" {
-  rl render --INFRA=gcp --SPOT=1 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  rl render --INFRA=gcp --SPOT=1 --SET=train.save_freq=20 --RUN_ID="${RUN_ID}" --OUT="${OUT}"
   stub_fail sky jobs cancel 1 "RuntimeError: Please specify the job ID instead of the job name."
   run rl down --OUT="${OUT}"
   [ "${status}" -eq 1 ]
