@@ -156,7 +156,9 @@ def test_input_paths_must_be_absolute_and_clean():
     for sets, key in (("data.path=datasets/x", "data.path"), ("model.path=/mnt/a/../b", "model.path")):
         with pytest.raises(ConfigError, match=f"{key}=.*an absolute path"):
             load(PRESET, sets=sets)
-    assert load(PRESET, sets="model.path=org/other-model")["paths"]["model_dir"].endswith("/6fc93244f442")
+    # A Hub id that is not the pin is its own model (issue 29): its own directory, never the pin's revision.
+    model_dir = load(PRESET, sets="model.path=org/other-model")["paths"]["model_dir"]
+    assert "/models/org--other-model/" in model_dir and not model_dir.endswith("/6fc93244f442")
 
 
 def test_form_without_image_bin_keeps_the_image_path():
