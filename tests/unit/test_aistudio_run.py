@@ -238,6 +238,9 @@ def no_cluster() -> dict[str, str]:
 # ---------------------------------------------------------------- inputs, before anything starts
 
 
+MARKERS = {"WORKER_TOPOLOGY", "RLINF_PREFLIGHT_STATUS", "RLINF_VERIFICATION_STATUS", "STARTUP_EXIT_CODE"}
+
+
 def test_preset_renders_the_seed_topology(storage):
     spec = load(storage["root"], "t-topology")
     files = artifacts.finish(spec, aistudio.BACKEND.render(spec))
@@ -512,7 +515,13 @@ def test_run_script_on_a_cluster_standing_in_for_the_platform(storage, cluster, 
     worker_ip = sorted(n["ip"] for n in preflight["nodes"])[-1]
     assert f"actor shards written on {worker_ip} {worker_ip}" in log  # actor ranks 2-3: worker 1
     driver_log = (run_dir / "driver.log").read_text()
-    assert driver_log.rstrip().splitlines()[-1].startswith("RLAUNCH_RUN_STATUS=passed run_id=t-cluster exit_code=0")
+    # rlaunch's status line, then seed 003's markers, STARTUP_EXIT_CODE last (issue 31).
+    lines = driver_log.rstrip().splitlines()
+    status = [i for i, line in enumerate(lines) if line.startswith("RLAUNCH_RUN_STATUS=")]
+    assert status and lines[status[-1]].startswith("RLAUNCH_RUN_STATUS=passed run_id=t-cluster exit_code=0")
+    assert lines[-1] == "STARTUP_EXIT_CODE=0"
+    assert all(line.split("=")[0] in MARKERS or line.startswith("NVIDIA_DRIVER_VERSION_NODE_")
+               for line in lines[status[-1] + 1:])
     for name in ("RLAUNCH_FRAMEWORK_COMMIT=" + storage["commit"], "NCCL_IB_DISABLE=1", "RUN_ID=t-cluster"):
         assert name in driver_log
     assert "ray start" not in driver_log
