@@ -521,7 +521,7 @@ def paste_text(spec: dict, files: dict[str, str], target: Path, existed: bool) -
         rule, "3. Startup command", rule,
         files["startup.sh"].rstrip("\n"),
         rule,
-        f"The same, as Markdown: {spec['run']['out']}/form.md. The run's log ends with "
+        f"The same, as Markdown: {spec['run']['out']}/form.md. The run's log prints "
         "RLAUNCH_RUN_STATUS=passed once postflight verified it; then: make status / make logs "
         f"RUN_ID={spec['run']['id']}.",
     ]
