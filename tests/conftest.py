@@ -37,6 +37,13 @@ def _offline_imagecheck() -> None:
 
 _offline_imagecheck()
 
+# A machine that reaches its registries through a proxy (HTTP_PROXY, ALL_PROXY) would send the
+# tests' loopback servers (tests/fakehub.py) there too: httpx, under huggingface_hub, honours both.
+_loopback = {"127.0.0.1", "localhost", "::1"}
+for _var in ("NO_PROXY", "no_proxy"):
+    _have = {h.strip() for h in os.environ.get(_var, "").split(",") if h.strip()}
+    os.environ[_var] = ",".join(sorted(_have | _loopback))
+
 # Plan reads the model's config.json and SkyPilot's catalog: from the committed fixtures, never the
 # network or this machine's ~/.sky (a test may point elsewhere with monkeypatch).
 os.environ.setdefault("RLAUNCH_MODEL_FACTS", str(ROOT / "tests" / "fixtures" / "models"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from .errors import RlaunchError
+from rlaunch.errors import RlaunchError
 
 
 def run(component, name: str, prefix: str, argv: list[str] | None = None) -> int:

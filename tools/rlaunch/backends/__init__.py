@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import ConfigError
-from .base import Backend
+from rlaunch.errors import ConfigError
+from rlaunch.backends.base import Backend
 
 # Every cloud and SkyPilot's own Kubernetes go through the SkyPilot backend.
 _MODULES = {
@@ -17,7 +17,7 @@ _MODULES = {
 def get(infra: str) -> Backend:
     if infra not in _MODULES:
         raise ConfigError("infra.name", infra, "one of " + ", ".join(_MODULES))
-    return importlib.import_module(f".{_MODULES[infra]}", __name__).BACKEND
+    return importlib.import_module(f"rlaunch.backends.{_MODULES[infra]}.backend").BACKEND
 
 
 __all__ = ["Backend", "get"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, MissingPrerequisite
+from rlaunch.errors import ConfigError, MissingPrerequisite
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,8 @@ class LaunchPlan:
     @classmethod
     def render(cls, spec, out: Path | None = None) -> "LaunchPlan":
         """The plan of `spec` without its checks (render only): what tests and `make render` hold."""
-        from .. import artifacts, backends
+        from rlaunch import backends
+        from rlaunch.plan import artifacts
 
         backend = backends.get(spec["infra"]["name"])
         files = artifacts.finish(spec, backend.render(spec))
@@ -102,7 +103,7 @@ class Backend:
 
     def require_secrets(self, spec: dict) -> None:
         """Before anything is created: every name in spec.secrets is set here (exit 3 naming it)."""
-        from ..config import NEEDED_SECRETS
+        from rlaunch.config.load import NEEDED_SECRETS
 
         missing = [name for name in spec["secrets"] if not os.environ.get(name)] if self.secrets_from_env else []
         if missing:

@@ -18,8 +18,8 @@ import importlib
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import ConfigError
-from .base import ARTIFACTS, CpuRule, Descriptor, Framework, Images, Validator
+from rlaunch.errors import ConfigError
+from rlaunch.frameworks.base import ARTIFACTS, CpuRule, Descriptor, Framework, Images, Validator
 
 HERE = Path(__file__).resolve().parent
 
@@ -55,7 +55,7 @@ def get(name: str) -> Framework:
 def check(spec) -> None:
     """The framework's topology rules (config.check's pass): the descriptor's CPU rule, then the
     adapter's own."""
-    from . import topology
+    from rlaunch.frameworks import topology
 
     fw = descriptor(spec["framework"]["name"])
     if fw.cpu_rule is not None:

@@ -42,12 +42,12 @@ class Validator:
 class Images:
     """The framework's images: images.<name>.official in configs/versions.yaml, and the rlaunch
     image built on it from `dockerfile` (make image-build; its name derived by
-    rlaunch.images.rlaunch_ref), checked by running `entrypoint_help` inside it (python ARGS that
+    rlaunch.config.images.rlaunch_ref), checked by running `entrypoint_help` inside it (python ARGS that
     print the entrypoint's usage and exit 0; empty: not known)."""
 
     dockerfile: str = ""
     entrypoint_help: tuple[str, ...] = ()
-    # The plan's image check (rlaunch.imagecheck): the requirement resolved against the image
+    # The plan's image check (rlaunch.plan.imagecheck): the requirement resolved against the image
     # ({version}: the pin, {rollout}: rollout.backend; "" where none is: why_none says why; an image
     # entry's own `requirement` wins, as GB200's does), whether
     # the run installs it over the official image (SkyPilot's install step, docker/<name>), and
@@ -91,7 +91,7 @@ class Descriptor:
     @property
     def memory(self) -> ModuleType | None:
         """<package>/memory.py, where the framework has plan's memory bound: phases(spec, counts)
-        (rlaunch.memory's phases of a step), OFFLOAD (the bound counts train.offload)."""
+        (rlaunch.plan.memory's phases of a step), OFFLOAD (the bound counts train.offload)."""
         if not (HERE / self.name / "memory.py").is_file():
             return None
         return self.module("memory")
@@ -105,10 +105,10 @@ class Descriptor:
 class Framework:
     """One RL framework's adapter. Methods are pure: they read the spec and return text or raise ConfigError."""
 
-    # framework.overrides keys that rlaunch owns: mapped onto its keys or refused (rlaunch.overrides).
+    # framework.overrides keys that rlaunch owns: mapped onto its keys or refused (rlaunch.config.overrides).
     owned: dict = {}
     name = ""
-    # True: the framework reads the dataset's hub snapshot as is (rlaunch.inputs lays it out so).
+    # True: the framework reads the dataset's hub snapshot as is (rlaunch.plan.inputs lays it out so).
     dataset_snapshot = False
 
     def command(self, spec) -> list[str]:
@@ -132,8 +132,8 @@ class Framework:
     def install(self, spec) -> list[str]:
         """Idempotent shell lines run on EVERY node before Ray starts, when the image lacks the
         framework or the Ray pin (SkyPilot nodes on an upstream image): what the plan's image
-        check resolved (rlaunch.imagecheck.installs)."""
-        from .. import imagecheck
+        check resolved (rlaunch.plan.imagecheck.installs)."""
+        from rlaunch.plan import imagecheck
 
         if spec["framework"]["image"] != "official":
             return []  # the rlaunch image was built with them (docker/<framework>: FRAMEWORK_INSTALL)
@@ -161,7 +161,7 @@ class Framework:
 
     def loader_check(self, spec, files: dict[str, str]) -> str:
         """Run the framework's own config loader; return a one-line result."""
-        from . import loaders
+        from rlaunch.frameworks import loaders
 
         request = self.loader_request(spec)
         if request is None:

@@ -18,7 +18,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from .. import ROOT
+from rlaunch import ROOT
 
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE / "loader_main.py"
@@ -67,7 +67,7 @@ def prefetch_all(by_framework: dict[str, list[dict]]) -> None:
 
 
 def _spawn(framework: str, requests: list[dict]) -> list[dict]:
-    from . import descriptor
+    from rlaunch.frameworks import descriptor
 
     script = descriptor(framework).loader
     timeout = float(os.environ.get("RLAUNCH_LOADER_TIMEOUT_S", "300"))
@@ -96,7 +96,7 @@ def _spawn(framework: str, requests: list[dict]) -> list[dict]:
 
 def result_line(framework: str, result: dict) -> str:
     """One plan line for a loader result; a rejection is a CheckError naming the framework's key."""
-    from ..errors import CheckError
+    from rlaunch.errors import CheckError
 
     if result.get("skipped"):
         return f"{framework} loader {result['skipped']}"

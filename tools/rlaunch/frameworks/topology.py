@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any
 
-from ..errors import ConfigError
+from rlaunch.errors import ConfigError
 
 # Advantage estimators that compare responses within a group: a group of 1 has no baseline.
 GROUP_ESTIMATORS = {"grpo", "rloo", "grpo_passk", "rloo_vectorized", "grpo_vectorized", "opo", "gpg",
@@ -160,7 +160,7 @@ def rollout_tp_of(spec: dict) -> tuple[str, int]:
 
 
 def attention_heads(spec: dict, heads: int, kv_heads: int) -> None:
-    """The model's heads against the ways they are split (the model's config.json, rlaunch.modelfacts).
+    """The model's heads against the ways they are split (the model's config.json, rlaunch.config.modelfacts).
 
     vLLM and SGLang split the attention heads over the rollout's tensor-parallel group (vLLM: "Total
     number of attention heads must be divisible by tensor parallel size") and the KV heads too, or

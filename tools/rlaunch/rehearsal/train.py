@@ -563,7 +563,7 @@ def clear_outputs(run_dir: Path) -> None:
 
 def resume_point(cfg: RehearsalConfig) -> tuple[int, Path] | None:
     """The newest complete checkpoint-N in run_dir (step, path), or None: start at step 0."""
-    from rlaunch import checkpoints
+    from rlaunch.job import checkpoints
 
     found, skipped = checkpoints.latest({"framework": {"name": "trl"}, "cluster": {"nodes": cfg.num_workers}},
                                         Path(cfg.run_dir))
@@ -596,7 +596,7 @@ def continue_outputs(run_dir: Path, step: int) -> float:
 
 
 def incomplete_checkpoints(run_dir: Path, workers: int) -> list[Path]:
-    from rlaunch import checkpoints
+    from rlaunch.job import checkpoints
 
     return [p for p in sorted((run_dir / CHECKPOINTS).glob("checkpoint-*"))
             if p.is_dir() and checkpoints.trl_problems(p, workers)]
@@ -619,7 +619,7 @@ def storage_full_message(cfg: RehearsalConfig) -> str | None:
     at = f" after step {rows[-1]['step']}" if rows else ""
     message = (f"storage full{at}: {full}; checkpoints need room on {run_dir} (save_freq={cfg.save_freq})"
                + (f"; removed the incomplete {', '.join(removed)} so the reports can be written" if removed else ""))
-    from rlaunch import attempts
+    from rlaunch.job import attempts
 
     try:  # postflight reads it there: the space freed above no longer shows the storage full
         attempts.append(run_dir, {"event": "storage_full", "attempt": attempts.current(run_dir),

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..errors import CheckError
+from rlaunch.errors import CheckError
 
 # OpenAPI keys that JSON Schema does not need (or that the steps above check some other way).
 _DROP = {

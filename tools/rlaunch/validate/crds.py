@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .. import ROOT, pins
-from ..errors import ConfigError, MissingPrerequisite
-from . import pinned_files
-from .pinned_files import HashMismatch  # noqa: F401 - a CRD whose bytes are not the pinned ones (exit 1)
+from rlaunch import ROOT
+from rlaunch.config import pins
+from rlaunch.errors import ConfigError, MissingPrerequisite
+from rlaunch.validate import pinned_files
+from rlaunch.validate.pinned_files import HashMismatch  # noqa: F401 - a CRD whose bytes are not the pinned ones (exit 1)
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ def _each(kinds, line) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .. import firecli
+    from rlaunch import firecli
 
     return firecli.run(Commands, "rlaunch.validate.crds", "crds", argv)
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from . import crds
-from .apiserver import Admission, CrdSchema, effective_name, where as _where
-from ..errors import CheckError, MissingPrerequisite
+from rlaunch.validate import crds
+from rlaunch.validate.apiserver import Admission, CrdSchema, effective_name, where as _where
+from rlaunch.errors import CheckError, MissingPrerequisite
 
 RAY_API = "ray.io/v1"
 RAY_KINDS = ("RayCluster", "RayJob")

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import MissingPrerequisite, RlaunchError
+from rlaunch.errors import MissingPrerequisite, RlaunchError
 
 DOWNLOAD_TIMEOUT_S = 30  # per file; GitHub's raw files arrive in a second or two where it is reachable
 

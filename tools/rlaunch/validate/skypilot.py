@@ -32,8 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import dotted
-from ..errors import CheckError
+from rlaunch.config import dotted
+from rlaunch.errors import CheckError
 
 TIMEOUT_S = 120
 # Keys whose values are paths a framework reads or writes: they must live on the shared mount, or
@@ -306,6 +306,6 @@ def check_secrets(spec: dict, task: dict, files: dict[str, str]) -> str:
 
 
 if __name__ == "__main__":
-    from .. import firecli  # the paths reach facts() as fire gives them; it str()s each
+    from rlaunch import firecli  # the paths reach facts() as fire gives them; it str()s each
 
     sys.exit(firecli.run(facts, "rlaunch.validate.skypilot", "skypilot"))

@@ -27,10 +27,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import ROOT, pins
-from ..errors import ConfigError, MissingPrerequisite
-from . import pinned_files
-from .pinned_files import HashMismatch  # noqa: F401 - bytes that are not the pinned ones (exit 1)
+from rlaunch import ROOT
+from rlaunch.config import pins
+from rlaunch.errors import ConfigError, MissingPrerequisite
+from rlaunch.validate import pinned_files
+from rlaunch.validate.pinned_files import HashMismatch  # noqa: F401 - bytes that are not the pinned ones (exit 1)
 
 RAW = "https://raw.githubusercontent.com/{owner_repo}/{commit}/{path}"
 
@@ -188,7 +189,7 @@ def _each(frameworks, line) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .. import firecli
+    from rlaunch import firecli
 
     return firecli.run(Commands, "rlaunch.validate.upstream", "upstream", argv)
 

@@ -18,6 +18,6 @@ from __future__ import annotations
 
 def job_modules(framework: str) -> list[str]:
     """What the job's own steps import for this framework (its descriptor's step_modules)."""
-    from .. import frameworks
+    from rlaunch import frameworks
 
     return list(frameworks.descriptor(framework).step_modules)

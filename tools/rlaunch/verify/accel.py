@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from .report import check, load_spec, positive_timeout, stage_main, write_json
+from rlaunch.verify.report import check, load_spec, positive_timeout, stage_main, write_json
 
 PROG = "accelerator"
 HIDDEN = ".rlaunch-hidden"  # suffix of a hidden metadata directory
@@ -200,8 +200,8 @@ def evaluate(rules: list[dict], nodes: list[dict], results: dict[str, dict]) -> 
 
 
 def run(spec: dict, report_path: Path, timeout_s: float | None = None) -> dict:
-    from ..frameworks import accel
-    from . import preflight
+    from rlaunch.frameworks import accel
+    from rlaunch.verify import preflight
 
     rules = [r.as_dict() for r in accel.rules_for(spec)]
     if timeout_s is None:

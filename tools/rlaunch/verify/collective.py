@@ -298,7 +298,7 @@ def run(spec: dict, nodes: list[dict], env: dict[str, str], timeout_s: float | N
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from .report import check
+    from rlaunch.verify.report import check
 
     timeout_s = float(timeout_s or os.environ.get("RLAUNCH_COLLECTIVE_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
     started = time.monotonic()

@@ -67,7 +67,7 @@ def step_probe(framework: str, want_version: str) -> tuple[bool, str]:
 
 
 def step_entrypoint(framework: str) -> tuple[bool | None, str]:
-    from .. import frameworks
+    from rlaunch import frameworks
 
     entry = frameworks.descriptor(framework).images.entrypoint_help
     if not entry:
@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else 0
-    from .. import frameworks
-    from ..errors import ConfigError
+    from rlaunch import frameworks
+    from rlaunch.errors import ConfigError
 
     try:
         frameworks.descriptor(args.framework)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .report import UsageError
+from rlaunch.verify.report import UsageError
 
 # Lines that mean a run failed, whatever its exit code says; name -> substring.
 FATAL_MARKERS = {
@@ -42,7 +42,7 @@ def relocate(spec, key: str, run_dir: Path, default: str) -> Path:
 
 def defaults(spec, run_dir: Path) -> dict[str, Path | str]:
     """Every location postflight reads for this spec's framework, keyed as --path accepts them."""
-    from .. import frameworks
+    from rlaunch import frameworks
 
     out: dict[str, Path | str] = {"log_dir": relocate(spec, "log_dir", Path(run_dir), "logs")}
     out.update(frameworks.descriptor(spec["framework"]["name"]).postflight.layout(spec, Path(run_dir)))

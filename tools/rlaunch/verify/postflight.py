@@ -2,7 +2,7 @@
 
 A platform's "succeeded" proves nothing: postflight reads what the framework wrote (logs, metrics,
 TensorBoard, checkpoints, the resolved config) and checks, for every framework, that no node was lost
-during the last attempt (rlaunch.nodewatch's record in attempts.jsonl: IP, rank, when Ray's GCS
+during the last attempt (rlaunch.job.nodewatch's record in attempts.jsonl: IP, rank, when Ray's GCS
 declared it dead, why), that the storage is not full, that no log holds a fatal marker (traceback,
 CUDA OOM, RayTaskError, ActorDiedError, ActorUnavailableError, NCCL error, no space left) and that
 the exit code is 0; a resumed run's logs are read from its last attempt's mark on, and its earlier
@@ -33,10 +33,10 @@ import re
 import sys
 from pathlib import Path
 
-from .. import attempts as _attempts
-from .. import dotted
-from . import layouts
-from .report import UsageError, all_passed, check, load_spec, skipped, stage_main, write_json
+from rlaunch.job import attempts as _attempts
+from rlaunch.config import dotted
+from rlaunch.verify import layouts
+from rlaunch.verify.report import UsageError, all_passed, check, load_spec, skipped, stage_main, write_json
 
 PROG = "postflight"
 THRESHOLDS = {"reward_last_min": 0.9, "reward_gain_min": 0.5, "greedy_min": 0.9}
@@ -229,7 +229,7 @@ def check_logs(run_dir: Path, extra_dirs: list[Path]) -> dict:
 
 
 def check_nodes(run_dir: Path, facts: dict) -> dict:
-    """No node lost during the last attempt, as rlaunch.nodewatch recorded it from Ray's GCS."""
+    """No node lost during the last attempt, as rlaunch.job.nodewatch recorded it from Ray's GCS."""
     records = _attempts.read(run_dir)
     if not records:
         return skipped("nodes stayed up", f"no {_attempts.FILE} (the job did not record its attempts)")
@@ -376,7 +376,7 @@ def tensorboard_check(root: Path, required: dict[str, str] | None = None) -> tup
 def run(spec: dict, run_dir: Path, report_path: Path, *, exit_code: int | None,
         paths: dict[str, str] | None = None) -> dict:
     """Check a finished run's outputs; write and return the verification report."""
-    from .. import frameworks
+    from rlaunch import frameworks
 
     name = spec["framework"]["name"]
     if name not in frameworks.names():

@@ -48,9 +48,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from . import accel
-from .accel import runtime_probe
-from .report import (UsageError, all_passed, check, load_spec, positive_timeout, skipped, stage_main, table,
+from rlaunch.verify import accel
+from rlaunch.verify.accel import runtime_probe
+from rlaunch.verify.report import (UsageError, all_passed, check, load_spec, positive_timeout, skipped, stage_main, table,
                      write_json)
 
 PROG = "preflight"
@@ -326,7 +326,7 @@ def expected_nodes(spec: dict) -> int:
 
 def task_env(spec: dict) -> dict[str, str]:
     """The job's non-secret env, from the framework adapter: the probes see what the job will see."""
-    from .. import frameworks
+    from rlaunch import frameworks
 
     return frameworks.job_env(spec)
 
@@ -334,7 +334,7 @@ def task_env(spec: dict) -> dict[str, str]:
 def default_inputs(spec: dict) -> list[str]:
     """Without --input: what the framework adapter says must be on the shared storage before the run
     (`inputs(spec)`, e.g. the pinned model dir and dataset file); none if it says nothing."""
-    from .. import frameworks
+    from rlaunch import frameworks
 
     return [str(p) for p in frameworks.get(spec["framework"]["name"]).inputs(spec)]
 
@@ -343,7 +343,7 @@ def _ship_by_value() -> None:
     """Make cloudpickle send this module's functions as code: the nodes need not import rlaunch."""
     from ray import cloudpickle
 
-    from . import collective
+    from rlaunch.verify import collective
 
     module = sys.modules[__name__]
     if __name__ != "__main__":  # __main__ functions already travel by value
@@ -445,7 +445,7 @@ def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict]
         if os.environ.get("RLAUNCH_PREFLIGHT_COLLECTIVE", "1") == "0":
             network = {"checks": [skipped("collective", "RLAUNCH_PREFLIGHT_COLLECTIVE=0")], "exports": {}}
         else:
-            from . import collective
+            from rlaunch.verify import collective
 
             network = collective.run(spec, nodes, env)
     finally:
@@ -484,7 +484,7 @@ def _same_everywhere(name: str, values: dict[str, object], what: str) -> dict:
 
 def check_cpus(spec: dict, nodes: list[dict]) -> dict:
     """The framework's CPU rule (its descriptor) against the Ray CPUs each node registered."""
-    from .. import frameworks
+    from rlaunch import frameworks
 
     rule = frameworks.descriptor(spec["framework"]["name"]).cpu_rule
     if rule is None:
@@ -635,7 +635,7 @@ def check_python_executable(spec: dict, probes: dict[str, dict]) -> dict:
 
 
 def rules_for(spec: dict) -> list:
-    from ..frameworks import accel as rules
+    from rlaunch.frameworks import accel as rules
 
     return rules.rules_for(spec)
 

@@ -18,14 +18,14 @@ import json
 import sys
 from pathlib import Path
 
-from .report import EXIT_USAGE, UsageError, load_spec, write_json
+from rlaunch.verify.report import EXIT_USAGE, UsageError, load_spec, write_json
 
 PROG = "smoke"
 REPORT = "smoke.json"
 
 
 def measure(spec: dict, run_dir: Path) -> dict:
-    from .. import frameworks
+    from rlaunch import frameworks
 
     own = getattr(frameworks.descriptor(spec["framework"]["name"]).postflight, "smoke", None)
     got = own(spec, run_dir) if own else {"steps": None, "s_per_step": None, "peak_memory": {}, "duration_s": None}

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import yaml
 
-from ... import inputs as run_inputs
-from ...errors import ConfigError
-from ...overrides import Owned
-from .. import topology
-from .allocation import allocation_gpus
-from ..base import ARTIFACTS, Framework
+from rlaunch.plan import inputs as run_inputs
+from rlaunch.errors import ConfigError
+from rlaunch.config.overrides import Owned
+from rlaunch.frameworks import topology
+from rlaunch.frameworks.areal.allocation import allocation_gpus
+from rlaunch.frameworks.base import ARTIFACTS, Framework
 
 AREAL_HOME = "/AReaL"  # AReaL's source in its runtime image (Dockerfile: COPY . /AReaL)
 ENTRY = "examples/math/gsm8k_rl.py"

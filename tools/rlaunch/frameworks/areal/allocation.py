@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ...errors import ConfigError
+from rlaunch.errors import ConfigError
 
 
 def allocation_gpus(key: str, value: str) -> int:

@@ -1,4 +1,4 @@
-"""AReaL's phases for plan's memory bound (rlaunch.memory).
+"""AReaL's phases for plan's memory bound (rlaunch.plan.memory).
 
 AReaL (decoupled: rollout.backend and actor.backend on separate GPUs): per actor GPU, the actor's
 parameters + gradients + Adam states at actor.dtype sharded over its data-parallel GPUs, plus the
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 
-from ...memory import Phase, dtype_bytes, effective, gb, gpu_memory
+from rlaunch.plan.memory import Phase, dtype_bytes, effective, gb, gpu_memory
 
 
 def phases(spec: dict, n: dict[str, int]) -> tuple[list[Phase], list[str]]:
-    from .adapter import ADAPTER as adapter
-    from .allocation import allocation_gpus
+    from rlaunch.frameworks.areal.adapter import ADAPTER as adapter
+    from rlaunch.frameworks.areal.allocation import allocation_gpus
 
     exp, eff = adapter.experiment(spec), effective(spec)
     rollout_default, actor_default = adapter.backends(spec)

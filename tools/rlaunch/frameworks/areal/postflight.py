@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ... import dotted
-from ...verify.postflight import (check_step_target, check_topology, hf_checkpoint_problems, log_text,
+from rlaunch.config import dotted
+from rlaunch.verify.postflight import (check_step_target, check_topology, hf_checkpoint_problems, log_text,
     read_yaml, target_steps, tensorboard_check)
-from ...verify.report import check
+from rlaunch.verify.report import check
 
 STEP = r"Train step (\d+)/(\d+) done"
 CKPT = r"epoch(\d+)epochstep(\d+)globalstep(\d+)"

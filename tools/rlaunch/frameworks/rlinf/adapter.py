@@ -17,13 +17,14 @@ import shlex
 
 import yaml
 
-from ... import dotted, pins
-from ... import inputs as run_inputs
-from ...errors import ConfigError
-from ...overrides import Owned
-from .. import topology
-from .placement import default_placement, parse_ranks, placement as check_placement
-from ..base import ARTIFACTS, Framework
+from rlaunch.config import dotted
+from rlaunch.config import pins
+from rlaunch.plan import inputs as run_inputs
+from rlaunch.errors import ConfigError
+from rlaunch.config.overrides import Owned
+from rlaunch.frameworks import topology
+from rlaunch.frameworks.rlinf.placement import default_placement, parse_ranks, placement as check_placement
+from rlaunch.frameworks.base import ARTIFACTS, Framework
 
 CONFIG_DIR = "rlinf"
 CONFIG_NAME = "rlaunch-grpo"
@@ -116,7 +117,7 @@ class Rlinf(Framework):
                 "val_check_interval": val,
                 "save_interval": save, "seq_length": seq, "enable_dynamic_batch_size": False,
                 # auto: the highest checkpoints/global_step_N under logger.log_path (the run directory);
-                # rlaunch.checkpoints sets incomplete ones aside before a restart.
+                # rlaunch.job.checkpoints sets incomplete ones aside before a restart.
                 "max_tokens_per_mbs": seq, "resume_dir": "auto", "per_worker_log": True,
                 # output_dir/experiment_name is the run directory (verify/layouts.py).
                 "experiment_name": run["id"], "output_dir": posixpath.dirname(paths["run_dir"]),

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...errors import ConfigError
-from ..topology import total_gpus
+from rlaunch.errors import ConfigError
+from rlaunch.frameworks.topology import total_gpus
 
 
 def parse_ranks(key: str, value: Any) -> list[int]:

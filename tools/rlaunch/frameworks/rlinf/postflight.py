@@ -19,13 +19,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ... import dotted
-from ...verify.layouts import log_files
-from ...verify.postflight import (check_lr, check_step_target, check_topology, log_text, nonempty, read_yaml,
+from rlaunch.config import dotted
+from rlaunch.verify.layouts import log_files
+from rlaunch.verify.postflight import (check_lr, check_step_target, check_topology, log_text, nonempty, read_yaml,
     target_steps, tensorboard_check)
-from .adapter import ADAPTER, CONFIG_DIR, CONFIG_NAME
-from ...verify.report import check
-from .placement import placement_ranks
+from rlaunch.frameworks.rlinf.adapter import ADAPTER, CONFIG_DIR, CONFIG_NAME
+from rlaunch.verify.report import check
+from rlaunch.frameworks.rlinf.placement import placement_ranks
 
 STEP = r"Step limit given by max_steps=(\d+) reached"
 TAGS = {
@@ -37,7 +37,7 @@ TAGS = {
 
 
 def layout(spec, run_dir: Path) -> dict[str, Path | str]:
-    from ...verify.layouts import relocate
+    from rlaunch.verify.layouts import relocate
 
     run_dir = Path(run_dir)
     return {"main_log": run_dir / "log" / "main.log", "tensorboard": run_dir / "tensorboard",
@@ -49,7 +49,7 @@ def layout(spec, run_dir: Path) -> dict[str, Path | str]:
 
 def rewards(where: dict, run_dir: Path) -> list[tuple[int, float]]:
     """(step, reward) from TensorBoard's TAGS["reward"] anywhere under the run directory."""
-    from ...verify.postflight import read_scalars
+    from rlaunch.verify.postflight import read_scalars
 
     root = Path(run_dir)
     return read_scalars(root).get(TAGS["reward"], []) if any(root.rglob("events.out.tfevents.*")) else []

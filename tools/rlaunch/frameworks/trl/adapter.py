@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from ...errors import ConfigError
-from ..base import ARTIFACTS, Framework
+from rlaunch.errors import ConfigError
+from rlaunch.frameworks.base import ARTIFACTS, Framework
 
 ENTRY = "rlaunch.rehearsal.train"
 
@@ -51,9 +51,9 @@ class Trl(Framework):
                               "digits (the TRL adapter's task is made at run time)")
 
     def loader_check(self, spec: dict, files: dict[str, str]) -> str:
-        from ...errors import CheckError
-        from ...rehearsal.train import ConfigError as TrainConfigError
-        from ...rehearsal.train import parse_config  # validates exactly as the job will
+        from rlaunch.errors import CheckError
+        from rlaunch.rehearsal.train import ConfigError as TrainConfigError
+        from rlaunch.rehearsal.train import parse_config  # validates exactly as the job will
 
         try:
             parse_config(json.loads(files["trl.json"]))

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...verify.postflight import (PNG_MAGIC, check_lr, check_series, check_step_target, head_bytes,
+from rlaunch.verify.postflight import (PNG_MAGIC, check_lr, check_series, check_step_target, head_bytes,
     hf_checkpoint_problems, is_finite, read_json, read_jsonl, target_steps, tensorboard_check, thresholds)
-from ...verify.report import check
+from rlaunch.verify.report import check
 
 
 def layout(spec, run_dir: Path) -> dict[str, Path | str]:
     # The trainer owns these names; reading them keeps the two from drifting apart.
-    from ...rehearsal import train
+    from rlaunch.rehearsal import train
 
     names = {"metrics": train.METRICS, "tensorboard": train.TENSORBOARD, "checkpoint": train.FINAL_CHECKPOINT,
              "eval": train.EVAL, "plot": train.PLOT, "summary": train.SUMMARY}
@@ -79,7 +79,7 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
 
 
 def _check_smoke_step1(run_dir: Path, facts: dict) -> list[dict]:
-    from ...rehearsal.train import RELOAD, STEP1_CHECKPOINT, VALIDATION
+    from rlaunch.rehearsal.train import RELOAD, STEP1_CHECKPOINT, VALIDATION
 
     out = []
     validation = read_json(run_dir / VALIDATION)
@@ -150,7 +150,7 @@ def smoke(spec, run_dir: Path) -> dict:
     """SMOKE=1's numbers (rlaunch.verify.smoke), as the trainer's train_summary.json records them:
     duration_s, s_per_step (from the end of step 1, which a smoke run spends saving, reloading and
     validating), peak_memory per node (RSS; CUDA reserved on GPU)."""
-    from ...rehearsal.train import SUMMARY
+    from rlaunch.rehearsal.train import SUMMARY
 
     summary = read_json(Path(run_dir) / SUMMARY) or {}
     return {k: summary.get(k) for k in ("steps", "s_per_step", "peak_memory", "duration_s")}

@@ -8,11 +8,11 @@ mount (a relative default_local_dir lands in Ray's per-job working dir, seed 002
 
 from __future__ import annotations
 
-from ... import inputs as run_inputs
-from ...errors import ConfigError
-from ...overrides import Owned
-from .. import topology
-from ..base import Framework
+from rlaunch.plan import inputs as run_inputs
+from rlaunch.errors import ConfigError
+from rlaunch.config.overrides import Owned
+from rlaunch.frameworks import topology
+from rlaunch.frameworks.base import Framework
 
 ENTRY = ["python3", "-m", "verl.trainer.main_ppo"]
 METRICS = "metrics.jsonl"  # under paths.log_dir; postflight reads it (verify/layouts.py)

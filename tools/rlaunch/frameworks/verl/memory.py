@@ -1,4 +1,4 @@
-"""verl's phases for plan's memory bound (rlaunch.memory).
+"""verl's phases for plan's memory bound (rlaunch.plan.memory).
 
 verl (hybrid engine: actor, reference, critic and the rollout engine share every GPU; FSDP shards over
 all of them, or over fsdp_size): per GPU, the largest of
@@ -18,7 +18,7 @@ With offload on, what leaves the GPU is counted on the host, per node (cluster.m
 
 from __future__ import annotations
 
-from ...memory import Phase, dtype_bytes, effective, flag, gb, gpu_memory
+from rlaunch.plan.memory import Phase, dtype_bytes, effective, flag, gb, gpu_memory
 
 # The bound counts train.offload: plan suggests it as a lever.
 OFFLOAD = True

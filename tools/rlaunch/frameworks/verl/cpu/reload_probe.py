@@ -25,7 +25,7 @@ def main(workdir: str) -> int:
     from transformers import AutoModelForCausalLM
     from vllm import LLM, SamplingParams
 
-    from .model import write_tiny_model
+    from rlaunch.frameworks.verl.cpu.model import write_tiny_model
 
     started = time.monotonic()
     path = write_tiny_model(os.path.join(workdir, "tiny-qwen2"))

@@ -1,0 +1,1010 @@
+"""INFRA=kuberay: one RayJob (with its Ray cluster embedded) on any Kubernetes with the KubeRay operator.
+
+Why a RayJob with an embedded rayClusterSpec, not a RayCluster plus a RayJob: the cluster then lives
+exactly as long as the run (shutdownAfterJobFinishes, ttlSecondsAfterFinished), activeDeadlineSeconds
+bounds GPU time, backoffLimit retries the whole run on a fresh cluster (the operator refuses
+backoffLimit with a clusterSelector), and `make down` has one object to delete. The operator names
+the cluster <rayjob>-<5 chars>, which is why the RayJob name may have 47 characters, not 53.
+
+What goes where:
+  - rlaunch's tools come from the rlaunch image (framework.image=rlaunch: the framework's official
+    image plus /opt/rlaunch, docker/<framework>); job.sh needs them for preflight and postflight.
+  - the launch's artifacts (spec.json, job.sh, the framework's files) go into a ConfigMap, built at
+    launch from the rendered files and mounted read-only at /opt/rlaunch-run in the head, the
+    workers and the job submitter; the submitter uploads it as the job's runtime_env working_dir.
+  - secrets (names in spec.secrets) become a Secret applied through kubectl's stdin at launch, read
+    from the launching shell's environment; pods reference it with secretKeyRef. Their values are
+    never in a rendered file, a log line or a process argument.
+  - data, model and checkpoints live on one shared volume at storage.mount in every pod: a GCS FUSE
+    bucket (gke), a TOS bucket through its CSI driver (vke), or an existing PVC (storage.pvc).
+  - the inputs (rlaunch.plan.inputs: the pinned model and dataset, or the user's model.path / data.path)
+    are made ready by the inputs Job, a CPU pod that runs setup.sh on that volume, before the RayJob
+    is applied: `make launch` waits for it, so no GPU pod starts before its inputs are there.
+
+Render is pure; launch/status/logs/down/dashboard call `kubectl` with argv lists ($RLAUNCH_KUBECTL,
+default kubectl) and never fake success: anything missing is a MissingPrerequisite naming the fix.
+Every object of a run carries rlaunch.io/run=<run_id> (the shared ServiceAccount only
+app.kubernetes.io/managed-by=rlaunch), so down/status/logs work from the run id and the namespace
+alone, and `make runs` lists RayJobs by label. Only the API server's "NotFound" (or an empty list
+by label) means "not there"; any other failure is a MissingPrerequisite (exit 3).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rlaunch.plan import artifacts
+from rlaunch.config import pins
+from rlaunch.backends.kuberay import gke
+from rlaunch.backends.kuberay import monitoring
+from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
+from rlaunch.plan.render import render_template
+from rlaunch.backends.base import Answer, Backend, Run
+
+ARTIFACTS_MOUNT = "/opt/rlaunch-run"   # the ConfigMap's mount point in every pod
+RLAUNCH_HOME = "/opt/rlaunch"          # rlaunch's tools inside the rlaunch image
+MANAGED_BY = "rlaunch"
+RUN_LABEL = "rlaunch.io/run"
+ONE_PER_HOST_LABEL = "rlaunch.io/one-per-host"
+ARCH_LABEL = "kubernetes.io/arch"      # every pod runs on nodes of its image's architecture
+# Ray's default ports (not versions): client, metrics export, autoscaler and dashboard metrics.
+CLIENT_PORT, METRICS_PORT, AUTOSCALER_METRICS_PORT, DASHBOARD_METRICS_PORT = 10001, 8080, 44217, 44227
+TENSORBOARD_POD_PORT = 6006  # `make tensorboard`: TensorBoard on the head pod's loopback
+LOGS_POLL_S = 5  # `make logs` polls for the submitter job this often, until formation_timeout_s
+# A ConfigMap holds at most 1 MiB; leave room for its metadata.
+CONFIGMAP_MAX_BYTES = 900 * 1024
+# cluster.accelerator -> GKE's node label value (cloud.google.com/gke-accelerator).
+GKE_ACCELERATORS = {
+    "T4": "nvidia-tesla-t4", "L4": "nvidia-l4", "A100": "nvidia-tesla-a100",
+    "A100-80GB": "nvidia-a100-80gb", "H100": "nvidia-h100-80gb", "H100-MEGA": "nvidia-h100-mega-80gb",
+    "H200": "nvidia-h200-141gb", "B200": "nvidia-b200", "GB200": "nvidia-gb200",
+}
+TOS_CSI_DRIVER = "tos.csi.volcengine.com"
+GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
+# Order of `kubectl apply`: what the RayJob's pods reference exists before the RayJob.
+APPLY_ORDER = ["serviceaccount.yaml", "storage.yaml", "rdma.yaml", "computedomain.yaml", "podmonitors.yaml",
+               "grafana.yaml", "ingress.yaml", "inputs.yaml", "rayjob.yaml"]
+# What a launch creates, by kind (the API server's names); down deletes those the server has.
+RUN_KINDS = ["rayjobs.ray.io", "jobs.batch", "configmaps", "secrets", "persistentvolumeclaims",
+             "podmonitors.monitoring.coreos.com", "resourceclaimtemplates.resource.k8s.io",
+             gke.COMPUTE_DOMAIN_CRD, "ingresses.networking.k8s.io"]
+CLUSTER_KINDS = ["persistentvolumes"]
+# The inputs Job's pod: a CPU node, the hub clients' caches on its own disk (datasets converts
+# through one; model files go straight to the shared volume).
+INPUTS_RESOURCES = {"cpu": "2", "memory": "8Gi", "ephemeral-storage": "20Gi"}
+INPUTS_POLL_S = 5
+INPUTS_RUNNER = """On KubeRay the inputs Job runs it (one pod: one writer), and
+# `make launch` applies the RayJob only once it succeeded: no GPU pod waits on a download."""
+# A RayJob that reached one of these holds no Ray cluster any more (only its small objects).
+FINISHED_DEPLOYMENTS = {"Complete", "Failed"}
+
+
+# ---------------------------------------------------------------- names
+
+
+def job_name(spec: dict) -> str:
+    """The RayJob's name: the run id, made a DNS-1035 label (it must start with a letter)."""
+    run_id = spec["run"]["id"]
+    return run_id if run_id[0].isalpha() else f"r{run_id}"[:47]
+
+
+def configmap_name(spec: dict) -> str:
+    return f"{job_name(spec)}-artifacts"
+
+
+def secret_name(spec: dict) -> str:
+    return f"{job_name(spec)}-secrets"
+
+
+def pvc_name(spec: dict) -> str:
+    return spec["storage"]["pvc"] or f"{job_name(spec)}-data"
+
+
+def inputs_job_name(spec: dict) -> str:
+    return f"{job_name(spec)}-inputs"
+
+
+def head_service(spec: dict) -> str:
+    return f"{job_name(spec)}-head-svc"  # the operator's name for a RayJob's head Service
+
+
+def labels(spec: dict) -> dict[str, str]:
+    return {"app.kubernetes.io/managed-by": MANAGED_BY, RUN_LABEL: spec["run"]["id"]}
+
+
+# ---------------------------------------------------------------- shape: the spec -> what to render
+
+
+def _kr(spec: dict) -> dict:
+    return spec["infra"]["kuberay"]
+
+
+def _quantities(cpus: int, memory_gb: int, gpus: int, ephemeral_gb: int = 0) -> dict:
+    """Requests == limits (Guaranteed QoS); 0 leaves a resource to the cluster's defaults."""
+    out: dict = {}
+    if cpus:
+        out["cpu"] = str(cpus)
+    if memory_gb:
+        out["memory"] = f"{memory_gb}Gi"
+    if gpus:
+        out["nvidia.com/gpu"] = gpus
+    if ephemeral_gb:  # the node disk the pod's emptyDirs (/tmp/ray's logs and spill) may fill
+        out["ephemeral-storage"] = f"{ephemeral_gb}Gi"
+    return out
+
+
+def rules(spec) -> None:
+    """What INFRA=kuberay refuses (config.check's pass, before anything renders)."""
+    flavor, storage, kr = spec["infra"]["k8s_flavor"], spec["storage"], _kr(spec)
+    if spec["framework"]["image"] != "rlaunch":
+        raise ConfigError("framework.image", spec["framework"]["image"], "rlaunch on INFRA=kuberay: pods "
+                          f"run job.sh with rlaunch's tools from {RLAUNCH_HOME} in the rlaunch image "
+                          "(make image-build / image-push FRAMEWORK=...)")
+    if kr["gcp_service_account"] and flavor != "gke":
+        raise ConfigError("infra.kuberay.gcp_service_account", kr["gcp_service_account"],
+                          "empty unless k8s_flavor=gke (Workload Identity)")
+    source = storage["source"]
+    scheme, _, rest = source.partition("://")
+    bucket = rest.partition("/")[0]
+    if storage["bucket"]:
+        raise ConfigError("storage.bucket", storage["bucket"], "empty on INFRA=kuberay: create the bucket "
+                          "first, then mount it with storage.source (gs://... on gke, tos://... on vke)")
+    if storage["pvc"]:
+        if source:
+            raise ConfigError("storage.source", source, "empty when storage.pvc is set (one shared volume)")
+    elif flavor == "gke" and (scheme != "gs" or not bucket):
+        raise ConfigError("storage.source", source, "gs://BUCKET[/DIR] (mounted with Cloud Storage FUSE) "
+                          "or storage.pvc=<an existing ReadWriteMany PVC> on k8s_flavor=gke")
+    elif flavor == "vke":
+        if scheme != "tos" or not bucket:
+            raise ConfigError("storage.source", source, "tos://BUCKET[/DIR] (a TOS bucket through its CSI "
+                              "driver) or storage.pvc=<an existing ReadWriteMany PVC> on k8s_flavor=vke")
+        for key in ("object_store_endpoint", "object_store_secret"):
+            if not kr[key]:
+                raise ConfigError(f"infra.kuberay.{key}", "", "needed for a tos:// storage.source: the TOS "
+                                  "endpoint URL, and the Secret holding the bucket's access keys")
+    elif flavor == "generic" and source:
+        raise ConfigError("storage.source", source, "empty on k8s_flavor=generic (bucket mounts are gke/vke); "
+                          "use storage.pvc=<an existing ReadWriteMany PVC>, or neither for a new one")
+    for item in kr["node_selector"]:
+        key, sep, _ = item.partition("=")
+        if not sep or not key:
+            raise ConfigError("infra.kuberay.node_selector", item, "a list of key=value node labels")
+    accelerator = spec["cluster"]["accelerator"]
+    if flavor == "gke" and spec["cluster"]["gpus_per_node"] > 0 and accelerator not in GKE_ACCELERATORS:
+        raise ConfigError("cluster.accelerator", accelerator, "on GKE one of " + ", ".join(GKE_ACCELERATORS))
+
+
+def _storage(spec: dict) -> dict:
+    """Which shared volume: an existing PVC, a GCS FUSE bucket (gke), a TOS bucket (vke), or a new PVC."""
+    flavor, storage, kr = spec["infra"]["k8s_flavor"], spec["storage"], _kr(spec)
+    if storage["pvc"]:
+        return {"kind": "pvc"}
+    bucket, _, subdir = storage["source"].partition("://")[2].partition("/")
+    if flavor == "gke":
+        return {"kind": "gcsfuse", "bucket": bucket, "subdir": subdir.strip("/")}
+    if flavor == "vke":
+        return {"kind": "tos", "bucket": bucket, "subdir": "/" + subdir.strip("/"),
+                "endpoint": kr["object_store_endpoint"], "secret": kr["object_store_secret"]}
+    return {"kind": "new-pvc", "size": f"{spec['cluster']['disk_gb']}Gi"}
+
+
+def _arch(spec: dict) -> str:
+    """The image's CPU architecture (amd64 | arm64), from its facts: every pod runs on such nodes."""
+    from rlaunch.plan import imagecheck
+
+    _, facts, _ = imagecheck.image_of(spec)
+    return str((facts or {}).get("arch") or "amd64")
+
+
+def _node_selector(spec: dict) -> dict[str, str]:
+    """GPU pods' nodeSelector: the image's architecture, the user's labels (checked by config.check), GKE's
+    accelerator label (a CPU-only head gets the architecture alone: cpu_node_selector)."""
+    out = {ARCH_LABEL: _arch(spec), **dict(item.partition("=")[::2] for item in _kr(spec)["node_selector"])}
+    if spec["infra"]["k8s_flavor"] == "gke" and spec["cluster"]["gpus_per_node"] > 0:
+        out.setdefault("cloud.google.com/gke-accelerator", GKE_ACCELERATORS[spec["cluster"]["accelerator"]])
+    return out
+
+
+def _cpu_placement(spec: dict) -> tuple[dict[str, str], list[dict]]:
+    """The CPU pods' (a CPU-only head, the RayJob's submitter, the inputs Job) nodeSelector and
+    tolerations: nodes of the image's architecture. On GKE A4X the image is arm64 and the only arm64
+    nodes are the A4X pool's, tainted for GPUs and for arm64 (seed 004's CPU pool is x86), so they go
+    there as seed 004's head does: the GPU pods' selector and tolerations, requesting no GPU."""
+    if gke.pool(spec) == "a4x":
+        return _node_selector(spec), _tolerations(spec)
+    return {ARCH_LABEL: _arch(spec)}, []
+
+
+def _tolerations(spec: dict) -> list[dict]:
+    if spec["cluster"]["gpus_per_node"] <= 0:
+        return []
+    out = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    if spec["infra"]["k8s_flavor"] == "gke" and spec["cluster"]["accelerator"] == "GB200":
+        out.append({"key": "kubernetes.io/arch", "operator": "Exists", "effect": "NoSchedule"})  # arm64 pool
+    return out
+
+
+def _pod_env(spec: dict) -> list[dict]:
+    """The Ray containers' env: every Ray process inherits it (runtime_env carries the job's own)."""
+    env = [{"name": "RLAUNCH_RUN_ID", "value": spec["run"]["id"]}]
+    env += [{"name": name, "value": value} for name, value in spec["derived"]["nccl_env"].items()]
+    # cluster.health_check: the head's GCS reads it (on the workers it is unused, and the same).
+    env += [{"name": name, "value": value} for name, value in spec["derived"]["ray_health_env"].items()]
+    env += [{"name": k, "value": v} for k, v in gke.nccl_env(spec).items()]  # GKE: the node pool's NCCL
+    env += [{"name": k, "value": v} for k, v in monitoring.settings(spec)["env"].items()]  # APMPlus tracing
+    for name in spec["secrets"]:
+        env.append({"name": name, "secret": secret_name(spec)})
+    return env
+
+
+def _runtime_env(spec: dict) -> str:
+    """runtimeEnvYAML: the artifacts as working_dir, the job's non-secret env for every Ray process."""
+    import yaml
+
+    from rlaunch import frameworks
+    from rlaunch.plan import tracking
+
+    env_vars = {"RLAUNCH_HOME": RLAUNCH_HOME, "RLAUNCH_PYTHON": "python3", "PYTHONUNBUFFERED": "1"}
+    env_vars.update(frameworks.job_env(spec))
+    env_vars.update(tracking.wandb_env(spec))  # a backoffLimit retry logs into the same W&B run
+    runtime = {
+        # Uploaded by the submitter, which mounts the ConfigMap; `..data` and the timestamped
+        # folder are the ConfigMap volume's own bookkeeping, not artifacts.
+        "working_dir": ARTIFACTS_MOUNT,
+        "excludes": ["..*"],
+        "env_vars": {k: str(v) for k, v in env_vars.items()},
+    }
+    return yaml.safe_dump(runtime, sort_keys=False, default_flow_style=False, width=1000)
+
+
+def _groups(spec: dict) -> tuple[dict, dict | None]:
+    """Head and worker group shapes. nodes counts GPU nodes: with a CPU-only head, all are workers."""
+    c, kr = spec["cluster"], _kr(spec)
+    node = _quantities(c["cpus_per_node"], c["memory_gb"], c["gpus_per_node"], kr["ephemeral_storage_gb"])
+    shm = f"{c['memory_gb'] // 3}Gi" if c["memory_gb"] >= 3 else ""
+    head_params = {"dashboard-host": "0.0.0.0"}
+    if spec["monitoring"]["apmplus"]:  # seed 002: the head's hook sets up tracing in every Ray worker
+        head_params["tracing-startup-hook"] = spec["monitoring"]["tracing_hook"]
+    if c["ray_port"] != 6379:
+        head_params["port"] = str(c["ray_port"])
+    if c["dashboard_port"] != 8265:
+        head_params["dashboard-port"] = str(c["dashboard_port"])
+    if spec["derived"]["cpu_only_head"]:
+        # num-cpus "0": no task or actor lands on the head; it only runs the driver and the GCS.
+        # A framework that needs Ray CPUs on the head (verl's TransferQueue) gets the pod's CPUs.
+        head_params["num-cpus"] = str(spec["derived"]["head_ray_cpus"])
+        head = {"params": head_params,
+                "resources": _quantities(kr["head_cpus"], kr["head_memory_gb"], 0, kr["head_ephemeral_storage_gb"]),
+                "shm": f"{kr['head_memory_gb'] // 3}Gi" if kr["head_memory_gb"] >= 3 else "",
+                "one_per_host": False, "gpu": False}
+        workers = c["nodes"]
+    else:
+        head = {"params": head_params, "resources": node, "shm": shm, "one_per_host": True,
+                "gpu": c["gpus_per_node"] > 0}
+        workers = c["nodes"] - 1
+    worker = None
+    if workers > 0:
+        worker = {"replicas": workers, "resources": node, "shm": shm, "one_per_host": True,
+                  "gpu": c["gpus_per_node"] > 0}
+    return head, worker
+
+
+def run_files(spec: dict) -> dict[str, str]:
+    """The files every pod may read from the artifacts ConfigMap: spec.json, job.sh, the framework's
+    files, and setup.sh (the inputs Job's script) when the framework has inputs to prepare."""
+    from rlaunch import frameworks
+
+    files = artifacts.common(spec)
+    lines = frameworks.get(spec["framework"]["name"]).setup(spec)
+    if lines:
+        files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=lines, runner=INPUTS_RUNNER)
+    return files
+
+
+def _inputs(spec: dict, files: dict[str, str]) -> dict | None:
+    """The inputs Job's shape, when there is a setup.sh to run."""
+    if "setup.sh" not in files:
+        return None
+    env = [{"name": "RLAUNCH_HOME", "value": RLAUNCH_HOME}, {"name": "RLAUNCH_PYTHON", "value": "python3"},
+           {"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "HF_HOME", "value": "/tmp/huggingface"},
+           {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"}]
+    env += [{"name": name, "secret": secret_name(spec)} for name in spec["secrets"]]
+    return {"name": inputs_job_name(spec), "deadline": _kr(spec)["inputs_timeout_s"], "env": env,
+            "resources": INPUTS_RESOURCES}
+
+
+def context(spec: dict, files: dict[str, str] | None = None) -> dict:
+    """Everything the templates need, decided here so the templates only lay it out. `files`: what
+    run_files(spec) returns (computed when not given)."""
+    flavor = spec["infra"]["k8s_flavor"]
+    head, worker = _groups(spec)
+    storage = _storage(spec)
+    kr = _kr(spec)
+    files = run_files(spec) if files is None else files
+    rdma = spec["infra"]["rdma"]
+    nics = spec["cluster"]["gpus_per_node"] if rdma and flavor == "gke" else 0
+    service_account = kr["service_account"]
+    render_sa = bool(kr["gcp_service_account"])
+    if render_sa and not service_account:
+        service_account = "rlaunch-gcs"
+    return {
+        "spec": spec,
+        "job": job_name(spec),
+        "namespace": spec["infra"]["namespace"],
+        "labels": labels(spec),
+        "run_label": RUN_LABEL,
+        "one_per_host_label": ONE_PER_HOST_LABEL,
+        "image": spec["pins"]["image"],
+        "ray_version": spec["pins"]["ray"],
+        "head": head,
+        "worker": worker,
+        "storage": storage,
+        "pvc": pvc_name(spec),
+        "mount": spec["storage"]["mount"],
+        "configmap": configmap_name(spec),
+        "configmap_items": configmap_items(spec, files),
+        "inputs": _inputs(spec, files),
+        "artifacts_mount": ARTIFACTS_MOUNT,
+        "entrypoint": f"bash {ARTIFACTS_MOUNT}/job.sh",
+        "runtime_env": _runtime_env(spec),
+        "env": _pod_env(spec),
+        "node_selector": _node_selector(spec),
+        "cpu_node_selector": _cpu_placement(spec)[0],
+        "tolerations": _tolerations(spec),
+        "cpu_tolerations": _cpu_placement(spec)[1],
+        "service_account": service_account,
+        "render_service_account": render_sa,
+        "gcp_service_account": kr["gcp_service_account"],
+        "gcsfuse": storage["kind"] == "gcsfuse",
+        "ipc_lock": rdma,
+        "rdma_nics": nics,
+        "rdma_template": f"{job_name(spec)}-rdma-nic",
+        "rdma_device_class": gke.RDMA_DEVICE_CLASS,
+        "gib": gke.gib(spec),
+        "host_paths": {"gib": gke.HOST_GIB, "nvidia": gke.HOST_NVIDIA},
+        "compute_domain": f"{job_name(spec)}-compute-domain" if gke.compute_domain(spec) else "",
+        "compute_domain_api": gke.COMPUTE_DOMAIN_API,
+        "channel_claim": gke.CHANNEL_CLAIM,
+        "channel_template": f"{job_name(spec)}-compute-domain-channel",
+        "gpu_pods": spec["cluster"]["nodes"],
+        "podmonitors": spec["monitoring"]["podmonitors"],
+        "monitoring": monitoring.settings(spec),
+        "head_service": head_service(spec),
+        "vmp_label": flavor == "vke",  # VKE's managed Prometheus picks PodMonitors by this label
+        "ports": {"gcs": spec["cluster"]["ray_port"], "dashboard": spec["cluster"]["dashboard_port"],
+                  "client": CLIENT_PORT, "metrics": METRICS_PORT,
+                  "as_metrics": AUTOSCALER_METRICS_PORT, "dash_metrics": DASHBOARD_METRICS_PORT},
+        "ttl": kr["ttl_seconds_after_finished"],
+        "deadline": kr["active_deadline_seconds"],
+        "backoff": kr["backoff_limit"],
+        "job_id": spec["run"]["id"],
+        "csi": {"gcsfuse": GCSFUSE_CSI_DRIVER, "tos": TOS_CSI_DRIVER},
+    }
+
+
+# ---------------------------------------------------------------- the artifacts ConfigMap
+
+
+def configmap_key(relpath: str) -> str:
+    """ConfigMap keys cannot hold '/': a framework file in a subfolder gets a flat key."""
+    return relpath.replace("/", "__")
+
+
+def _in_configmap(rel: str) -> bool:
+    # PROVENANCE (the JSON files' header, for whoever reads the plan) stays with the plan.
+    return not rel.startswith("kuberay/") and rel != artifacts.PROVENANCE
+
+
+def configmap_items(spec: dict, files: dict[str, str]) -> list[dict]:
+    return [{"key": configmap_key(rel), "path": rel} for rel in sorted(files) if _in_configmap(rel)]
+
+
+def configmap_manifest(spec: dict, files: dict[str, str]) -> dict:
+    """The ConfigMap that carries the launch's artifacts (exactly the rendered texts) into the pods."""
+    data = {configmap_key(rel): text for rel, text in sorted(files.items()) if _in_configmap(rel)}
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": configmap_name(spec), "namespace": spec["infra"]["namespace"],
+                         "labels": labels(spec)},
+            "data": data}
+
+
+def secret_manifest(spec: dict, environ: dict[str, str]) -> dict:
+    """The Secret of spec.secrets, from `environ`; only ever sent to kubectl's stdin."""
+    missing = [name for name in spec["secrets"] if not environ.get(name)]
+    if missing:
+        raise MissingPrerequisite(f"secret env var {', '.join(missing)}",
+                                  f"export {missing[0]}=... in the shell that runs `make launch` "
+                                  "(spec.secrets names it; the value is sent to kubectl on stdin only)")
+    data = {name: base64.b64encode(environ[name].encode()).decode() for name in spec["secrets"]}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": secret_name(spec), "namespace": spec["infra"]["namespace"],
+                         "labels": labels(spec)},
+            "data": data}
+
+
+# ---------------------------------------------------------------- kubectl
+
+
+def kubectl_bin() -> str:
+    return os.environ.get("RLAUNCH_KUBECTL", "kubectl")
+
+
+def _kubectl(args: list[str], stdin: str | None = None, capture: bool = True,
+             timeout: float | None = 120) -> subprocess.CompletedProcess:
+    """Run kubectl with an argv list; a value that must stay secret only ever travels on stdin."""
+    return subprocess.run([_require_kubectl(), *args], input=stdin, text=True, check=False, timeout=timeout,
+                          capture_output=capture)
+
+
+def _require_kubectl() -> str:
+    exe = shutil.which(kubectl_bin())
+    if not exe:
+        raise MissingPrerequisite("kubectl", "install kubectl (https://kubernetes.io/docs/tasks/tools/) and "
+                                  "fetch credentials: GKE `gcloud container clusters get-credentials CLUSTER "
+                                  "--location REGION`; VKE: the cluster's kubeconfig from the console")
+    return exe
+
+
+def _context_reachable() -> tuple[bool, str]:
+    """(reachable, why not): a current context whose API server answers /readyz."""
+    if not shutil.which(kubectl_bin()):
+        return False, "kubectl is not installed"
+    ctx = _kubectl(["config", "current-context"], timeout=30)
+    if ctx.returncode != 0:
+        return False, "kubectl has no current context"
+    ready = _kubectl(["get", "--raw", "/readyz", "--request-timeout=10s"], timeout=30)
+    if ready.returncode != 0:
+        return False, f"context {ctx.stdout.strip()} does not answer ({_first_line(ready.stderr)})"
+    return True, ctx.stdout.strip()
+
+
+def _first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else "no output"
+
+
+def not_found(result: subprocess.CompletedProcess) -> bool:
+    """The API server itself said the object is not there."""
+    return "(NotFound)" in (result.stderr or "")
+
+
+def unreachable(result: subprocess.CompletedProcess, doing: str) -> MissingPrerequisite:
+    """Why kubectl could not answer, as the prerequisite that is missing."""
+    err = result.stderr or result.stdout or ""
+    if "current-context is not set" in err or "no configuration has been provided" in err or \
+            "localhost:8080 was refused" in err:
+        return MissingPrerequisite("a kubectl context", "GKE: `gcloud container clusters get-credentials CLUSTER "
+                                   "--location REGION`; VKE/other: set KUBECONFIG to the cluster's kubeconfig")
+    if "(Forbidden)" in err or "(Unauthorized)" in err or "must be logged in" in err:
+        return MissingPrerequisite(f"permission to {doing}", f"{_first_line(err)}; ask for RBAC on it, or use "
+                                   "a context that has it")
+    return MissingPrerequisite("a reachable Kubernetes cluster", f"kubectl {doing}: {_first_line(err)}; "
+                               "check `kubectl cluster-info`")
+
+
+def _ask(args: list[str], doing: str) -> subprocess.CompletedProcess:
+    """kubectl ARGS that must be answered: MissingPrerequisite when the cluster cannot answer."""
+    result = _kubectl(args)
+    if result.returncode != 0:
+        raise unreachable(result, doing)
+    return result
+
+
+def _current_context() -> str:
+    return _ask(["config", "current-context"], "read the current context").stdout.strip()
+
+
+def _api_resources() -> set[str]:
+    """The kinds this API server serves (`kubectl api-resources -o name`)."""
+    result = _kubectl(["api-resources", "-o", "name"])
+    # An aggregated API that is down makes kubectl exit 1 after listing all the others.
+    if result.returncode != 0 and not ("unable to retrieve the complete list" in result.stderr and result.stdout):
+        raise unreachable(result, "list the API server's resource kinds")
+    return set(result.stdout.split())
+
+
+def _timestamp(text: str) -> float | None:
+    try:
+        return _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _group_gpus(group: dict) -> int:
+    containers = ((group.get("template") or {}).get("spec") or {}).get("containers") or [{}]
+    limits = (containers[0].get("resources") or {}).get("limits") or {}
+    return int(limits.get("nvidia.com/gpu") or 0)
+
+
+def rayjob_run(item: dict) -> Run:
+    """A Run from a RayJob as the API server returns it; nodes count GPU nodes as rlaunch does
+    (a CPU-only head is not one)."""
+    meta, status = item.get("metadata") or {}, item.get("status") or {}
+    cluster = (item.get("spec") or {}).get("rayClusterSpec") or {}
+    head, workers = cluster.get("headGroupSpec") or {}, cluster.get("workerGroupSpecs") or []
+    replicas = sum(int(w.get("replicas") or 0) for w in workers)
+    worker_gpus = max((_group_gpus(w) for w in workers), default=0)
+    head_gpus = _group_gpus(head)
+    cpu_head = bool(worker_gpus) and not head_gpus
+    deployment = status.get("jobDeploymentStatus") or "New"
+    labels = {((g.get("template") or {}).get("spec") or {}).get("nodeSelector", {}).get(
+        "cloud.google.com/gke-accelerator") for g in [*workers, head]}
+    accelerator = next((k for k, v in GKE_ACCELERATORS.items() if v in labels), "")
+    return Run(run_id=(meta.get("labels") or {}).get(RUN_LABEL, meta.get("name", "")), infra="kuberay",
+               state=f"{status.get('jobStatus') or 'PENDING'} ({deployment})",
+               where=f"RayJob {meta.get('namespace', '?')}/{meta.get('name', '?')}",
+               nodes=replicas if cpu_head else replicas + 1, gpus_per_node=max(worker_gpus, head_gpus),
+               accelerator=accelerator, created=_timestamp(meta.get("creationTimestamp", "")), kind="rayjob",
+               active=deployment not in FINISHED_DEPLOYMENTS)
+
+
+def _manifest_files(files: dict[str, str]) -> list[str]:
+    return [f"kuberay/{name}" for name in APPLY_ORDER if f"kuberay/{name}" in files]
+
+
+def _documents(files: dict[str, str]) -> list[tuple[str, dict]]:
+    import yaml
+
+    docs = []
+    for rel in _manifest_files(files):
+        for i, doc in enumerate(yaml.safe_load_all(files[rel])):
+            if doc is not None:
+                docs.append((f"{rel}#{i}" if i else rel, doc))
+    return docs
+
+
+def _apply_stdin(namespace: str, manifest: dict) -> subprocess.CompletedProcess:
+    args = ["apply", "--server-side", "--field-manager=rlaunch", "--force-conflicts", "-n", namespace, "-f", "-"]
+    return _kubectl(args, stdin=json.dumps(manifest))
+
+
+# ---------------------------------------------------------------- the backend
+
+
+class KubeRay(Backend):
+    name = "kuberay"
+    resume_hint = ("the operator retries a failed RayJob on a fresh cluster (infra.kuberay.backoff_limit) "
+                   "and the run resumes from its checkpoints")
+
+    def rules(self, spec) -> None:
+        rules(spec)
+
+    def render(self, spec: dict) -> dict[str, str]:
+        files = run_files(spec)
+        ctx = context(spec, files)
+        files["kuberay/rayjob.yaml"] = render_template("kuberay/rayjob.yaml.j2", **ctx)
+        if ctx["inputs"]:
+            files["kuberay/inputs.yaml"] = render_template("kuberay/inputs.yaml.j2", **ctx)
+        if ctx["storage"]["kind"] != "pvc":
+            files["kuberay/storage.yaml"] = render_template("kuberay/storage.yaml.j2", **ctx)
+        if ctx["render_service_account"]:
+            files["kuberay/serviceaccount.yaml"] = render_template("kuberay/serviceaccount.yaml.j2", **ctx)
+        if ctx["rdma_nics"]:
+            files["kuberay/rdma.yaml"] = render_template("kuberay/rdma.yaml.j2", **ctx)
+        if ctx["compute_domain"]:
+            files["kuberay/computedomain.yaml"] = render_template("kuberay/computedomain.yaml.j2", **ctx)
+        if ctx["podmonitors"]:
+            files["kuberay/podmonitors.yaml"] = render_template("kuberay/podmonitors.yaml.j2", **ctx)
+        if ctx["monitoring"]["grafana"]:
+            name, text = monitoring.grafana_dashboard(ctx["job"], spec["run"]["id"])
+            files["kuberay/grafana.yaml"] = render_template("kuberay/grafana.yaml.j2", dashboard={
+                "file": name, "json": text}, **ctx)
+        if ctx["monitoring"]["ingress"]:
+            files["kuberay/ingress.yaml"] = render_template("kuberay/ingress.yaml.j2", **ctx)
+        return files
+
+    def check(self, spec: dict, files: dict[str, str]) -> list[str]:
+        from rlaunch import frameworks
+        from rlaunch.validate import kuberay as validate
+
+        k8s = pins.get_str("kubernetes")
+        cm = configmap_manifest(spec, files)
+        size = sum(len(text.encode()) for text in cm["data"].values())
+        if size > CONFIGMAP_MAX_BYTES:
+            raise CheckError("configmap-size", f"the artifacts ConfigMap would hold {size} bytes; Kubernetes "
+                             f"allows 1 MiB (rlaunch keeps it under {CONFIGMAP_MAX_BYTES})")
+        lines = validate.check_documents(_documents(files) + [("ConfigMap (built at launch)", cm)], k8s)
+        lines.append(frameworks.get(spec["framework"]["name"]).loader_check(spec, files))
+        # Plan is offline: the API server judges at launch, before anything is applied.
+        lines.append("kubectl apply --dry-run=server: at launch, before anything is applied (plan is offline)")
+        return lines
+
+    def _server_dry_run(self, spec: dict, files: dict[str, str], cm: dict, context_name: str) -> str:
+        """The API server (and the operator's webhook, if any) judges every object, applying none:
+        a rejection is a CheckError (exit 2) before launch applies anything."""
+        import yaml
+
+        ns = spec["infra"]["namespace"]
+        docs = [cm] + [doc for _, doc in _documents(files)]
+        args = ["apply", "--dry-run=server", "--server-side", "--field-manager=rlaunch", "-n", ns, "-f", "-"]
+        result = _kubectl(args, stdin=yaml.safe_dump_all(docs, sort_keys=False))
+        if result.returncode != 0:
+            raise CheckError("server-dry-run", f"kubectl apply --dry-run=server (context {context_name}): "
+                             f"{result.stderr.strip() or result.stdout.strip()}")
+        return f"kubectl apply --dry-run=server: accepted by context {context_name}"
+
+    def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
+        ns, name = spec["infra"]["namespace"], job_name(spec)
+        out = spec["run"]["out"]
+        extra = "".join(f", {what.split(' (')[0].replace('the ', '', 1)}"
+                        for _, what, _ in gke.checks(spec, context(spec, files)["rdma_nics"]))
+        lines = [f"checks: kubectl context reachable, KubeRay CRDs installed, namespace {ns} exists{extra}"]
+        if spec["secrets"]:
+            lines.append(f"kubectl apply --server-side -n {ns} -f -   # Secret {secret_name(spec)} from "
+                         f"${', $'.join(spec['secrets'])} in your environment (stdin only)")
+        items = ", ".join(i["path"] for i in configmap_items(spec, files))
+        lines.append(f"kubectl apply --server-side -n {ns} -f -   # ConfigMap {configmap_name(spec)} ({items}) "
+                     f"-> {ARTIFACTS_MOUNT} in every pod")
+        batch = _manifest_files(files)
+        if "kuberay/inputs.yaml" in files:
+            first = " ".join(f"-f {out}/{rel}" for rel in batch if rel != "kuberay/rayjob.yaml")
+            lines.append(f"kubectl apply --server-side -n {ns} {first}")
+            lines.append(f"wait for Job {inputs_job_name(spec)} (setup.sh: the inputs below, made ready on the "
+                         f"shared volume) to complete, at most {spec['infra']['kuberay']['inputs_timeout_s']} s")
+            batch = ["kuberay/rayjob.yaml"]
+        manifests = " ".join(f"-f {out}/{rel}" for rel in batch)
+        lines.append(f"kubectl apply --server-side -n {ns} {manifests}")
+        if "kuberay/serviceaccount.yaml" in files:
+            ctx = context(spec)
+            ksa, bucket = ctx["service_account"], ctx["storage"].get("bucket", "BUCKET")
+            lines.append(f"(once) grant the bucket to the service account: gcloud storage buckets "
+                         f"add-iam-policy-binding gs://{bucket} --role roles/storage.objectUser --member "
+                         f"serviceAccount:{spec['infra']['kuberay']['gcp_service_account']}   # used by {ksa}")
+        mon = spec["monitoring"]
+        if mon["grafana_dashboard"]:
+            cm, key = f"{name}-grafana-dashboard", f"ray-{name}.json"
+            lines.append(f"Grafana: ConfigMap {cm} (label {'='.join(monitoring.GRAFANA_LABEL)}) holds Ray's dashboard "
+                         "for this run's cluster; a dashboard sidecar loads it, or import it: kubectl get configmap "
+                         f"{cm} -n {ns} -o jsonpath='{{.data.{key.replace('.', chr(92) + '.')}}}' > {key}, data "
+                         "source: your Prometheus (VKE: the VMP workspace)")
+        if mon["dashboard_ingress"]:
+            lines.append(f"Ingress {name}-dashboard -> service {head_service(spec)}:{spec['cluster']['dashboard_port']} "
+                         "(the Ray dashboard). WARNING: it has no login; whoever reaches the Ingress can submit "
+                         "jobs: keep it private or behind your own access control")
+        lines.append(f"RayJob {name}: submitter runs `ray job submit --submission-id {spec['run']['id']} -- "
+                     f"bash {ARTIFACTS_MOUNT}/job.sh` on the head")
+        lines.append(f"then: make status / make logs / make dashboard / make down RUN_ID={spec['run']['id']}")
+        return lines
+
+    # -------------------------------------------------------- acting
+
+    def _require(self, args: list[str], what: str, how: str) -> None:
+        result = _kubectl(args)
+        if result.returncode != 0:
+            raise MissingPrerequisite(what, f"{how} ({_first_line(result.stderr)})")
+
+    def preflight(self, spec: dict, files: dict[str, str]) -> str:
+        """Everything launch needs from the cluster, each with its own message; the context's name."""
+        ns = spec["infra"]["namespace"]
+        _require_kubectl()
+        reachable, why = _context_reachable()
+        if not reachable:
+            if why == "kubectl has no current context":
+                raise MissingPrerequisite("a kubectl context", "GKE: `gcloud container clusters get-credentials "
+                                          "CLUSTER --location REGION`; VKE/other: set KUBECONFIG to the "
+                                          "cluster's kubeconfig")
+            raise MissingPrerequisite("a reachable Kubernetes cluster", f"{why}; check `kubectl cluster-info`")
+        self._require(["get", "crd", "rayjobs.ray.io", "rayclusters.ray.io", "-o", "name"],
+                      "the KubeRay CRDs (rayjobs.ray.io, rayclusters.ray.io)",
+                      f"run `make kuberay-operator` (KubeRay {spec['pins']['kuberay']} with Helm)")
+        self._require(["get", "namespace", ns, "-o", "name"], f"namespace {ns}", f"kubectl create namespace {ns}")
+        for args, what, how in gke.checks(spec, context(spec, files)["rdma_nics"]):
+            self._require(args, what, how)
+        if spec["monitoring"]["podmonitors"]:
+            self._require(["get", "crd", "podmonitors.monitoring.coreos.com", "-o", "name"],
+                          "the Prometheus Operator's PodMonitor CRD",
+                          "install the Prometheus Operator, or SET monitoring.podmonitors=false")
+        if spec["storage"]["pvc"]:
+            self._require(["get", "pvc", spec["storage"]["pvc"], "-n", ns, "-o", "name"],
+                          f"PVC {spec['storage']['pvc']} in namespace {ns}",
+                          "create it (ReadWriteMany, shared by every pod) or unset storage.pvc")
+        kr = spec["infra"]["kuberay"]
+        if kr["service_account"] and not kr["gcp_service_account"]:
+            self._require(["get", "serviceaccount", kr["service_account"], "-n", ns, "-o", "name"],
+                          f"service account {kr['service_account']} in namespace {ns}",
+                          f"kubectl create serviceaccount {kr['service_account']} -n {ns}")
+        if kr["object_store_secret"] and spec["storage"]["source"].startswith("tos://"):
+            self._require(["get", "secret", kr["object_store_secret"], "-n", ns, "-o", "name"],
+                          f"the TOS access-key Secret {kr['object_store_secret']} in namespace {ns}",
+                          "create it as the VKE object-storage volume docs describe")
+        return why  # the context that answered
+
+    def launch(self, plan) -> int:
+        # The texts plan checked and wrote to plan.out: the ConfigMap and the manifests are both them.
+        spec, out, files = plan.spec, plan.out, plan.rendered
+        ns = spec["infra"]["namespace"]
+        secret = secret_manifest(spec, dict(os.environ)) if spec["secrets"] else None
+        context_name = self.preflight(spec, files)
+        from rlaunch.backends.kuberay import registry
+
+        # Before anything is applied: an image no registry has leaves the pods in ImagePullBackOff.
+        from rlaunch.plan import imagecheck
+
+        own = imagecheck.pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"],
+                                      pins.load_versions())[1] != f"images.{spec['framework']['name']}"
+        print("kuberay: " + registry.require_pullable(spec["pins"]["image"], spec["framework"]["name"],
+                                                       spec["framework"]["image"],
+                                                       spec["cluster"]["accelerator"] if own else ""))
+        print(self._server_dry_run(spec, files, configmap_manifest(spec, files), context_name))
+        steps: list[tuple[str, subprocess.CompletedProcess]] = []
+        if secret is not None:
+            steps.append((f"Secret {secret_name(spec)}", _apply_stdin(ns, secret)))
+            if steps[-1][1].returncode != 0:
+                return _report_failure(steps[-1])
+        steps.append((f"ConfigMap {configmap_name(spec)}", _apply_stdin(ns, configmap_manifest(spec, files))))
+        if steps[-1][1].returncode != 0:
+            return _report_failure(steps[-1])
+        # With an inputs Job: everything else first, then the RayJob once the inputs are ready.
+        batches = [_manifest_files(files)]
+        if "kuberay/inputs.yaml" in files:
+            batches = [[rel for rel in batches[0] if rel != "kuberay/rayjob.yaml"], ["kuberay/rayjob.yaml"]]
+        for i, batch in enumerate(batches):
+            if i:
+                rc = wait_inputs(spec)
+                if rc:
+                    return rc
+            args = ["apply", "--server-side", "--field-manager=rlaunch", "--force-conflicts", "-n", ns]
+            for rel in batch:
+                args += ["-f", str(out / rel)]
+            result = _kubectl(args)
+            print(result.stdout, end="")
+            if result.returncode != 0:
+                return _report_failure(("manifests", result))
+        print(f"kuberay: RayJob {job_name(spec)} applied in namespace {ns}; follow it with "
+              f"`make logs RUN_ID={spec['run']['id']}`, check it with `make status`, stop it with `make down`")
+        return 0
+
+    def status(self, spec: dict, out: Path | None) -> int:
+        ns, name = spec["infra"]["namespace"], job_name(spec)
+        job = _kubectl(["get", "rayjob", name, "-n", ns, "-o", "json"])
+        if job.returncode != 0 and not not_found(job):
+            raise unreachable(job, f"get RayJob {name} in namespace {ns}")
+        if job.returncode != 0:
+            print(f"kuberay: no RayJob {name} in namespace {ns} ({_first_line(job.stderr)})")
+            return 1
+        st = json.loads(job.stdout or "{}").get("status") or {}
+        print(f"RayJob {name}: jobStatus={st.get('jobStatus') or 'PENDING'} "
+              f"jobDeploymentStatus={st.get('jobDeploymentStatus') or 'New'} "
+              f"rayCluster={st.get('rayClusterName') or '-'} jobId={st.get('jobId') or '-'}")
+        if st.get("message"):
+            print(f"  message: {st['message']}")
+        pods = _kubectl(["get", "pods", "-n", ns, "-l", f"{RUN_LABEL}={spec['run']['id']}", "-o", "json"])
+        if pods.returncode != 0:
+            print(pods.stderr, end="", file=sys.stderr)
+            return pods.returncode
+        items = json.loads(pods.stdout or "{}").get("items") or []
+        for pod in items:
+            print(_pod_row(pod))
+        for line in pull_errors(items):
+            print(f"  {line}")
+        return 0
+
+    def logs(self, spec: dict, out: Path | None) -> int:
+        # The submitter Job is named after the RayJob; its pod streams `ray job logs --follow`. The
+        # operator creates it only once the Ray cluster is up, which can take GPU nodes minutes.
+        ns, name = spec["infra"]["namespace"], job_name(spec)
+        deadline_s = spec["cluster"]["formation_timeout_s"]
+        deadline = time.monotonic() + deadline_s
+        from rlaunch import progress
+
+        def submitter() -> subprocess.CompletedProcess:
+            found = _kubectl(["get", "job", name, "-n", ns, "-o", "name"])
+            if found.returncode != 0 and not not_found(found):
+                raise unreachable(found, f"get the submitter job {name} in namespace {ns}")
+            return found
+
+        if submitter().returncode != 0:
+            with progress.Wait(f"kuberay: RayJob {name}", deadline_s, "pending: waiting for its Ray cluster "
+                               "(the operator starts the submitter job once it is up)",
+                               out=progress.console(sys.stderr)) as wait:
+                while submitter().returncode != 0:
+                    stuck = self._pull_errors(spec)
+                    if stuck:
+                        wait.update("pods cannot pull their image")
+                        print("kuberay: " + "\nkuberay: ".join(stuck), file=sys.stderr)
+                        return 3
+                    if time.monotonic() >= deadline:
+                        wait.update("no submitter job")
+                        print(f"kuberay: no submitter job {name} in namespace {ns} after {deadline_s} s "
+                              "(cluster.formation_timeout_s); `make status` shows where the RayJob is", file=sys.stderr)
+                        return 1
+                    time.sleep(min(LOGS_POLL_S, max(0.0, deadline - time.monotonic())))
+                    wait.update()  # off a terminal: the heartbeat line
+                wait.update("submitter job running; following its log")
+        args = ["logs", "-f", f"job/{name}", "-n", ns, "--pod-running-timeout=10m"]
+        return _kubectl(args, capture=False, timeout=None).returncode
+
+    def _pull_errors(self, spec: dict) -> list[str]:
+        """The run's pods that Kubernetes says cannot pull their image (none when it cannot say)."""
+        pods = _kubectl(["get", "pods", "-n", spec["infra"]["namespace"], "-l",
+                         f"{RUN_LABEL}={spec['run']['id']}", "-o", "json"])
+        if pods.returncode != 0 or not pods.stdout.strip():
+            return []
+        return pull_errors(json.loads(pods.stdout).get("items") or [])
+
+    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
+        remote = spec["cluster"]["dashboard_port"]
+        local = remote if port is None else port
+        print(f"kuberay: Ray dashboard on http://localhost:{local} (Ctrl-C stops the port-forward)")
+        args = ["port-forward", "-n", spec["infra"]["namespace"], f"service/{head_service(spec)}",
+                f"{local}:{remote}"]
+        return _kubectl(args, capture=False, timeout=None).returncode
+
+    def tensorboard(self, spec: dict, port: int) -> int:
+        """TensorBoard next to the head, on the run directory of the cluster's shared volume, and
+        `kubectl port-forward` to it, until Ctrl-C. The pod runs it under a shell that stops it when
+        our `kubectl exec` goes (stdin closes), so nothing is left running in the pod."""
+        ns, run_dir = spec["infra"]["namespace"], spec["paths"]["run_dir"]
+        selector = f"{RUN_LABEL}={spec['run']['id']},ray.io/node-type=head"
+        found = _kubectl(["get", "pods", "-n", ns, "-l", selector, "-o", "name"])
+        pod = (found.stdout.split() or [""])[0] if found.returncode == 0 else ""
+        if not pod:
+            raise MissingPrerequisite(
+                f"a running head pod of run {spec['run']['id']} in namespace {ns}",
+                "its Ray cluster is deleted when the job ends (shutdownAfterJobFinishes): copy the run "
+                f"directory {run_dir} off the shared volume (kubectl cp, or the bucket) and pass it: "
+                "make tensorboard RUN_DIR=...")
+        serve = (f"python3 -m tensorboard.main --logdir {shlex.quote(run_dir)} --host 127.0.0.1 "
+                 f"--port {TENSORBOARD_POD_PORT} & tb=$!; cat >/dev/null; kill $tb")
+        kubectl = _require_kubectl()
+        board = subprocess.Popen([kubectl, "exec", "-i", "-n", ns, pod, "--", "sh", "-c", serve],
+                                 stdin=subprocess.PIPE)
+        forward = subprocess.Popen([kubectl, "port-forward", "-n", ns, pod, f"{port}:{TENSORBOARD_POD_PORT}"])
+        print(f"kuberay: TensorBoard of run {spec['run']['id']} ({pod}, {run_dir}): open "
+              f"http://localhost:{port} (Ctrl-C stops it)", flush=True)
+        rc = 0
+        try:
+            while board.poll() is None and forward.poll() is None:
+                time.sleep(0.5)
+            rc = board.returncode or forward.returncode or 0
+            if board.returncode:
+                print(f"kuberay: TensorBoard in {pod} exited {board.returncode} (does the image have "
+                      "tensorboard? the rlaunch images do)", file=sys.stderr)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            board.stdin.close()
+            for proc in (forward, board):
+                if proc.poll() is None:
+                    proc.terminate()
+                proc.wait()
+        return rc
+
+    def down(self, spec: dict, out: Path | None) -> int:
+        """Delete every object labelled with the run, after asking the API server which exist."""
+        ns, run_id = spec["infra"]["namespace"], spec["run"]["id"]
+        selector = f"{RUN_LABEL}={run_id}"
+        context = _current_context()
+        served = _api_resources()
+        kinds = [k for k in RUN_KINDS if k in served]
+        cluster_kinds = [k for k in CLUSTER_KINDS if k in served]
+        get = ["-l", selector, "-o", "name"]
+        found = _ask(["get", ",".join(kinds), "-n", ns, *get], f"list objects in namespace {ns}").stdout.split() \
+            if kinds else []
+        found_pv = _ask(["get", ",".join(cluster_kinds), *get], "list persistent volumes").stdout.split() \
+            if cluster_kinds else []
+        if not found and not found_pv:
+            print(f"kuberay: nothing of run {run_id} in namespace {ns} of context {context}: `kubectl get "
+                  f"{','.join(kinds + cluster_kinds)} -l {selector}` found none: nothing to do")
+            return 0
+        print(f"kuberay: deleting {len(found) + len(found_pv)} objects of run {run_id} (context {context}): "
+              + ", ".join(found + found_pv))
+        common = ["-l", selector, "--ignore-not-found", "--timeout=300s"]
+        rc = 0
+        deletes = ([["delete", ",".join(kinds), "-n", ns, *common]] if found else []) + \
+                  ([["delete", ",".join(cluster_kinds), *common]] if found_pv else [])
+        for args in deletes:
+            result = _kubectl(args, timeout=360)
+            print(result.stdout, end="")
+            if result.returncode != 0:
+                print(f"kuberay: kubectl {' '.join(args[:2])} failed: {result.stderr.strip()}", file=sys.stderr)
+                rc = result.returncode
+        if rc == 0:
+            print(f"kuberay: nothing of run {run_id} left in namespace {ns}")
+        return rc
+
+    def runs(self, spec: dict) -> Answer:
+        """RayJobs labelled by rlaunch in the current context: every namespace, or spec's when the
+        context may not list them all."""
+        context = _current_context()
+        query = ["rayjobs.ray.io", "-l", f"app.kubernetes.io/managed-by={MANAGED_BY}", "-o", "json"]
+        result = _kubectl(["get", "--all-namespaces", *query])
+        asked = f"kubectl get --all-namespaces {' '.join(query[:3])} (context {context})"
+        note = ""
+        if result.returncode != 0 and "(Forbidden)" in result.stderr:
+            ns = spec["infra"]["namespace"]
+            result = _kubectl(["get", "-n", ns, *query])
+            asked = asked.replace("--all-namespaces", f"-n {ns}")
+            note = f"kuberay: context {context} may not list RayJobs in every namespace: namespace {ns} only"
+        if result.returncode != 0 and "doesn't have a resource type" in result.stderr:
+            return Answer(asked, (), f"kuberay: context {context} has no RayJob kind (KubeRay is not installed)")
+        if result.returncode != 0:
+            raise unreachable(result, "list RayJobs")
+        items = json.loads(result.stdout or "{}").get("items") or []
+        return Answer(asked, tuple(rayjob_run(item) for item in items), note)
+
+
+def _job_state(status: dict) -> tuple[str, str]:
+    """(Complete | Failed | "", message) from a batch Job's status conditions."""
+    for cond in status.get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return cond["type"], cond.get("message") or cond.get("reason") or ""
+    return "", ""
+
+
+def wait_inputs(spec: dict) -> int:
+    """Wait for the inputs Job to succeed, until infra.kuberay.inputs_timeout_s; 0 when it did. A failed
+    or late Job: its log's tail, and the RayJob is not applied (no GPU pod was started)."""
+    from rlaunch import progress
+
+    ns, name = spec["infra"]["namespace"], inputs_job_name(spec)
+    deadline_s = spec["infra"]["kuberay"]["inputs_timeout_s"]
+    end = time.monotonic() + deadline_s
+    state, message = "", ""
+    with progress.Wait(f"kuberay: inputs Job {name}", deadline_s, "preparing the model and dataset on the "
+                       "shared volume (the RayJob is applied once they are ready)",
+                       out=progress.console(sys.stderr)) as wait:
+        while True:
+            found = _ask(["get", "job", name, "-n", ns, "-o", "json"], f"get the inputs Job {name}")
+            state, message = _job_state(json.loads(found.stdout or "{}").get("status") or {})
+            if state or time.monotonic() >= end:
+                wait.update(state or "deadline")
+                break
+            time.sleep(min(INPUTS_POLL_S, max(0.0, end - time.monotonic())))
+            wait.update()
+    tail = _kubectl(["logs", f"job/{name}", "-n", ns, "--tail=20"])
+    if tail.returncode == 0 and tail.stdout.strip():
+        print("\n".join(f"  {line}" for line in tail.stdout.rstrip().splitlines()))
+    if state == "Complete":
+        print(f"kuberay: inputs Job {name} succeeded: the model and dataset are ready on the shared volume")
+        return 0
+    why = f"failed ({message})" if state == "Failed" else \
+        f"did not finish within {deadline_s} s (infra.kuberay.inputs_timeout_s)"
+    print(f"kuberay: inputs Job {name} {why}; the RayJob was not applied, no GPU pod started. Its log: "
+          f"kubectl logs job/{name} -n {ns}; after a fix, `make down RUN_ID={spec['run']['id']}` and launch "
+          "again (whatever already verifies is kept)", file=sys.stderr)
+    return 1
+
+
+PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+
+
+def _pod_row(pod: dict) -> str:
+    """NAME READY STATUS NODE, as `kubectl get pods -o wide` shows them (STATUS: a waiting reason first)."""
+    meta, spec, st = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    containers = st.get("containerStatuses") or []
+    waiting = next((c["state"]["waiting"].get("reason", "") for c in (st.get("initContainerStatuses") or []) + containers
+                    if (c.get("state") or {}).get("waiting")), "")
+    ready = f"{sum(1 for c in containers if c.get('ready'))}/{len(containers) or len(spec.get('containers') or [])}"
+    return f"{meta.get('name', '?')} {ready} {waiting or st.get('phase', '?')} {spec.get('nodeName') or '<none>'}"
+
+
+def pull_errors(pods: list[dict]) -> list[str]:
+    """'pod P: image I: ImagePullBackOff: <kubelet's message>' for each container that cannot pull."""
+    out = []
+    for pod in pods:
+        st = pod.get("status") or {}
+        for c in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+            waiting = (c.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in PULL_REASONS:
+                out.append(f"pod {(pod.get('metadata') or {}).get('name', '?')}: image {c.get('image', '?')}: "
+                           f"{waiting['reason']}: {waiting.get('message', '').strip() or 'no message'}")
+    return out
+
+
+def _report_failure(step: tuple[str, subprocess.CompletedProcess]) -> int:
+    what, result = step
+    print(f"kuberay: applying {what} failed: {result.stderr.strip() or result.stdout.strip()}", file=sys.stderr)
+    return result.returncode or 1
+
+
+BACKEND = KubeRay()

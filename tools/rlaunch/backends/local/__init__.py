@@ -1,0 +1,4 @@
+"""The local backend (network namespaces on this machine): backend (the verbs),
+forward (port forwards into a namespace), jobs (the local job table). Its modules may import config,
+plan, job, verify and backends.base; no other backend and never runs or cli.
+"""

@@ -1,0 +1,543 @@
+"""INFRA=gcp | aws | azure | k8s | sky: one SkyPilot task per run, launched with the `sky` CLI.
+
+render() writes task.yaml next to the common artifacts: resources (infra, accelerators, image
+`docker:<pin>`, the dashboard port, autostop), num_nodes, envs, secrets as null references,
+file_mounts for the shared storage and for the rendered artifacts, the rlaunch repository as
+workdir, setup (rank 0 runs setup.sh: data onto the shared mount) and run (scripts/ray-up on
+every node, job.sh once on rank 0). SPOT=1 makes it a managed job (`sky jobs launch`) with
+job_recovery.
+
+The artifacts directory (build/<run_id>) is .gitignore'd, so SkyPilot's workdir upload skips it;
+it reaches the nodes as a file mount at /rlaunch/run instead, and the workdir upload stays the
+small repository (no .venv, no build/). With framework.image=rlaunch the image carries rlaunch at
+/opt/rlaunch and there is no workdir at all.
+
+Launch first makes sure this environment has the target cloud's SkyPilot clients: `make setup`
+leaves Azure's (~1.1 GB) to its first launch (rlaunch.backends.skypilot.extras). `sky` runs with its own bin
+directory first on PATH: SkyPilot's checks call programs installed beside it (`az`, `aws`), and the
+local API server it starts keeps that PATH.
+
+Every cluster carries the label rlaunch-run=<run_id> (GCP label keys allow no '/' or '.'), and the
+cluster or managed job is named after the run: status/logs/down/dashboard of a run known only by
+its id ask SkyPilot's API server (`sky status -u -o json NAME`, `sky jobs queue -u -o json`). That
+server knows what was launched through it: a run launched on another machine is found through that
+machine's server or a shared one (`sky api login -e URL`).
+
+Env (launch, status, logs, down, dashboard, runs):
+    RLAUNCH_SKY  the sky executable (default: `sky` on PATH, else the one beside this Python)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from rlaunch import ROOT, frameworks
+from rlaunch.plan import artifacts
+from rlaunch.backends.skypilot import extras as skyextras
+from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
+from rlaunch.plan.render import render_template, shjoin
+from rlaunch.backends.base import Answer, Backend, Run
+
+ARTIFACTS_MOUNT = "/rlaunch/run"
+IMAGE_HOME = "/opt/rlaunch"  # where rlaunch images (docker/<framework>) carry the repository
+# The store of the bucket SkyPilot creates when the config names none; k8s follows the seed (gcs).
+DEFAULT_STORE = {"gcp": "gcs", "aws": "s3", "azure": "azure", "kubernetes": "gcs"}
+# The cloud part of an infra string, as `sky check` names it.
+CLOUD_ALIASES = {"k8s": "kubernetes"}
+# `sky jobs cancel` when there is nothing to cancel: no controller, or no such job.
+NOTHING_TO_CANCEL = ("All managed jobs should have finished", "No running job found", "not up")
+# `sky jobs queue` when the jobs controller is not up: then no managed job is in progress.
+NO_JOBS_CONTROLLER = ("No in-progress managed jobs", "All managed jobs should have finished")
+RUN_LABEL = "rlaunch-run"  # on every cluster of a run: `make runs` picks rlaunch's clusters by it
+FINISHED_JOB_STATES = {"SUCCEEDED", "CANCELLED", "FAILED", "FAILED_SETUP", "FAILED_PRECHECKS",
+                       "FAILED_NO_RESOURCE", "FAILED_CONTROLLER"}
+# SkyPilot's cloud names (`sky status` records) -> the INFRA= value.
+INFRA_OF_CLOUD = {"gcp": "gcp", "aws": "aws", "azure": "azure", "kubernetes": "k8s"}
+
+
+def infra_string(spec: dict) -> str:
+    """INFRA_SPEC when given (config checked its syntax and that its cloud is INFRA's), else INFRA."""
+    return spec["infra"]["sky_infra"] or spec["infra"]["name"]
+
+
+def cloud(spec: dict) -> str:
+    """'gcp', 'aws', 'azure', 'kubernetes', another SkyPilot cloud, or '' for the wildcard '*'."""
+    first = infra_string(spec).split("/", 1)[0].lower()
+    return "" if first == "*" else CLOUD_ALIASES.get(first, first)
+
+
+def on_k8s(spec: dict) -> bool:
+    return cloud(spec) == "kubernetes"
+
+
+def cluster_name(spec: dict) -> str:
+    """The SkyPilot cluster (and managed job) name: the run id, which must start with a letter."""
+    run_id = spec["run"]["id"]
+    return run_id if run_id[0].isalpha() else f"r-{run_id}"
+
+
+def storage_entry(spec: dict) -> dict[str, str]:
+    """file_mounts[storage.mount]: an existing bucket (source, mode) or a new one (name, store, mode)."""
+    storage = spec["storage"]
+    if storage["source"]:
+        return {"source": storage["source"], "mode": storage["mode"]}
+    store = storage["store"] or DEFAULT_STORE[cloud(spec)]  # rules: a store for any other cloud
+    return {"name": storage["bucket"] or f"rlaunch-{spec['run']['id']}", "store": store,
+            "mode": storage["mode"]}
+
+
+def task_envs(spec: dict) -> dict[str, str]:
+    """Non-secret env of every node: ray-up's settings, job.sh's, and the framework's own (which
+    every raylet needs, not only the driver: env set on a driver does not reach raylets)."""
+    cluster = spec["cluster"]
+    envs = {
+        "RUN_ID": spec["run"]["id"],
+        "RLAUNCH_ARTIFACTS": ARTIFACTS_MOUNT,
+        "RLAUNCH_PYTHON": "python3",
+        "RLAUNCH_RAY_PORT": str(cluster["ray_port"]),
+        "RLAUNCH_DASHBOARD_PORT": str(cluster["dashboard_port"]),
+        "RLAUNCH_DEADLINE_S": str(cluster["formation_timeout_s"]),
+    }
+    if spec["framework"]["image"] == "rlaunch":
+        envs["RLAUNCH_HOME"] = IMAGE_HOME
+    envs.update(spec["derived"]["nccl_env"])
+    envs.update(spec["derived"]["ray_health_env"])  # cluster.health_check: read by the head's GCS (ray-up)
+    envs.update({k: str(v) for k, v in frameworks.get(spec["framework"]["name"]).env(spec).items()})
+    return envs
+
+
+def secret_args(spec: dict) -> list[str]:
+    return [arg for name in spec["secrets"] for arg in ("--secret", name)]
+
+
+def launch_argv(spec: dict, out: Path | str) -> list[str]:
+    task = str(Path(out) / "task.yaml")
+    if spec["infra"]["spot"]:
+        return ["jobs", "launch", "-n", cluster_name(spec), task, *secret_args(spec), "-y"]
+    return ["launch", "-c", cluster_name(spec), task, *secret_args(spec), "-y"]
+
+
+def _resources(spec: dict) -> dict:
+    c = spec["cluster"]
+    spot = spec["infra"]["spot"]
+    return {
+        "accelerators": f"{c['accelerator']}:{c['gpus_per_node']}" if c["gpus_per_node"] else "",
+        # "N+" is a lower bound, as in the seeds: SkyPilot picks the cheapest instance that has it.
+        "cpus": f"{c['cpus_per_node']}+" if c["cpus_per_node"] else "",
+        "memory": f"{c['memory_gb']}+" if c["memory_gb"] else "",
+        "image_id": f"docker:{spec['pins']['image']}",
+        "network_tier": "best" if spec["infra"]["rdma"] and not on_k8s(spec) else "",
+        "use_spot": spot and not on_k8s(spec),  # a managed job on Kubernetes recovers failed pods
+        "autostop": spec["infra"]["autostop_idle_minutes"] > 0,
+        "labels": {RUN_LABEL: spec["run"]["id"]},
+    }
+
+
+def resources_line(spec: dict) -> str:
+    """The instance type SkyPilot's catalog would pick for the task (the cheapest that satisfies it)
+    and the whole cluster's hourly price, on demand and spot, from the same catalog."""
+    from rlaunch.plan import catalog
+
+    c, where = spec["cluster"], cloud(spec)
+    wanted = ", ".join(f"{k} {v}" for k, v in _resources(spec).items() if k in ("accelerators", "cpus", "memory") and v)
+    if not c["gpus_per_node"] or where in ("", "kubernetes"):
+        return f"{c['nodes']} x ({wanted or 'any'}): the instance is chosen at launch ({where or 'any cloud'})"
+    parts = infra_string(spec).split("/")
+    got = catalog.instances(where, c["accelerator"], c["gpus_per_node"], _resources(spec)["cpus"] or None,
+                            _resources(spec)["memory"] or None, parts[1] if len(parts) > 1 and parts[1] else None)
+    if isinstance(got, str):
+        return f"{c['nodes']} x ({wanted}): warning: instance and price not known: {got}"
+    pick, n = got[0], c["nodes"]
+
+    def cost(price: float | None) -> str:
+        return f"${price * n:,.2f}/h" if price is not None else "not priced"
+
+    return (f"{n} x {where} {pick.name} ({pick.vcpus:g} vCPUs, {pick.memory_gib:g} GiB; the cheapest of "
+            f"{len(got)} for {wanted}): {cost(pick.price)} on demand, {cost(pick.spot_price)} spot for the cluster")
+
+
+def _json_tail(text: str, kind: type = dict):
+    """The JSON object (or list) `sky ... -o json` printed, skipping any log lines before it."""
+    opener = "{" if kind is dict else "["
+    for i, char in enumerate(text):
+        if char == opener and (i == 0 or text[i - 1] == "\n"):
+            try:
+                data = json.loads(text[i:])
+            except json.JSONDecodeError:
+                continue
+            return data if isinstance(data, kind) else kind()
+    return kind()
+
+
+def _gpus(accelerators) -> tuple[str, int | None]:
+    """(type, count per node) from SkyPilot's accelerators: a dict, its str() ("{'H100': 1}") or a
+    resources string ("2x[H100:1]"); ("", 0) for none, ("", None) when it cannot tell."""
+    if isinstance(accelerators, dict):
+        items = list(accelerators.items())
+    else:
+        items = re.findall(r"'?([A-Za-z][\w.-]*)'?\s*[:]\s*([\d.]+)", str(accelerators or ""))
+    for name, count in items:
+        if name.upper() not in ("CPU", "CPUS", "MEM", "MEMORY", "DISK"):
+            return str(name), int(float(count))
+    return ("", 0) if accelerators in (None, "", {}) or items else ("", None)
+
+
+def _cluster_run(record: dict, run_id: str = "") -> Run:
+    labels = record.get("labels") or {}
+    accelerator, gpus = _gpus(record.get("accelerators"))
+    return Run(run_id=run_id or labels.get(RUN_LABEL, record.get("name", "")),
+               infra=INFRA_OF_CLOUD.get(str(record.get("cloud") or "").lower(), str(record.get("cloud") or "sky").lower()),
+               state=str(record.get("status") or "?"), where=f"sky cluster {record.get('name')}",
+               nodes=record.get("nodes"), gpus_per_node=gpus, accelerator=accelerator,
+               created=record.get("launched_at"), kind="cluster")
+
+
+def _job_run(job: dict, run_id: str = "") -> Run:
+    labels = job.get("labels") or {}
+    resources = str(job.get("resources") or "")
+    nodes = re.match(r"\s*(\d+)x", resources)
+    accelerator, gpus = _gpus(job.get("accelerators") or resources)
+    state = str(job.get("status") or "?")
+    cloud = str(job.get("cloud") or "").lower()
+    return Run(run_id=run_id or labels.get(RUN_LABEL, job.get("job_name") or ""),
+               infra=INFRA_OF_CLOUD.get(cloud, cloud if cloud not in ("", "-") else "sky"), state=state,
+               where=f"sky managed job {job.get('job_id')} {job.get('job_name')}",
+               nodes=int(nodes.group(1)) if nodes else (1 if resources else None), gpus_per_node=gpus,
+               accelerator=accelerator, created=job.get("submitted_at"), kind="managed-job",
+               active=state not in FINISHED_JOB_STATES)
+
+
+SETUP_RUNNER = """SkyPilot runs it on rank 0 only (task.yaml `setup`: one writer, no
+# races), before `run` starts on any node. The lines are the framework adapter's, verbatim."""
+
+
+class SkyPilot(Backend):
+    name = "skypilot"
+    resume_hint = "a managed job (SPOT=1) resumes from the run's checkpoints when SkyPilot recovers it"
+
+    def rules(self, spec) -> None:
+        if spec["infra"]["name"] == "sky" and not spec["infra"]["sky_infra"]:
+            raise ConfigError("infra.sky_infra", "", "a SkyPilot infra string for INFRA=sky, e.g. "
+                              "gcp/us-central1 or k8s/my-context (INFRA_SPEC=...)")
+        storage = spec["storage"]
+        if not storage["source"] and not storage["store"] and cloud(spec) not in DEFAULT_STORE:
+            raise ConfigError("storage.store", "", f"a bucket store for infra {infra_string(spec)!r} (gcs, s3, "
+                              "azure, r2, ibm, oci), or storage.source=<bucket URL> to mount an existing one")
+        for key in frameworks.get(spec["framework"]["name"]).env(spec):
+            if key in spec["secrets"]:
+                raise ConfigError("secrets", key, "a secret is passed by `--secret`, never as a framework env")
+
+    # --- render (pure) ------------------------------------------------------------------------
+
+    def render(self, spec: dict) -> dict[str, str]:
+        files = artifacts.common(spec)
+        fw = frameworks.get(spec["framework"]["name"])
+        setup_lines = fw.setup(spec)
+        image_mode = spec["framework"]["image"] == "rlaunch"
+        if setup_lines:
+            files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=setup_lines, runner=SETUP_RUNNER)
+        files["task.yaml"] = render_template(
+            "skypilot/task.yaml.j2", spec=spec, task_name=cluster_name(spec), infra=infra_string(spec),
+            envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
+            workdir="" if image_mode else str(ROOT), spot=spec["infra"]["spot"],
+            rdma_k8s=spec["infra"]["rdma"] and on_k8s(spec),
+            launch_command="sky " + shjoin(launch_argv(spec, spec["run"]["out"])),
+            setup=bool(setup_lines),
+            run=render_template("skypilot/run.sh.j2", spec=spec, spot=spec["infra"]["spot"],
+                                install=frameworks.get(spec["framework"]["name"]).install(spec)),
+            **_resources(spec))
+        return files
+
+    # --- check (offline) -----------------------------------------------------------------------
+
+    def check(self, spec: dict, files: dict[str, str]) -> list[str]:
+        from rlaunch.plan.render import parse_back
+        from rlaunch.validate import skypilot as v
+
+        task = v.parse_task(files["task.yaml"])
+        fw = frameworks.get(spec["framework"]["name"])
+        framework_files = {}
+        for rel, text in files.items():
+            if rel not in ("task.yaml", "spec.json") and rel.endswith((".yaml", ".yml", ".json")):
+                parsed = parse_back(rel, text)
+                framework_files[rel] = parsed[0] if isinstance(parsed, list) and len(parsed) == 1 else parsed
+        # rlaunch's own rules first: they are cheap, SkyPilot's parser costs a few seconds.
+        ours = [
+            v.check_image(task),
+            v.check_storage(spec, task, fw.command(spec), framework_files, ARTIFACTS_MOUNT),
+            v.check_secrets(spec, task, files),
+            v.check_kubernetes(task, on_k8s(spec)),
+        ]
+        facts = v.skypilot_facts({"task.yaml": files["task.yaml"]})
+        result = facts["tasks"]["task.yaml"]
+        if not result["ok"]:
+            raise CheckError("skypilot", f"sky.Task.from_yaml rejected task.yaml: {result['error']}")
+        lines = [
+            f"task.yaml accepted by sky.Task.from_yaml (skypilot {facts['skypilot']}, isolated HOME): "
+            f"{result['num_nodes']} x {', '.join(result['resources'])}",
+            v.check_accelerator(task, facts),
+            v.check_recovery(task, facts),
+            v.check_skypilot_storage(result),
+            *ours,
+            fw.loader_check(spec, files),
+        ]
+        return [line for line in lines if line]
+
+    def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
+        out, name = spec["run"]["out"], cluster_name(spec)
+        storage = storage_entry(spec)
+        where = (f"{storage['source']} ({storage['mode']})" if "source" in storage else
+                 f"{storage['store']} bucket {storage['name']} ({storage['mode']}; SkyPilot creates it if "
+                 f"missing); it stays after `make down`: `sky storage delete {storage['name']}` removes it")
+        target = cloud(spec) or "any enabled infra"
+        setup = "setup (rank 0 prepares data), " if "\nsetup:" in files["task.yaml"] else ""
+        c = spec["cluster"]
+        lines = []
+        if cloud(spec) in skyextras.ON_FIRST_USE and skyextras.missing(skyextras.EXTRAS[cloud(spec)]):
+            lines.append(f"first use of {cloud(spec)}: pip install SkyPilot's {cloud(spec)} extra into this venv "
+                         f"({skyextras.ON_FIRST_USE[cloud(spec)]})")
+        lines += [
+            f"sky check -o json {cloud(spec)}".rstrip() + f"   (SkyPilot must have {target} enabled)",
+            "sky " + shjoin(launch_argv(spec, out)) + "   (follows the logs)",
+            f"  resources {resources_line(spec)}",
+            f"  shared storage {spec['storage']['mount']} <- {where}",
+            f"  every node: {setup}scripts/ray-up ({c['nodes']} nodes, Ray {c['ray_port']}/"
+            f"{c['dashboard_port']}); rank 0: bash {ARTIFACTS_MOUNT}/job.sh",
+        ]
+        if spec["infra"]["spot"]:
+            lines.append(f"  managed job: job_recovery {spec['infra']['recovery_strategy']}; recoveries "
+                         f"resume from {spec['paths']['ckpt_dir']}; W&B run id from SKYPILOT_TASK_ID")
+        lines.append(f"then: make status / make logs / make dashboard / make down RUN_ID={spec['run']['id']}"
+                     f"   (sky {'jobs ' if spec['infra']['spot'] else ''}name {name})")
+        return lines
+
+    # --- act --------------------------------------------------------------------------------
+
+    def _sky(self) -> str:
+        wanted = os.environ.get("RLAUNCH_SKY", "")
+        found = shutil.which(wanted or "sky")
+        if not found and not wanted:
+            beside = Path(sys.executable).parent / "sky"
+            found = str(beside) if beside.exists() else None
+        if not found:
+            raise MissingPrerequisite(f"the sky CLI ({wanted or 'sky'})",
+                                      "run `make setup` (it installs skypilot into .venv), or set RLAUNCH_SKY")
+        return found
+
+    def _run(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
+        # argv only, never a shell string; the environment (with any secret) passes through unchanged,
+        # but for PATH: SkyPilot runs `az` and `aws` from where the venv installed them, beside `sky`.
+        argv = [self._sky(), *args]
+        env = dict(os.environ)
+        env["PATH"] = os.pathsep.join([str(Path(argv[0]).parent), env.get("PATH", "")]).rstrip(os.pathsep)
+        if capture:
+            return subprocess.run(argv, check=False, capture_output=True, text=True, env=env)
+        return subprocess.run(argv, check=False, env=env)
+
+    def _require_clients(self, spec: dict) -> None:
+        """The cloud's SkyPilot extra in this venv; azure's installs here on its first launch."""
+        if Path(self._sky()).parent != Path(sys.executable).parent:
+            return  # another environment's sky: its own `sky check` says what it lacks
+        skyextras.ensure(cloud(spec))
+
+    def _require_cloud(self, spec: dict) -> None:
+        """SkyPilot must have the target infra enabled, or launch fails late and less clearly."""
+        target = cloud(spec)
+        proc = self._run("check", "-o", "json", *([target] if target else []), capture=True)
+        result = _json_tail(proc.stdout) if proc.returncode == 0 else {}
+        enabled = {c.lower() for clouds in result.values() if isinstance(clouds, dict)
+                   for c, caps in clouds.items() if "compute" in caps}
+        if (target and target not in enabled) or not enabled:
+            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] if proc.returncode else []
+            raise MissingPrerequisite(
+                f"SkyPilot access to {target or 'any infra'}" + (f" ({last[0]})" if last else ""),
+                f"run `{' '.join(['sky', 'check', *([target] if target else [])])}` and follow its hints "
+                "(credentials, kubeconfig), then `make launch` again")
+
+    def launch(self, plan) -> int:
+        spec, out = plan.spec, plan.out
+        self._sky()
+        self.require_secrets(spec)
+        self._require_clients(spec)
+        self._require_cloud(spec)
+        rc = self._run(*launch_argv(spec, out)).returncode
+        print(f"skypilot: {'managed job' if spec['infra']['spot'] else 'cluster'} {cluster_name(spec)}; run dir "
+              f"{spec['paths']['run_dir']} on the shared storage; make status / logs / down "
+              f"RUN_ID={spec['run']['id']}")
+        return rc
+
+    # --- what SkyPilot knows: its API server answers ------------------------------------------
+
+    def _ask(self, *args: str) -> str:
+        """stdout of `sky ARGS`; MissingPrerequisite when SkyPilot cannot answer."""
+        proc = self._run(*args, capture=True)
+        if proc.returncode != 0:
+            lines = (proc.stderr or proc.stdout).strip().splitlines()
+            raise MissingPrerequisite(f"an answer from SkyPilot (`sky {' '.join(args)}` exited {proc.returncode}"
+                                      + (f": {lines[-1]}" if lines else "") + ")",
+                                      "`sky api info` shows the API server it talks to, `sky check` the clouds")
+        return proc.stdout
+
+    def _clusters(self, *names: str) -> list[dict]:
+        return [c for c in _json_tail(self._ask("status", "-u", "-o", "json", *names), list) if isinstance(c, dict)]
+
+    def _jobs(self) -> list[dict]:
+        proc = self._run("jobs", "queue", "-u", "-o", "json", capture=True)
+        if proc.returncode != 0 and any(s in proc.stdout + proc.stderr for s in NO_JOBS_CONTROLLER):
+            return []  # the jobs controller is not up: no managed job is in progress
+        if proc.returncode != 0:
+            return [c for c in _json_tail(self._ask("jobs", "queue", "-u", "-o", "json"), list) if isinstance(c, dict)]
+        return [j for j in _json_tail(proc.stdout, list) if isinstance(j, dict)]
+
+    def _asking(self) -> None:
+        # Each sky call takes seconds (the first one starts SkyPilot's local API server): say so.
+        print("skypilot: asking SkyPilot's API server (sky status, sky jobs queue)", file=sys.stderr)
+
+    def runs(self, spec: dict) -> Answer:
+        self._asking()
+        clusters = [_cluster_run(c) for c in self._clusters() if RUN_LABEL in (c.get("labels") or {})]
+        jobs = self._jobs()
+        ours = [_job_run(j) for j in jobs if RUN_LABEL in (j.get("labels") or {})]
+        unlabelled = sum(1 for j in jobs if not j.get("labels"))
+        note = (f"skypilot: {unlabelled} managed job(s) report no labels (SkyPilot gives them only while the "
+                "job's cluster is up): `sky jobs queue -u` lists them" if unlabelled else "")
+        return Answer("sky status -u -o json; sky jobs queue -u -o json", tuple(clusters + ours), note)
+
+    def find(self, spec: dict) -> Answer:
+        self._asking()
+        name = cluster_name(spec)
+        clusters = [_cluster_run(c, spec["run"]["id"]) for c in self._clusters(name) if c.get("name") == name]
+        jobs = [_job_run(j, spec["run"]["id"]) for j in self._jobs() if j.get("job_name") == name]
+        return Answer(f"sky status -u -o json {name}; sky jobs queue -u -o json", tuple(clusters + jobs))
+
+    def _nothing(self, spec: dict, answer: Answer, what: str, verdict: str = "") -> str:
+        """The line for "SkyPilot knows nothing of this run", naming what was asked and where."""
+        finished = [r for r in answer.runs if not r.active]
+        server = _json_tail(self._run("api", "info", "-o", "json", capture=True).stdout).get("server") or {}
+        url = server.get("url", "?")
+        local = any(host in url for host in ("127.0.0.1", "localhost", "[::1]"))
+        return (f"skypilot: no {what} of run {spec['run']['id']}: `{answer.asked.replace('; ', '` and `')}` "
+                f"(API server {url}) found none"
+                + (f"; finished: {', '.join(f'{r.where} {r.state}' for r in finished)}" if finished else "")
+                + verdict
+                + (". That server is this machine's own and knows only what was launched through it: for a run "
+                   "launched elsewhere, `sky api login -e <that server's URL>` first" if local else ""))
+
+    # --- status, logs, dashboard, down ------------------------------------------------------------
+    # With the launch's artifacts here (out), the spec says cluster or managed job and sky answers
+    # for the name; with only the run id, SkyPilot is asked first what exists of it.
+
+    def status(self, spec: dict, out: Path | None) -> int:
+        if out is not None:
+            if spec["infra"]["spot"]:
+                return self._run("jobs", "queue").returncode
+            return self._run("status", cluster_name(spec)).returncode
+        answer = self.find(spec)
+        if not answer.runs:
+            print(self._nothing(spec, answer, "cluster or managed job"))
+            return 1
+        rc = 0
+        for run in answer.runs:
+            print(f"skypilot: run {run.run_id}: {run.where}: {run.state}, {run.shape()}")
+            args = ("status", cluster_name(spec)) if run.kind == "cluster" else ("jobs", "queue", "-u")
+            rc = self._run(*args).returncode or rc
+        return rc
+
+    def logs(self, spec: dict, out: Path | None) -> int:
+        kinds = ({"managed-job" if spec["infra"]["spot"] else "cluster"} if out is not None
+                 else {r.kind for r in self._found(spec, "cluster or managed job")})
+        if not kinds:
+            return 1
+        if "cluster" in kinds:
+            return self._run("logs", cluster_name(spec)).returncode
+        return self._run("jobs", "logs", "-n", cluster_name(spec)).returncode
+
+    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
+        kinds = self._kinds(spec, out)
+        if not kinds:
+            return 1
+        if "cluster" not in kinds:
+            print(f"skypilot: a managed job's cluster belongs to the jobs controller and has no endpoint "
+                  f"command; follow the job with `make logs RUN_ID={spec['run']['id']}`")
+            return 0
+        # The task opens the dashboard port (resources.ports); SkyPilot knows its public endpoint.
+        proc = self._run("status", "--endpoint", str(spec["cluster"]["dashboard_port"]),
+                         cluster_name(spec), capture=True)
+        sys.stdout.write(proc.stdout)
+        sys.stderr.write(proc.stderr)
+        endpoint = proc.stdout.strip().splitlines()[-1].strip() if proc.stdout.strip() else ""
+        if proc.returncode == 0 and endpoint and " " not in endpoint:
+            url = endpoint if "://" in endpoint else f"http://{endpoint}"
+            print(f"skypilot: Ray dashboard of run {spec['run']['id']}: open {url}")
+        return proc.returncode
+
+    def _kinds(self, spec: dict, out: Path | None) -> set[str]:
+        """What the run is: its spec's kind (rendered here), else the active runs SkyPilot knows (empty:
+        none, said on stderr)."""
+        if out is not None:
+            return {"managed-job" if spec["infra"]["spot"] else "cluster"}
+        return {r.kind for r in self._found(spec, "cluster or managed job", active=True)}
+
+    def ssh(self, spec: dict, out: Path | None, command: list[str] | None = None) -> int:
+        """`ssh <cluster>` (the alias SkyPilot writes to ~/.ssh/config): a shell on the head node, or
+        `command` run there, as seed 001 checks its cluster."""
+        kinds = self._kinds(spec, out)
+        if not kinds:
+            return 1
+        if "cluster" not in kinds:
+            print(f"skypilot: a managed job's cluster belongs to the jobs controller, not to an ssh alias of "
+                  f"yours; follow the job with `make logs RUN_ID={spec['run']['id']}`", file=sys.stderr)
+            return 1
+        ssh = shutil.which("ssh")
+        if ssh is None:
+            raise MissingPrerequisite("the ssh client", "install OpenSSH's client (apt-get install openssh-client)")
+        return subprocess.run([ssh, cluster_name(spec), *(command or [])], check=False).returncode
+
+    def ray_status(self, spec: dict, out: Path | None) -> int:
+        """Seed 001's look at a running cluster: `ray status` and `ray summary tasks` on the head, asked
+        of rlaunch's Ray (its GCS and dashboard ports), not SkyPilot's own Ray on 6380/8266."""
+        gcs, dash = spec["cluster"]["ray_port"], spec["cluster"]["dashboard_port"]
+        return self.ssh(spec, out, [f"ray status --address 127.0.0.1:{gcs} && "
+                                    f"ray summary tasks --address http://127.0.0.1:{dash}"])
+
+    def _found(self, spec: dict, what: str, active: bool = False) -> list[Run]:
+        answer = self.find(spec)
+        runs = [r for r in answer.runs if r.active or not active]
+        if not runs:
+            print(self._nothing(spec, answer, what), file=sys.stderr)
+        return runs
+
+    def down(self, spec: dict, out: Path | None) -> int:
+        if out is not None:
+            return self._cancel(spec) if spec["infra"]["spot"] else self._down(spec)
+        answer = self.find(spec)
+        live = [r for r in answer.runs if r.active]
+        if not live:
+            print(self._nothing(spec, answer, "cluster or in-progress managed job", ": nothing to do"))
+            return 0
+        rc = 0
+        for run in live:
+            print(f"skypilot: taking down {run.where} ({run.state})")
+            rc = (self._down(spec) if run.kind == "cluster" else self._cancel(spec)) or rc
+        return rc
+
+    def _down(self, spec: dict) -> int:
+        return self._run("down", "-y", cluster_name(spec)).returncode  # "not found" exits 0
+
+    def _cancel(self, spec: dict) -> int:
+        proc = self._run("jobs", "cancel", "-y", "-n", cluster_name(spec), capture=True)
+        sys.stdout.write(proc.stdout)
+        sys.stderr.write(proc.stderr)
+        if proc.returncode and any(s in proc.stdout + proc.stderr for s in NOTHING_TO_CANCEL):
+            print(f"skypilot: no managed job {cluster_name(spec)} is running: nothing to cancel")
+            return 0
+        return proc.returncode
+
+
+BACKEND = SkyPilot()

@@ -1,0 +1,431 @@
+"""rlaunch's command line (python -m rlaunch VERB ...), the one the Makefile calls.
+
+Knobs are the Make variables, passed as --INFRA=gcp --NODES=4 ...; empty means "not set". `make`
+passes none on the command line: it exports each knob NAME as RLAUNCH_KNOB_NAME (rlaunch.config.knobs), read
+here byte for byte (fire would parse a flag's value: '"x"' -> x, '[a]' -> a list); a flag given here
+wins over that environment. SET is dotted.key=value overrides split like a shell command line. Every
+verb that acts renders and checks first.
+
+status/logs/down/dashboard/summary act on a run named by RUN_ID (default: the last launch from here). The
+launch's artifacts in build/<run_id> (or OUT) are a cache: with INFRA=... and RUN_ID=... and no
+cache, the backend asks the infrastructure what exists of that run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rlaunch import ROOT
+from rlaunch.backends.base import LaunchPlan
+from rlaunch.errors import ConfigError
+
+# Where status/logs/down find the last launch; tests point it elsewhere.
+LAST_RUN = Path(os.environ.get("RLAUNCH_LAST_RUN") or ROOT / "build" / "last-run")
+PLAN_TXT = LaunchPlan.PLAN_TXT  # what `make plan` printed, beside the artifacts it describes
+
+
+def _knobs(kw: dict) -> dict[str, str]:
+    from rlaunch.config.load import KNOBS
+
+    out = {}
+    for name, value in kw.items():
+        if name not in KNOBS:
+            raise ConfigError(name, value, "a knob is one of " + ", ".join(KNOBS))
+        # fire turns "true"/"3" into bool/int: give the config loader the text the user typed.
+        out[name] = str(value).lower() if isinstance(value, bool) else ("" if value is None else str(value))
+    return out
+
+
+def _with_env(given: dict, names) -> dict:
+    """The knobs `make` exported (RLAUNCH_KNOB_*) among `names`, then the flags given here over them."""
+    from rlaunch.config.knobs import from_env
+
+    out = {k: v for k, v in from_env().items() if k in names}
+    out.update({k: v for k, v in given.items() if v not in (None, "")})
+    return out
+
+
+def _spec(preset: str, set_: str, out: str, knobs: dict, rules: bool = True):
+    from rlaunch.config import load as config
+
+    if not isinstance(set_, str):  # fire reads --SET='[a, b]' as a list
+        set_ = " ".join(map(str, set_))
+    given = _with_env({"PRESET": preset, "SET": set_, "OUT": out, **knobs}, {"PRESET", "SET", *config.KNOBS})
+    preset, set_ = str(given.pop("PRESET", "")), str(given.pop("SET", ""))
+    return config.load(preset, _knobs(given), set_, rules=rules)
+
+
+def _render(spec: dict) -> tuple[object, dict[str, str]]:
+    from rlaunch import backends
+
+    return backends.get(spec["infra"]["name"]), LaunchPlan.render(spec).files
+
+
+def _write(out: Path, files: dict[str, str]) -> None:
+    for relpath, text in files.items():
+        path = out / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if text.startswith("#!"):
+            path.chmod(0o755)
+
+
+def _summary(spec: dict, backend, files: dict[str, str], checks: list[str]) -> str:
+    from rlaunch import frameworks
+
+    c, p = spec["cluster"], spec["paths"]
+    fw = frameworks.get(spec["framework"]["name"])
+    gpus = f"{c['gpus_per_node']} x {c['accelerator']}" if c["gpus_per_node"] else "CPU only"
+    from rlaunch.plan.render import shjoin
+
+    lines = [
+        f"plan for run {spec['run']['id']} (preset {spec['preset']})",
+        f"  infra       {spec['infra']['name']}" + (f" ({spec['infra']['sky_infra']})"
+                                                   if spec["infra"]["sky_infra"] else ""),
+        f"  nodes       {c['nodes']} x ({gpus})",
+        f"  framework   {spec['framework']['name']} {spec['pins']['framework_version']}"
+        f"{' @ ' + spec['pins']['framework_commit'][:12] if spec['pins']['framework_commit'] else ''}",
+        f"  image       {spec['pins']['image']}",
+        f"  algorithm   {spec['algo']['name']} (group size {spec['algo']['group_size']})",
+        f"  entrypoint  {shjoin(fw.command(spec))}",
+        *_inputs_lines(spec),
+        f"  checkpoints {p['ckpt_dir']}",
+        f"  run dir     {p['run_dir']}   (logs, metrics, preflight.json, verification.json)",
+        f"  artifacts   {spec['run']['out']}/ ({', '.join(sorted(files))})",
+        f"  secrets     by reference only: {', '.join(spec['secrets']) or '(none)'}",
+        "  checks      " + ("\n              ".join(checks) if checks else "(none)"),
+        "  launch would run:",
+    ]
+    lines += [f"    {line}" for line in backend.plan(spec, files)]
+    return "\n".join(lines)
+
+
+def _inputs_lines(spec: dict) -> list[str]:
+    """The inputs layout the run expects on the shared storage (rlaunch.plan.inputs)."""
+    from rlaunch.plan import inputs
+
+    found = inputs.layout(spec) or ["none on the shared storage (the job makes its own)"]
+    return [f"  {'inputs' if i == 0 else '':<12}{line}" for i, line in enumerate(found)]
+
+
+class Frameworks:
+    """The frameworks rlaunch has a package for (tools/rlaunch/frameworks/<name>/), as the scripts ask."""
+
+    def list(self, validated=False, image=False):
+        """The framework names, one a line; --validated: those with their own config loader;
+        --image: those with an rlaunch image (a Dockerfile)."""
+        from rlaunch import frameworks
+
+        names = [n for n in frameworks.names()
+                 if (not _flag(validated) or frameworks.descriptor(n).validator)
+                 and (not _flag(image) or frameworks.descriptor(n).images.dockerfile)]
+        print("\n".join(names))
+
+    def needs(self, name):
+        """The packages NAME's config loader imports beyond the framework (its validator venv's), one a line."""
+        print("\n".join(_validator_needs(name)))
+
+    def show(self, name):
+        """NAME's descriptor as JSON: CPU rule, metric modules, validator, images."""
+        import dataclasses
+
+        from rlaunch import frameworks
+
+        print(json.dumps(dataclasses.asdict(frameworks.descriptor(str(name))), indent=2))
+
+    def requires(self, name, site, torch, ray):
+        """The lock inputs of NAME's validator venv (scripts/setup-validators): each package its
+        loader needs, with the specifier NAME's own metadata (found in SITE, a site-packages that
+        holds NAME alone) gives it, torch and ray at the pins given (TORCH, RAY), one a line."""
+        from importlib import metadata
+
+        from packaging.requirements import Requirement
+        from packaging.utils import canonicalize_name as _canonical
+
+        for flag, value in (("torch", torch), ("ray", ray)):
+            if not isinstance(value, str):  # fire read it as a number: 2.60 would become 2.6
+                raise ConfigError(f"--{flag}", value, "a version fire keeps as text (X.Y.Z, or quoted)")
+        name = str(name)
+        dist = next((d for d in metadata.distributions(path=[str(site)])
+                     if _canonical(d.metadata["Name"]) == _canonical(name)), None)
+        if dist is None:
+            raise ConfigError("site", str(site), f"a site-packages directory that holds {name}")
+        given = {}
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is None or "extra" not in str(req.marker):  # the base requirements only
+                given[_canonical(req.name)] = str(req.specifier)
+        pinned = {"torch": f"torch=={torch}", "ray": f"ray=={ray}"}
+        print("\n".join(pinned.get(_canonical(need), need + given.get(_canonical(need), "")) for need in _validator_needs(name)))
+
+
+def _validator_needs(name) -> tuple[str, ...]:
+    from rlaunch import frameworks
+
+    validator = frameworks.descriptor(str(name)).validator
+    if validator is None:
+        raise ConfigError("framework.name", name, "a framework with its own config loader: "
+                          + ", ".join(n for n in frameworks.names() if frameworks.descriptor(n).validator))
+    return tuple(validator.needs)
+
+
+def _flag(value) -> bool:
+    return str(value).lower() in ("1", "true", "yes")
+
+
+class Cli:
+    """rlaunch: render, plan, launch, status, logs, down an RL post-training run on Ray."""
+
+    def __init__(self):
+        self.frameworks = Frameworks()
+
+    def render(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803 - the Make knobs' names
+        """Write every artifact of a launch under OUT (default build/<run_id>); touch nothing else."""
+        spec = _spec(PRESET, SET, OUT, knobs)
+        _, files = _render(spec)
+        out_dir = Path(spec["run"]["out"])
+        _write(out_dir, files)
+        print(f"rendered {len(files)} files to {out_dir}")
+
+    def plan(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
+        """Render, run every offline validation, print what launch would do."""
+        spec = _spec(PRESET, SET, OUT, knobs)
+        self._plan(spec)
+
+    def _plan(self, spec: dict):
+        """The LaunchPlan: rendered, checked offline, written to OUT with plan.txt, printed."""
+        from rlaunch.config import modelfacts
+        from rlaunch.plan import imagecheck
+        from rlaunch.plan import memory
+
+        backend, files = _render(spec)
+        # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
+        checks = [modelfacts.check(spec), memory.check(spec), *backend.check(spec, files)]
+        checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
+        summary = _summary(spec, backend, files, checks)
+        steps = tuple(backend.plan(spec, files))
+        # plan.txt travels with the artifacts: job.sh copies them into the run directory.
+        plan = LaunchPlan(spec, Path(spec["run"]["out"]), {**files, PLAN_TXT: summary + "\n"}, tuple(checks), steps)
+        _write(plan.out, plan.files)
+        print(summary)
+        return backend, plan
+
+    def launch(self, PRESET="", SET="", OUT="", RESUME="", **knobs):  # noqa: N803
+        """Plan, then act: form the cluster / submit, follow, verify. RESUME=1 continues RUN_ID."""
+        from rlaunch import backends
+
+        resume = _resume(_with_env({"RESUME": RESUME}, {"RESUME"}).get("RESUME", ""))
+        spec = _spec(PRESET, SET, OUT, knobs)
+        _smoke_guard(spec)
+        backends.get(spec["infra"]["name"]).require_secrets(spec)  # exit 3 before anything exists
+        # Before anything is written: a used RUN_ID, or one another launch holds, is refused here.
+        with backends.get(spec["infra"]["name"]).claim(spec, resume):
+            backend, plan = self._plan(spec)
+            LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
+            LAST_RUN.write_text(str(plan.out) + "\n")
+            return _exit(backend.launch(plan))  # the plan's files: launch renders nothing again
+
+    def _existing(self, run_id: str, out: str) -> tuple[dict | None, Path]:
+        if out:
+            out_dir = Path(out)
+        elif run_id:
+            out_dir = ROOT / "build" / str(run_id)
+        elif LAST_RUN.exists():
+            out_dir = Path(LAST_RUN.read_text().strip())
+        else:
+            return None, Path()
+        spec_path = out_dir / "spec.json"
+        if not spec_path.exists():
+            return None, out_dir
+        from rlaunch.config.spec import Spec
+
+        return Spec.read(spec_path), out_dir
+
+    def _which(self, RUN_ID="", OUT="", PRESET="", SET="", **knobs) -> tuple[dict, Path | None]:  # noqa: N803
+        """The run to act on, and its artifacts on this machine (None: known by its id alone).
+
+        The cached spec (OUT, build/<RUN_ID>, or the last launch) is used when it is for the INFRA
+        asked (or none is asked); otherwise INFRA and RUN_ID make a spec from the config, and the
+        backend asks the infrastructure."""
+        from rlaunch.config.load import KNOBS
+
+        given = _with_env({"RUN_ID": RUN_ID, "OUT": OUT, **_knobs(knobs)}, set(KNOBS))
+        run_id, infra = str(given.get("RUN_ID", "")), str(given.get("INFRA", ""))
+        cached, out_dir = self._existing(run_id, str(given.get("OUT", "")))
+        if cached is not None and (not infra or cached["infra"]["name"] == infra) and \
+                (not run_id or cached["run"]["id"] == run_id):
+            return cached, out_dir
+        if not run_id:
+            raise ConfigError("RUN_ID", "", "the run to act on: no launch from this machine to default to"
+                              + (f" ({out_dir} has no spec.json)" if str(out_dir) != "." else "")
+                              + "; `make runs` lists the runs the infrastructures know")
+        if not infra:
+            raise ConfigError("INFRA", "", f"the infrastructure run {run_id} is on: this machine has no "
+                              f"{out_dir / 'spec.json'} to tell (local, gcp, aws, azure, k8s, sky, kuberay, "
+                              "aistudio; `make runs` lists the runs each infrastructure knows)")
+        return _spec(PRESET, SET, "", {**knobs, "RUN_ID": run_id}, rules=False), None
+
+    def _act(self, verb: str, **kw):
+        spec, out_dir = self._which(**kw)
+        from rlaunch import backends
+
+        return _exit(getattr(backends.get(spec["infra"]["name"]), verb)(spec, out_dir))
+
+    def status(self, **kw):
+        """Nodes and job state of the last (or RUN_ID's) launch."""
+        return self._act("status", **kw)
+
+    def logs(self, **kw):
+        """Follow the job's log."""
+        return self._act("logs", **kw)
+
+    def down(self, **kw):
+        """Remove everything launch created; fine when nothing is up."""
+        return self._act("down", **kw)
+
+    def dashboard(self, PORT="", **kw):  # noqa: N803
+        """Open the Ray dashboard from this machine: a forward (local, KubeRay) or the endpoint."""
+        port = _port(_with_env({"PORT": PORT}, {"PORT"}).get("PORT", ""))
+        spec, out_dir = self._which(**kw)
+        from rlaunch import backends
+
+        return _exit(backends.get(spec["infra"]["name"]).dashboard(spec, out_dir, port=port))
+
+    def ssh(self, **kw):
+        """A shell on the run's SkyPilot cluster head (ssh <cluster>)."""
+        return self._on_sky("ssh", **kw)
+
+    def ray_status(self, **kw):
+        """`ray status` and `ray summary tasks` on the run's SkyPilot cluster head, over ssh."""
+        return self._on_sky("ray_status", **kw)
+
+    def _on_sky(self, verb: str, **kw):
+        spec, out_dir = self._which(**kw)
+        from rlaunch import backends
+
+        backend = backends.get(spec["infra"]["name"])
+        if not hasattr(backend, verb):
+            raise ConfigError("INFRA", spec["infra"]["name"], "a SkyPilot infrastructure (gcp, aws, azure, k8s, "
+                              f"sky): `make {verb.replace('_', '-')}` uses the ssh alias SkyPilot writes; "
+                              "`make status` and `make dashboard` work on every infrastructure")
+        return _exit(getattr(backend, verb)(spec, out_dir))
+
+    def summary(self, **kw):
+        """The closing summary of the last (or RUN_ID's) launch, from its run directory. In a GitHub
+        Actions job ($GITHUB_STEP_SUMMARY set) it is also appended there as Markdown, with the
+        verification table."""
+        spec, out_dir = self._which(**kw)
+        from rlaunch.runs.summary import closing_summary, markdown_summary
+
+        run_dir, out = Path(spec["paths"]["run_dir"]), out_dir or Path(spec["run"]["out"])
+        print(closing_summary(spec, run_dir, out))
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if step_summary:
+            with open(step_summary, "a", encoding="utf-8") as fh:
+                fh.write(markdown_summary(spec, run_dir, out))
+
+    def runs(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
+        """Every rlaunch run the reachable infrastructures know (INFRA=... for one), one line each."""
+        from rlaunch.runs import listing as runs
+        from rlaunch.config.load import KNOBS
+
+        infra = str(_with_env(_knobs(knobs), set(KNOBS)).get("INFRA", ""))
+        print(runs.report(runs.collect(infra, lambda name: _spec(PRESET, SET, "", {**knobs, "INFRA": name}, rules=False))))
+
+    def tensorboard(self, RUN_ID="", OUT="", RUNS="", RUN_DIR="", PORT="", **_ignored):  # noqa: N803
+        """Serve TensorBoard on localhost for a run (default: the last launch) or several side by side."""
+        from rlaunch.runs import board
+        from rlaunch.runs import lookup as runref
+
+        given = _with_env({"RUN_ID": RUN_ID, "OUT": OUT, "RUNS": RUNS, "RUN_DIR": RUN_DIR, "PORT": PORT},
+                          {"RUN_ID", "OUT", "RUNS", "RUN_DIR", "PORT"})
+        refs = runref.split_refs(given.get("RUNS", "")) + ([str(given["RUN_DIR"])] if given.get("RUN_DIR") else [])
+        if not refs:  # one run, found as status/logs/down find it, else by id on the local storage
+            run_id = str(given.get("RUN_ID", "")).strip()
+            spec, out_dir = self._existing(run_id, str(given.get("OUT", "")))
+            refs = [str(out_dir) if spec is not None else run_id]
+            if not refs[0]:
+                raise ConfigError("RUN_ID", "", "a run id (or RUNS=\"id1 id2\", RUN_DIR=...): no launch "
+                                  "recorded in build/last-run")
+        port = _port(given.get("PORT", ""))
+        return _exit(board.serve(runref.find_all(refs), port))
+
+    def compare(self, RUNS="", OUT="", **_ignored):  # noqa: N803
+        """One PNG of the runs' reward curves (smoothed, labelled by id and differing config), and a table."""
+        from rlaunch.runs import compare
+        from rlaunch.runs import lookup as runref
+
+        given = _with_env({"RUNS": RUNS, "OUT": OUT}, {"RUNS", "OUT"})
+        refs, out = str(given.get("RUNS", "")), str(given.get("OUT", "")).strip()
+        found = runref.find_all(refs)
+        if len(found) < 1:
+            raise ConfigError("RUNS", refs, 'one or more run ids or run directories, e.g. RUNS="id1 id2"')
+        png, text = compare.compare(found, Path(out) if out else None)
+        print(text)
+        print(f"compare: reward curves of {len(found)} run(s) in {png}")
+
+    def job(self, action, address, submission_id, **kw):
+        """submit | follow | status | stop a Ray job (used inside the cluster's network)."""
+        from rlaunch.backends.local import jobs
+
+        fn = {"submit": jobs.submit, "follow": jobs.follow, "status": jobs.status, "stop": jobs.stop}
+        if action not in fn:
+            raise ConfigError("job", action, "submit, follow, status or stop")
+        return _exit(fn[action](address, submission_id, **kw))
+
+    def presets(self):
+        """List the presets."""
+        from rlaunch.config.load import available
+
+        print("\n".join(available("presets")))
+
+    def config(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
+        """Print the merged, validated spec as JSON."""
+        print(_spec(PRESET, SET, OUT, knobs).json_text(), end="")
+
+
+def _smoke_guard(spec: dict) -> None:
+    """A real run never resumes from a smoke run's directory, nor a smoke run writes into a real
+    one's. Where the run directory is on this machine (INFRA=local) it is checked before anything
+    starts; everywhere, job.sh checks it again on the cluster."""
+    run_dir, smoke = Path(spec["paths"]["run_dir"]), spec["train"]["smoke"]
+    if (run_dir / "SMOKE").exists() and not smoke:
+        raise ConfigError("RUN_ID", spec["run"]["id"], f"an id whose run directory is not a smoke run's: {run_dir} "
+                          "holds SMOKE, and a real run never resumes from a smoke run")
+    if smoke and (run_dir / "spec.json").exists() and not (run_dir / "SMOKE").exists():
+        raise ConfigError("RUN_ID", spec["run"]["id"], f"a new id for the smoke run: {run_dir} holds a real run")
+
+
+def _resume(value) -> bool:
+    """RESUME= as typed: empty or 0 is a new run, 1 continues RUN_ID (rlaunch.config.knobs' rule)."""
+    from rlaunch.config.knobs import RULES
+
+    text = str(value).strip().lower()
+    text = {"true": "1", "false": "0"}.get(text, text)  # fire reads --RESUME=1 as True
+    problem = RULES["RESUME"](text) if text else None
+    if problem:
+        raise ConfigError("RESUME", value, problem + " (1: continue RUN_ID from its last checkpoint)")
+    return text == "1"
+
+
+def _port(value) -> int | None:
+    """PORT= as typed: empty means the verb's default; otherwise a TCP port (0: any free one)."""
+    text = str(value).strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) > 65535:
+        raise ConfigError("PORT", text, "a TCP port, 0-65535 (0: any free port)")
+    return int(text)
+
+
+def _exit(code) -> None:
+    if code:
+        raise SystemExit(int(code))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rlaunch import firecli
+
+    return firecli.run(Cli, "rlaunch", "rlaunch", argv)

@@ -1,0 +1,235 @@
+"""`make import SCRIPT=run_grpo.sh [NAME=...]`: a verl or AReaL launch script becomes a preset,
+configs/presets/<name>.yaml (issue 29).
+
+Safe: the script is read, never executed. Its text is split the way bash would split it (shlex, with
+line continuations joined and comments dropped); simple `VAR=value` / `export VAR=value` lines are
+remembered and `$VAR`, `${VAR}`, `${VAR:-default}` expanded from them (what is not defined there, such
+as $HOME, is said to be unresolved). The trainer command line (verl's `verl.trainer.main_ppo`, AReaL's
+`areal.launcher.*` or `python3 <script>.py --config ...`) is then read key by key: what rlaunch owns
+is mapped onto its keys by the framework's own table (its adapter's `owned`, rlaunch.config.overrides), what
+rlaunch makes itself (data files, output directories, experiment names) is dropped, and the rest goes
+into framework.overrides. Every mapped and every dropped key is printed with why.
+
+    python -m rlaunch.cli.importer SCRIPT [--name NAME] [--out DIR] [--accelerator H100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from rlaunch import CONFIGS, frameworks
+from rlaunch.errors import ConfigError
+from rlaunch.config.overrides import value as parse_value
+
+VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_]\w*)(?::-(?P<default>[^}]*))?\}|(?P<plain>[A-Za-z_]\w*))")
+ASSIGN = re.compile(r"[A-Za-z_]\w*=")
+# What rlaunch makes itself: dropped, with why.
+DROPPED = {
+    "verl": {
+        "data.train_files": "data files are rlaunch's: data.dataset's pinned download (or SET data.path=<dir>)",
+        "data.val_files": "data files are rlaunch's: data.dataset's pinned download (or SET data.path=<dir>)",
+        "trainer.experiment_name": "the experiment name is the run's (run.name)",
+        "trainer.default_local_dir": "checkpoints go to the run directory",
+        "trainer.resume_mode": "rlaunch resumes every restart from the run's checkpoints (auto)",
+        "trainer.logger": "rlaunch's loggers: console, file (postflight reads it), wandb with logging.wandb",
+    },
+    "areal": {
+        "experiment_name": "the experiment name is the run's (run.name)",
+        "trial_name": "the trial name is the run's id (run.id)",
+        "cluster.fileroot": "outputs go to the run directory",
+        "allocation_mode": "rlaunch renders rollout.backend / actor.backend from the GPUs (half generate, half train)",
+        "train_dataset.path": "the dataset is rlaunch's: data.dataset's pinned download (or SET data.path=<dir>)",
+        "valid_dataset.path": "the dataset is rlaunch's: data.dataset's pinned download (or SET data.path=<dir>)",
+    },
+}
+DATASETS = ("gsm8k", "math")
+
+
+@dataclass
+class Imported:
+    framework: str
+    preset: dict
+    mapped: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+
+
+def logical_lines(text: str) -> list[list[str]]:
+    """The script's commands as bash splits them: continuations joined, comments dropped."""
+    joined = re.sub(r"\\\r?\n", " ", text)
+    out = []
+    for line in joined.splitlines():
+        try:
+            words = shlex.split(line, comments=True, posix=True)
+        except ValueError:
+            continue  # an unbalanced quote: not a line this reader understands (it is said below)
+        if words:
+            out.append(words)
+    return out
+
+
+def expand(word: str, env: dict[str, str], unresolved: list[str]) -> str:
+    def sub(m: re.Match) -> str:
+        name = m["braced"] or m["plain"]
+        if name in env:
+            return env[name]
+        if m["default"] is not None:
+            return m["default"]
+        if name not in unresolved:
+            unresolved.append(name)
+        return m[0]
+    return VAR.sub(sub, word)
+
+
+def find_command(lines: list[list[str]]) -> tuple[str, list[str], dict[str, str], list[str]]:
+    """(framework, its key=value arguments, the script's variables, unresolved names)."""
+    env: dict[str, str] = {}
+    unresolved: list[str] = []
+    for words in lines:
+        if words[0] == "export":
+            words = words[1:]
+        if words and all(ASSIGN.match(w) for w in words):
+            for w in words:
+                name, _, val = w.partition("=")
+                env[name] = expand(val, env, unresolved)
+            continue
+        for i, w in enumerate(words):
+            if w == "verl.trainer.main_ppo" or w.endswith("verl/trainer/main_ppo.py"):
+                return "verl", [expand(a, env, unresolved) for a in words[i + 1:]], env, unresolved
+            if w.startswith("areal.launcher") or (w.endswith(".py") and "--config" in words[i + 1:]):
+                rest = words[i + 1:]
+                if w.startswith("areal.launcher"):
+                    rest = rest[1:]  # the launcher's own script argument (examples/math/gsm8k_grpo.py)
+                return "areal", [expand(a, env, unresolved) for a in rest], env, unresolved
+    raise ConfigError("SCRIPT", "", "a script that runs verl (python3 -m verl.trainer.main_ppo ...) or AReaL "
+                      "(python3 -m areal.launcher.<local|ray> <entry>.py --config ... key=value ...)")
+
+
+def _put(tree: dict, key: str, val) -> None:
+    node = tree
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = val
+
+
+def convert(text: str, accelerator: str = "H100") -> Imported:
+    lines = logical_lines(text)
+    name, args, _env, unresolved = find_command(lines)
+    owned = frameworks.get(name).owned
+    result = Imported(name, {"framework": {"name": name, "overrides": []}}, unresolved=unresolved)
+    preset, overrides = result.preset, result.preset["framework"]["overrides"]
+    seen: dict[str, str] = {}
+    args_iter = iter(args)
+    for arg in args_iter:
+        if arg in ("$@", "$*", '"$@"'):
+            result.dropped.append(f"{arg}: the script's own extra arguments (none when rlaunch runs it)")
+            continue
+        if arg == "--config":
+            result.dropped.append(f"--config {next(args_iter, '')}: rlaunch renders AReaL's experiment YAML "
+                                  "(gsm8k_grpo.yaml's settings at the pin)")
+            continue
+        key, sep, raw = arg.partition("=")
+        bare = key.lstrip("+~")
+        if not sep:
+            result.dropped.append(f"{arg}: not a key=value override")
+            continue
+        why = DROPPED[name].get(bare)
+        if bare == "trainer.logger" and "wandb" in raw:
+            _put(preset, "logging.wandb", True)
+            result.mapped.append("logging.wandb=True: trainer.logger has wandb (WANDB_API_KEY is forwarded by name)")
+        if bare.endswith("train_files") and any(d in raw for d in DATASETS):
+            dataset = next(d for d in DATASETS if d in raw)
+            if "dataset" not in preset.get("data", {}):
+                _put(preset, "data.dataset", dataset)
+                result.mapped.append(f"data.dataset={dataset}: the script's train files are {dataset}'s")
+        if why:
+            result.dropped.append(f"{bare}={raw}: {why}")
+            continue
+        if "$" in raw:
+            result.dropped.append(f"{bare}={raw}: holds a variable the script does not define "
+                                  f"({', '.join(unresolved) or '?'}); set it yourself")
+            continue
+        rule = owned.get(bare)
+        if rule is None:
+            overrides.append(f"{key}={raw}")
+            continue
+        if rule.refuse:
+            result.dropped.append(f"{bare}={raw}: rlaunch's {rule.key} decides it ({rule.refuse})")
+            continue
+        if rule.keep:
+            overrides.append(f"{key}={raw}")
+        val = rule.convert(parse_value(raw)) if rule.convert else parse_value(raw)
+        if rule.key in seen and seen[rule.key] != repr(val):
+            result.dropped.append(f"{bare}={raw}: {rule.key} is already {seen[rule.key]} (from an earlier key)")
+            continue
+        seen[rule.key] = repr(val)
+        _put(preset, rule.key, val)
+        result.mapped.append(f"{rule.key}={val!r}: from {bare}")
+        if bare == "algorithm.adv_estimator":
+            algo = "ppo" if val == "gae" else "grpo"
+            _put(preset, "algo.name", algo)
+            result.mapped.append(f"algo.name={algo}: adv_estimator {val}")
+    if name == "areal":
+        _put(preset, "algo.name", "grpo")
+    if preset.get("cluster", {}).get("gpus_per_node") and "accelerator" not in preset["cluster"]:
+        preset["cluster"]["accelerator"] = accelerator
+        result.mapped.append(f"cluster.accelerator={accelerator!r}: the script does not say (ACCELERATOR= changes it)")
+    return result
+
+
+def render(result: Imported, source: str) -> str:
+    head = [f"# Imported by `make import` from {source} (the script was read, not run).",
+            "# Mapped onto rlaunch's keys:", *[f"#   {m}" for m in result.mapped],
+            "# Dropped:", *[f"#   {d}" for d in result.dropped]]
+    if result.unresolved:
+        head.append(f"# Unresolved variables: {', '.join(result.unresolved)}")
+    return "\n".join(head) + "\n" + yaml.safe_dump(result.preset, sort_keys=False, default_flow_style=False)
+
+
+def preset_name(script: Path, name: str) -> str:
+    base = name or re.sub(r"[^a-z0-9-]+", "-", script.stem.lower()).strip("-")
+    return base if base.startswith(("verl-", "areal-")) or name else f"imported-{base}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rlaunch.cli.importer", description=__doc__.split("\n")[0])
+    parser.add_argument("script")
+    parser.add_argument("--name", default="")
+    parser.add_argument("--out", default=str(CONFIGS / "presets"))
+    parser.add_argument("--accelerator", default="H100")
+    args = parser.parse_args(argv)
+    script = Path(args.script)
+    try:
+        if not args.script or not script.is_file():
+            raise ConfigError("SCRIPT", args.script, "a launch script file (make import SCRIPT=path/to/run.sh)")
+        result = convert(script.read_text(encoding="utf-8"), args.accelerator or "H100")
+    except ConfigError as err:
+        print(f"rlaunch: {err}", file=sys.stderr)
+        return err.exit_code
+    name = preset_name(script, args.name)
+    out = Path(args.out) / f"{name}.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(result, str(script)), encoding="utf-8")
+    print(f"import: {script} ({result.framework}) read, not run -> {out}")
+    for line in result.mapped:
+        print(f"  mapped   {line}")
+    for line in result.dropped:
+        print(f"  dropped  {line}")
+    print(f"  kept     {len(result.preset['framework']['overrides'])} framework.overrides "
+          "(the framework's loader checks them at make plan)")
+    if result.unresolved:
+        print(f"  unresolved: {', '.join(result.unresolved)} (not defined in the script)")
+    print(f"then: make plan PRESET={name} INFRA=...")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

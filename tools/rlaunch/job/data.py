@@ -1,0 +1,303 @@
+"""Prepare a dataset (or a model) on shared storage at the revision pinned in configs/versions.yaml.
+
+gsm8k and math become the parquet files verl reads (train.parquet, test.parquet) with verl's columns:
+data_source, prompt (chat messages), ability, reward_model {style, ground_truth}, extra_info; boba is
+the pinned JSONL file as is. Every output directory gets a SHA256SUMS manifest (sha256sum's format)
+and a dataset.json saying what was loaded, so every node and every rerun can check it has the same
+bytes. Loading goes through `datasets.load_dataset(..., revision=...)`, the same code online or on a
+local copy (--source DIR: a directory of JSON/parquet files per split; the tests use one).
+
+Usage:
+    python -m rlaunch.job.data --dataset=gsm8k --out=DIR [--source=DIR_OR_HF_ID] [--revision=REV]
+    python -m rlaunch.job.data --dataset=gsm8k --snapshot --out=DIR    (the HF repository as is)
+    python -m rlaunch.job.data --model=qwen2.5-0.5b-instruct --out=DIR
+    python -m rlaunch.job.data --hf-id=Qwen/Qwen3-8B --revision=COMMIT --out=DIR   (model.path=<org>/<name>)
+    python -m rlaunch.job.data --adopt=DIR --what=model [--require=FILE ...]
+        (inputs a user put on the shared storage: their SHA256SUMS computed once, then checked)
+
+Env:
+    HF_TOKEN         read by huggingface_hub for gated models/datasets (never printed)
+    RLAUNCH_VERSIONS versions file (default: configs/versions.yaml)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+from rlaunch.config import pins
+from rlaunch.errors import ConfigError, MissingPrerequisite
+
+CONVERTED = ("gsm8k", "math")
+MANIFEST = "SHA256SUMS"
+GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
+MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
+
+
+# --- verl's rows -------------------------------------------------------------------------------
+
+def gsm8k_answer(solution: str) -> str:
+    """GSM8K's ground truth: the number after '####', without thousands separators."""
+    m = re.search(r"####\s*(-?[0-9.,]+)", solution)
+    if not m:
+        raise ValueError(f"no '#### <number>' in GSM8K answer: {solution[-80:]!r}")
+    return m.group(1).replace(",", "").rstrip(".")
+
+
+def last_boxed(text: str) -> str:
+    """The content of the last \\boxed{...} (or \\fbox{...}), braces balanced."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        raise ValueError(f"no \\boxed{{}} in MATH solution: {text[-80:]!r}")
+    i = text.index("{", start) + 1
+    depth, j = 1, i
+    while j < len(text) and depth:
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        j += 1
+    if depth:
+        raise ValueError(f"unbalanced \\boxed{{ in MATH solution: {text[start:start + 80]!r}")
+    return text[i:j - 1]
+
+
+def to_row(dataset: str, hf_id: str, split: str, index: int, example: dict) -> dict:
+    if dataset == "gsm8k":
+        question, ground = example["question"], gsm8k_answer(example["answer"])
+        content = f"{question} {GSM8K_INSTRUCTION}"
+        extra = {"split": split, "index": index, "answer": example["answer"], "question": question}
+    else:
+        question, ground = example["problem"], last_boxed(example["solution"])
+        content = f"{question} {MATH_INSTRUCTION}"
+        extra = {"split": split, "index": index}
+    return {"data_source": hf_id, "prompt": [{"role": "user", "content": content}], "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": ground}, "extra_info": extra}
+
+
+# --- manifests ---------------------------------------------------------------------------------
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# Not inputs: the hub client's download records, and a git clone's own store (seed 002 clones the
+# model with git lfs: its .git holds a second copy of every weight).
+NOT_INPUTS = (".cache", ".git")
+
+
+def input_files(directory: Path) -> list[Path]:
+    """Every file below directory that is part of the input (sorted), SHA256SUMS itself left out."""
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST
+                  and not set(NOT_INPUTS) & set(p.relative_to(directory).parts))
+
+
+def manifest_text(directory: Path) -> str:
+    """SHA256SUMS of every input file below directory (sorted, sha256sum's format)."""
+    return "".join(f"{sha256(p)}  {p.relative_to(directory).as_posix()}\n" for p in input_files(directory))
+
+
+def write_manifest(directory: Path) -> Path:
+    """Write directory's SHA256SUMS (`sha256sum -c` reads it)."""
+    out = directory / MANIFEST
+    out.write_text(manifest_text(directory), encoding="utf-8")
+    return out
+
+
+def verify_manifest(directory: Path) -> list[str]:
+    """The files its SHA256SUMS lists that are missing or differ (sha256sum --check, in Python)."""
+    bad = []
+    for line in (directory / MANIFEST).read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.partition("  ")
+        name = name.lstrip("*")
+        path = directory / name
+        if not name or not path.is_file() or sha256(path) != digest:
+            bad.append(name or line)
+    return bad
+
+
+def _has(names: list[str], pattern: str) -> bool:
+    """FILE, or *.ext: at least one file with that suffix."""
+    if pattern.startswith("*"):
+        return any(n.endswith(pattern[1:]) for n in names)
+    return pattern in names
+
+
+def adopt(directory: Path, what: str, required: tuple[str, ...] = ()) -> dict:
+    """A directory the user put on the shared storage: its SHA256SUMS is computed once (when it has
+    none), after its required files are found; one that no longer matches its manifest is refused."""
+    if not directory.is_dir():
+        raise MissingPrerequisite(f"the {what} directory {directory}", "put the files there first (the "
+                                  "config key that names it: model.path / data.path), or leave it empty "
+                                  "for rlaunch's pinned download")
+    manifest = directory / MANIFEST
+    if manifest.is_file():
+        bad = verify_manifest(directory)
+        if bad:
+            raise MissingPrerequisite(
+                f"the {what} in {directory} as its {MANIFEST} lists it",
+                f"{', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''} missing or changed since the manifest "
+                f"was computed; if you changed them on purpose, delete {manifest} and launch again")
+        return {"what": what, "dir": str(directory), "manifest": "verified",
+                "files": len(manifest.read_text(encoding="utf-8").splitlines())}
+    names = [p.relative_to(directory).as_posix() for p in input_files(directory)]
+    missing = [f for f in required if not _has(names, f)]
+    if missing:
+        raise MissingPrerequisite(f"{', '.join(missing)} in the {what} directory {directory}",
+                                  f"it holds {len(names)} files; is it the right directory?")
+    write_manifest(directory)
+    return {"what": what, "dir": str(directory), "manifest": "computed",
+            "files": len(manifest.read_text(encoding="utf-8").splitlines())}
+
+
+# --- preparation -------------------------------------------------------------------------------
+
+def dataset_pin(dataset: str) -> dict:
+    table = pins.load_versions()["datasets"]
+    if dataset not in table or not table[dataset].get("hf_id"):
+        allowed = ", ".join(k for k, v in table.items() if v.get("hf_id"))
+        raise ConfigError("DATASET", dataset, f"one of {allowed} (pinned in configs/versions.yaml)")
+    return dict(table[dataset])
+
+
+def prepare(dataset: str, out: Path, source: str = "", revision: str = "") -> dict:
+    """Load the pinned dataset (or `source`), convert it for verl, write parquet + SHA256SUMS."""
+    pin = dataset_pin(dataset)
+    revision = revision or str(pin.get("revision", ""))
+    out.mkdir(parents=True, exist_ok=True)
+    if dataset not in CONVERTED:
+        return _fetch_file(dataset, pin, out, revision)
+    import datasets  # heavy; only preparation needs it
+
+    where = source or pin["hf_id"]
+    kwargs = {"revision": revision} if revision else {}
+    if source and Path(source).is_dir():
+        loaded = datasets.load_dataset(source, **kwargs)  # a local copy: its files, per split
+    else:
+        loaded = datasets.load_dataset(where, pin.get("config") or None, **kwargs)
+    counts = {}
+    for split in ("train", "test"):
+        if split not in loaded:
+            raise ConfigError("DATASET", dataset, f"a dataset with a '{split}' split ({where} has "
+                              f"{', '.join(loaded)})")
+        rows = [to_row(dataset, pin["hf_id"], split, i, ex) for i, ex in enumerate(loaded[split])]
+        datasets.Dataset.from_list(rows).to_parquet(str(out / f"{split}.parquet"))
+        counts[split] = len(rows)
+    info = {"dataset": dataset, "hf_id": pin["hf_id"], "config": pin.get("config", ""),
+            "revision": revision, "source": where, "rows": counts, "schema": "verl"}
+    (out / "dataset.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_manifest(out)
+    return info
+
+
+def _fetch_file(dataset: str, pin: dict, out: Path, revision: str) -> dict:
+    from huggingface_hub import hf_hub_download
+
+    name = pin.get("file") or ""
+    if not name:
+        raise ConfigError("DATASET", dataset, "gsm8k or math (others need a `file:` pin to download)")
+    hf_hub_download(pin["hf_id"], name, repo_type="dataset", revision=revision or None, local_dir=str(out))
+    info = {"dataset": dataset, "hf_id": pin["hf_id"], "file": name, "revision": revision}
+    (out / "dataset.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_manifest(out)
+    return info
+
+
+def snapshot(dataset: str, out: Path, revision: str = "") -> dict:
+    """The pinned dataset repository as is (AReaL loads GSM8K itself with load_dataset(dir, "main"))."""
+    from huggingface_hub import snapshot_download
+
+    pin = dataset_pin(dataset)
+    revision = revision or str(pin.get("revision", ""))
+    snapshot_download(pin["hf_id"], repo_type="dataset", revision=revision or None, local_dir=str(out))
+    write_manifest(out)
+    return {"dataset": dataset, "hf_id": pin["hf_id"], "revision": revision, "snapshot": True}
+
+
+def fetch_model(model: str, out: Path) -> dict:
+    """snapshot_download of the pinned model revision into out, plus SHA256SUMS."""
+    table = pins.load_versions()["models"]
+    pin = table.get(model) or {}
+    if not pin.get("hf_id"):
+        raise ConfigError("MODEL", model, "one of " + ", ".join(k for k, v in table.items() if v.get("hf_id")))
+    if pin.get("hub", "huggingface") != "huggingface":
+        raise ConfigError("MODEL", model, f"a Hugging Face model; {pin['hf_id']} is pinned on {pin['hub']}: "
+                          "download it with that hub's client into the model dir")
+    from huggingface_hub import snapshot_download
+
+    snapshot_download(pin["hf_id"], revision=pin["revision"] or None, local_dir=str(out))
+    write_manifest(out)
+    return {"model": model, "hf_id": pin["hf_id"], "revision": pin["revision"]}
+
+
+def fetch_hub_model(hf_id: str, revision: str, out: Path) -> dict:
+    """snapshot_download of any Hub model at `revision` into out, plus SHA256SUMS (model.path=<org>/<name>)."""
+    from huggingface_hub import snapshot_download
+
+    snapshot_download(hf_id, revision=revision or None, local_dir=str(out))
+    write_manifest(out)
+    return {"hf_id": hf_id, "revision": revision}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rlaunch.job.data", description=__doc__.split("\n")[0])
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--dataset", help="gsm8k | math | boba (pinned in configs/versions.yaml)")
+    what.add_argument("--model", help="a model key of configs/versions.yaml models:")
+    what.add_argument("--hf-id", default="", help="any Hub model id (model.path=<org>/<name>), at --revision")
+    what.add_argument("--adopt", help="a directory already on the shared storage: compute its SHA256SUMS "
+                      "once (or check the one it has)")
+    parser.add_argument("--out", default="", help="output directory (created)")
+    parser.add_argument("--what", default="input", help="--adopt: what it holds (model, dataset), for messages")
+    parser.add_argument("--require", action="append", default=[], help="--adopt: a file it must hold "
+                        "(*.ext: at least one such file); repeatable")
+    parser.add_argument("--source", default="", help="load from here instead of the pinned HF id "
+                        "(a local directory of per-split JSON/parquet files, or another HF id)")
+    parser.add_argument("--snapshot", action="store_true", help="download the dataset repository as is "
+                        "(no conversion), e.g. for AReaL")
+    parser.add_argument("--revision", default="", help="override the pinned revision (not for launches)")
+    args = parser.parse_args(argv)
+    if args.adopt:
+        try:
+            info = adopt(Path(args.adopt), args.what, tuple(args.require))
+        except MissingPrerequisite as err:
+            print(f"data: {err}", file=sys.stderr)
+            return err.exit_code
+        print(f"data: {args.what} {args.adopt}: {MANIFEST} {info['manifest']} ({info['files']} files)")
+        return 0
+    if not args.out:
+        print("data: --out is empty: make data DATASET=gsm8k OUT=<dir>", file=sys.stderr)
+        return 2
+    try:
+        if args.dataset and args.snapshot:
+            info = snapshot(args.dataset, Path(args.out), args.revision)
+        elif args.dataset:
+            info = prepare(args.dataset, Path(args.out), args.source, args.revision)
+        elif args.hf_id:
+            info = fetch_hub_model(args.hf_id, args.revision, Path(args.out))
+        else:
+            info = fetch_model(args.model, Path(args.out))
+    except ConfigError as err:
+        print(f"data: {err}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError) as err:
+        # No route to the Hub (offline machine, firewall) surfaces as OSError or as the HTTP
+        # client's RuntimeError after its retries: say what could not be fetched and the way around.
+        what = args.dataset or args.model or args.hf_id
+        print(f"data: could not fetch {what} at its pinned revision ({err.__class__.__name__}: "
+              f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); without access to the "
+              "Hugging Face Hub, prepare it from a local copy: python -m rlaunch.job.data "
+              f"--{'dataset' if args.dataset else 'model'} {what} --source <dir> --out {args.out}",
+              file=sys.stderr)
+        return 3
+    print(f"data: wrote {args.out} ({json.dumps(info, sort_keys=True)}) and {MANIFEST}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

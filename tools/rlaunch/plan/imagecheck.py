@@ -1,0 +1,520 @@
+"""The plan's image check: does the image a run uses fit its framework, before any GPU is paid for.
+
+Three parts, each one line of `make plan` (`lines`):
+  (a) resolve  the framework's install (its wheel metadata, plus the extras the run installs)
+               resolves with pip's own resolver (`pip install --dry-run --report`, the image's
+               python and architecture) with the image's torch, rollout engines, flash-attn and ray
+               held at the image's versions: a conflict means the install would replace them.
+  (b) rollout  the engine the config asks for (rollout.backend) is in the image.
+  (c) ray      the Ray the nodes run (the image's, or the pin where the run installs it) equals
+               the `ray` pin: job submission needs the same Ray on both ends.
+
+The image and its facts: images.<framework> (by_accelerator.<GPU> where the accelerator has its
+own image) in configs/versions.yaml, or framework.image_ref (IMAGE=) with framework.image_facts.
+An IMAGE= without facts is not checked, and the plan says so (a warning, never a pass).
+
+A failed check raises ImageMismatch (exit 2): the image, the package, both versions, and a
+pinned image that fits. Resolutions are cached by (image, facts, requirements, pins) under
+build/imagecheck/ (the metadata pip read in index/, each result in results/): a repeated plan is
+fast and offline. Where the index cannot be reached and nothing is cached, (a) says it was not
+run, and why.
+
+Env: RLAUNCH_IMAGECHECK_CACHE (default build/imagecheck), RLAUNCH_IMAGECHECK_INDEX (a metadata
+directory in pipindex's layout, read offline: the tests' recorded fixture), RLAUNCH_IMAGECHECK=off
+(skip (a) with a warning line; (b) and (c) still run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rlaunch import ROOT, frameworks
+from rlaunch.config import pins
+from rlaunch.errors import RlaunchError
+
+# Held at the image's version in the resolution: replacing one breaks the image's CUDA build.
+PROTECTED = ("torch", "torchvision", "torchaudio", "vllm", "sglang", "flash-attn", "ray")
+ENGINES = ("vllm", "sglang")          # rollout backends that are packages (hf is transformers)
+ARCH_MACHINE = {"amd64": "x86_64", "arm64": "aarch64"}
+RESOLVE_TIMEOUT_S = 900
+# The pinned presets' resolutions, committed (`python -m rlaunch.plan.imagecheck lock`): a plan from a
+# fresh clone is offline and instant for them, and a change in what they resolve shows in review.
+LOCK_DIR = ROOT / "configs" / "locks" / "imagecheck"
+class ImageMismatch(RlaunchError):
+    """The image does not fit the framework: exit 2, nothing launched."""
+
+    def __init__(self, image: str, problems: list[str], fits: str):
+        self.image, self.problems = image, problems
+        hint = f"; an image that fits: {fits}" if fits else ""
+        super().__init__(f"image check: {image}: " + "; ".join(problems) + hint)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RLAUNCH_IMAGECHECK_CACHE") or ROOT / "build" / "imagecheck")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# ---------------------------------------------------------------- the image and its facts
+
+def image_of(spec: dict, versions: dict | None = None) -> tuple[str, dict | None, str]:
+    """(image ref, its facts or None, where the facts come from) for the run."""
+    versions = pins.load_versions() if versions is None else versions
+    fw = spec["framework"]
+    if fw.get("image_ref"):
+        facts = fw.get("image_facts") or {}
+        given = any(facts.get(k) for k in ("python", "packages"))
+        return fw["image_ref"], ({**facts, "arch": facts.get("arch") or "amd64"} if given else None), \
+            "framework.image_facts"
+    entry, where = pinned_image(fw["name"], spec["cluster"]["accelerator"], versions)
+    return spec["pins"]["image"], entry.get("facts"), where + ".facts"
+
+
+def pinned_image(framework: str, accelerator: str, versions: dict) -> tuple[dict, str]:
+    """images.<framework>, or its by_accelerator.<accelerator> entry where there is one."""
+    entry = pins.get(f"images.{framework}", versions) or {}
+    by_acc = entry.get("by_accelerator") or {}
+    if accelerator in by_acc:
+        return by_acc[accelerator], f"images.{framework}.by_accelerator.{accelerator}"
+    return entry, f"images.{framework}"
+
+
+def _packages(facts: dict) -> dict[str, str]:
+    """name -> version: versions.yaml's mapping, or the config's "name==version" list."""
+    given = facts.get("packages") or {}
+    if isinstance(given, list):
+        given = dict(item.split("==", 1) if "==" in item else (item, "") for item in given)
+    return {_norm(k): str(v).strip() for k, v in given.items()}
+
+
+def _images(framework: str):
+    """The framework descriptor's image facts (frameworks/<name>/__init__.py: Images)."""
+    return frameworks.descriptor(framework).images
+
+
+def _entry(spec: dict, versions: dict | None = None) -> dict:
+    """The pinned image's entry the run uses ({} for an IMAGE=)."""
+    if spec["framework"].get("image_ref"):
+        return {}
+    versions = pins.load_versions() if versions is None else versions
+    return pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"], versions)[0]
+
+
+def requirement(spec: dict, versions: dict | None = None) -> str:
+    """The framework requirement resolved against the image ("" where there is none): the image
+    entry's `requirement` where it gives one (an image whose engine is not the extra's pin), else
+    the descriptor's."""
+    desc = _images(spec["framework"]["name"])
+    template = _entry(spec, versions).get("requirement") or desc.requirement
+    if not template:
+        return ""
+    rollout = spec["rollout"]["backend"]
+    req = template.format(version=spec["pins"]["framework_version"], rollout=rollout)
+    return req.replace(",hf]", "]") if rollout not in ENGINES else req
+
+
+def installs(spec: dict, versions: dict | None = None) -> list[str]:
+    """What the run installs over the image, one requirement each: the framework where the image
+    lacks it, and the `ray` pin where the image's Ray is another. Only where something installs:
+    docker/<framework> (framework.image=rlaunch) and SkyPilot's install step on the official image
+    (Framework.install). KubeRay and AIStudio run the official image as it is, and so any IMAGE=."""
+    from rlaunch.config.knobs import SKY_INFRAS
+
+    versions = pins.load_versions() if versions is None else versions
+    kind = spec["framework"]["image"]
+    if spec["framework"].get("image_ref") or (kind == "official" and spec["infra"]["name"] not in SKY_INFRAS):
+        return []
+    entry, _ = pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"], versions)
+    req = requirement(spec, versions)
+    desc = _images(spec["framework"]["name"])
+    out = [req] if req and desc.installs else []
+    out += [f"{name}=={versions['python'][name]}" for name in desc.adds
+            if name not in _packages(entry.get("facts") or {})]
+    ray = str(versions["ray"])
+    if _packages(entry.get("facts") or {}).get("ray") != ray:
+        out.append(f"ray[default]=={ray}")
+    return out
+
+
+def install_lines(spec: dict, versions: dict | None = None) -> list[str]:
+    """The shell line for `installs`. Idempotent as pip is: a requirement the image already
+    satisfies at that exact version is left alone, without a download."""
+    import shlex
+
+    reqs = installs(spec, versions)
+    return ["python3 -m pip install --no-cache-dir " + " ".join(shlex.quote(r) for r in reqs)] if reqs else []
+
+
+# ---------------------------------------------------------------- (b) and (c)
+
+def rollout_problem(spec: dict, facts: dict, versions: dict) -> str:
+    engine = spec["rollout"]["backend"]
+    if engine not in ENGINES:
+        return ""
+    return "" if engine in _packages(facts) else f"rollout.backend={engine}: {engine} is not in the image"
+
+
+def ray_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
+    """((c)'s line, a problem or "")."""
+    pin = str(versions["ray"])
+    have = _packages(facts).get("ray", "")
+    if have == pin:
+        return f"ray {pin} = the pin", ""
+    if f"ray[default]=={pin}" in installs(spec, versions):
+        return f"ray: the image has {have or 'no pinned Ray'}, the run installs the pin {pin}", ""
+    if not have:
+        return f"warning: ray not checked: the image's facts give no Ray version (the pin is {pin})", ""
+    return "", f"ray: the image has {have}, the cluster's pin is {pin} (job submission needs the same Ray)"
+
+
+def framework_problem(spec: dict, facts: dict, versions: dict) -> str:
+    """The framework is in the image, or the run installs it (else nothing would run)."""
+    fw = spec["framework"]["name"]
+    req = requirement(spec, versions)
+    if not req or fw in _packages(facts) or req in installs(spec, versions) or spec["framework"].get("image_ref"):
+        return ""
+    return (f"{fw} is not in the image and a framework.image={spec['framework']['image']} run on "
+            f"{spec['infra']['name']} installs nothing: framework.image=rlaunch runs docker/{fw}, which has it")
+
+
+# ---------------------------------------------------------------- (a) the resolution
+
+def resolution_inputs(spec: dict, facts: dict, versions: dict) -> dict:
+    pkgs = dict(_packages(facts))
+    extra = installs(spec, versions)
+    if any(r.startswith("ray[") for r in extra):
+        pkgs["ray"] = str(versions["ray"])  # what the nodes run after the install step
+    held = [f"{name}=={pkgs[name]}" for name in PROTECTED if name in pkgs]
+    req = requirement(spec, versions)
+    # The framework's requirement unless the image has the framework; then what the run installs.
+    more = [r for r in dict.fromkeys(([req] if req else []) + extra)
+            if r.startswith("ray[") or _norm(re.split(r"[\[=]", r, maxsplit=1)[0]) not in pkgs]
+    # What the image installed without its dependencies (facts.no_deps) is held as a constraint: its
+    # version if something pulls it in, and its own dependencies only then, as pip on the image would.
+    no_deps = {_norm(n) for n in facts.get("no_deps") or []}
+    constraints = [h for h in held if _norm(h.split("==")[0]) in no_deps]
+    inputs = {"python": str(facts.get("python", "")), "arch": str(facts.get("arch", "amd64")),
+              "requirements": [h for h in held if h not in constraints] + more, "held": held,
+              "pip": str(versions["python"]["pip"])}
+    return {**inputs, "constraints": constraints} if constraints else inputs
+
+
+def _installs_something(inputs: dict) -> bool:
+    return not set(inputs["requirements"]) <= set(inputs["held"])
+
+
+def _key(inputs: dict) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:20]
+
+
+# pip's markers for the image's interpreter: --python-version sets tags and Requires-Python only,
+# so platform_machine and python_version markers would otherwise be this machine's.
+_BOOT = ("import json, sys; import pip._vendor.packaging.markers as m; env = json.loads(sys.argv[1]); "
+         "m.default_environment = lambda: dict(env); from pip._internal.cli.main import main; "
+         "sys.exit(main(sys.argv[2:]))")
+
+
+def _pip_argv(inputs: dict, index_url: str, report: Path, target: Path) -> list[str]:
+    py, machine = inputs["python"], ARCH_MACHINE.get(inputs["arch"], inputs["arch"])
+    markers = {"implementation_name": "cpython", "implementation_version": f"{py}.0", "os_name": "posix",
+               "platform_machine": machine, "platform_release": "", "platform_system": "Linux",
+               "platform_version": "", "python_full_version": f"{py}.0",
+               "platform_python_implementation": "CPython", "python_version": py, "sys_platform": "linux"}
+    argv = [sys.executable, "-c", _BOOT, json.dumps(markers), "install", "--dry-run", "--ignore-installed",
+            "--target", str(target), "--report", str(report), "--only-binary=:all:",
+            "--python-version", py, "--implementation", "cp", "--abi", "cp" + py.replace(".", ""),
+            "--no-cache-dir", "--disable-pip-version-check", "--index-url", index_url + "/simple"]
+    for plat in [f"manylinux_2_{v}_{machine}" for v in range(17, 40)] + [f"manylinux2014_{machine}",
+                                                                          f"linux_{machine}"]:
+        argv += ["--platform", plat]
+    if inputs.get("constraints"):
+        constraints = report.with_name("constraints.txt")
+        constraints.write_text("\n".join(inputs["constraints"]) + "\n", encoding="utf-8")
+        argv += ["--constraint", str(constraints)]
+    return argv + inputs["requirements"]
+
+
+def _index():
+    from rlaunch.plan.pipindex import MetadataIndex
+
+    fixture = os.environ.get("RLAUNCH_IMAGECHECK_INDEX", "")
+    return MetadataIndex(Path(fixture) if fixture else cache_dir() / "index", offline=bool(fixture))
+
+
+def known(inputs: dict) -> dict | None:
+    """A result already resolved: the committed lock (configs/locks/imagecheck), else the cache."""
+    for path in (LOCK_DIR / f"{_key(inputs)}.json", cache_dir() / "results" / f"{_key(inputs)}.json"):
+        if path.exists():
+            return {**json.loads(path.read_text(encoding="utf-8")), "cached": True}
+    return None
+
+
+def resolve(inputs: dict, index=None, fresh: bool = False) -> dict:
+    """Run pip's resolver; {"status": ok|conflict|unreachable, ...}. Cached by the inputs."""
+    got = None if fresh else known(inputs)
+    if got:
+        return got
+    results = cache_dir() / "results"
+    path = results / f"{_key(inputs)}.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull  # this machine's pip settings (constraints, indexes) stay out
+    own = index is None
+    print(f"image check: resolving {' '.join(inputs['requirements'])} with pip (once; the metadata it reads "
+          f"is cached in {cache_dir()})", file=sys.stderr, flush=True)
+    index = _index().__enter__() if own else index
+    try:
+        result = _run_pip(inputs, index, env)
+    finally:
+        if own:
+            index.__exit__(None, None, None)
+    if result["status"] == "unreachable":
+        return result
+    results.mkdir(parents=True, exist_ok=True)
+    tmp_path = path.with_suffix(f".{os.getpid()}")
+    tmp_path.write_text(json.dumps({**result, "inputs": inputs}, indent=1, sort_keys=True) + "\n",
+                        encoding="utf-8")
+    os.replace(tmp_path, path)
+    return result
+
+
+def _run_pip(inputs: dict, index, env: dict) -> dict:
+    with tempfile.TemporaryDirectory(prefix="rlaunch-imagecheck-") as tmp:
+        report = Path(tmp) / "report.json"
+        try:
+            proc = subprocess.run(_pip_argv(inputs, index.url, report, Path(tmp) / "target"), env=env,
+                                  capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            return {"status": "unreachable", "why": f"pip's resolver ran past {RESOLVE_TIMEOUT_S} s"}
+        if proc.returncode == 0 and report.exists():
+            got = json.loads(report.read_text(encoding="utf-8"))
+            resolved = {_norm(i["metadata"]["name"]): i["metadata"]["version"] for i in got.get("install", [])}
+            return {"status": "ok", "resolved": dict(sorted(resolved.items()))}
+        if index.failures or index.misses:
+            # Not an answer about the image: the index did not give pip what it asked for.
+            why = (index.failures or index.misses)[0]
+            index.failures.clear(), index.misses.clear()
+            return {"status": "unreachable", "why": f"{why}"}
+        return {"status": "conflict", "conflict": _conflict(proc.stdout + proc.stderr)}
+
+
+def _conflict(output: str) -> list[str]:
+    """pip's own account of a conflict: the lines under 'The conflict is caused by:'."""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if "The conflict is caused by" in line:
+            out = []
+            for follow in lines[i + 1:]:
+                if not follow.strip():
+                    break
+                out.append(follow.strip())
+            return out
+    tail = [ln.strip() for ln in lines if ln.strip() and not ln.startswith(" ")]
+    return tail[-3:] or ["pip's resolver failed without saying why"]
+
+
+def _conflict_problem(inputs: dict, conflict: list[str], facts: dict) -> str:
+    """'torch: the image has 2.7.0, verl[vllm] 0.9.1 needs ==2.11.0' from pip's conflict lines."""
+    pkgs, named = _packages(facts), []
+    for line in conflict:
+        m = re.match(r"(\S+) (\S+) depends on ([A-Za-z0-9_.\-]+)(\[[^]]*\])?([^;]*)", line)
+        if m and _norm(m.group(3)) in pkgs and m.group(5).strip():
+            named.append(f"{_norm(m.group(3))}: the image has {pkgs[_norm(m.group(3))]}, "
+                         f"{m.group(1)} {m.group(2)} needs {m.group(5).strip()}")
+    more = f" / ... ({len(conflict) - 4} more)" if len(conflict) > 4 else ""
+    return "; ".join(dict.fromkeys(named)) or \
+        "the install does not resolve: " + " / ".join(conflict[:4]) + more
+
+
+def resolution_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
+    """((a)'s line, a problem or "")."""
+    fw = spec["framework"]["name"]
+    why = _images(fw).why_none.format(version=spec["pins"]["framework_version"])
+    inputs = resolution_inputs(spec, facts, versions)
+    if not _installs_something(inputs):
+        return f"{why}; the run installs nothing over the image", ""
+    if os.environ.get("RLAUNCH_IMAGECHECK", "") == "off":
+        return "warning: not resolved (RLAUNCH_IMAGECHECK=off)", ""
+    result = resolve(inputs)
+    cached = " (cached)" if result.get("cached") else ""
+    if result["status"] == "unreachable":
+        return (f"warning: NOT CHECKED: the package index gave pip no answer ({result['why']}) and no "
+                f"resolution is cached in {cache_dir()}: run `make plan` where PyPI is reachable"), ""
+    if result["status"] == "conflict":
+        return "", _conflict_problem(inputs, result["conflict"], facts)
+    resolved, pkgs = result["resolved"], _packages(facts)
+    lacks = [f"{name} {resolved[name]}" for name in PROTECTED
+             if name in resolved and name not in pkgs and name not in _install_names(spec, versions)]
+    if lacks:
+        return "", "the install needs " + ", ".join(lacks) + ", which the image lacks"
+    what = " ".join(r for r in inputs["requirements"] if r not in inputs["held"])
+    # Allowed, and worth seeing: a package of the image's that the install moves (not torch, the
+    # engine or flash-attn: those are held, and the CUDA libraries come pinned by torch).
+    moved = [f"{name} {have} -> {resolved[name]}" for name, have in pkgs.items()
+             if name in resolved and resolved[name] != have and name not in PROTECTED]
+    return ((f"{why}; " if why else "") + f"{what} resolves with pip {inputs['pip']} on the image's "
+            + ", ".join(h + (" (without its dependencies, as the image has it)" if h in inputs.get("constraints", ())
+                             else "") for h in inputs["held"]) + f" ({len(resolved)} packages{'; moves ' + ', '.join(moved) if moved else ''})"
+            + cached), ""
+
+
+def _install_names(spec: dict, versions: dict) -> set[str]:
+    return {_norm(re.split(r"[\[=<>!~ ]", r, maxsplit=1)[0]) for r in installs(spec, versions)}
+
+
+# ---------------------------------------------------------------- the plan's lines
+
+def fitting_image(spec: dict, versions: dict, ref: str) -> str:
+    """A pinned image of the framework, other than `ref`, with the rollout engine and the Ray the
+    run needs (its install is resolved when a plan uses it): the suggestion in the message."""
+    entry = pins.get(f"images.{spec['framework']['name']}", versions)
+    candidates = [(entry, f"images.{spec['framework']['name']}")]
+    candidates += [(e, f"images.{spec['framework']['name']}.by_accelerator.{acc}")
+                   for acc, e in (entry.get("by_accelerator") or {}).items()]
+    engine = spec["rollout"]["backend"]
+    own = None if spec["framework"].get("image_ref") else \
+        pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"], versions)[0]
+    _, facts, _ = image_of(spec, versions)
+    arch = str((facts or {}).get("arch") or "amd64")  # the nodes': an image of another arch cannot run there
+    for cand, where in candidates:
+        pkgs = _packages(cand.get("facts") or {})
+        if cand is not own and cand.get("official") != ref and (engine not in ENGINES or engine in pkgs) \
+                and str((cand.get("facts") or {}).get("arch") or "amd64") == arch:
+            return f"{cand['official']} ({where})"
+    return ""
+
+
+def lines(spec: dict, versions: dict | None = None) -> list[str]:
+    """The plan's image-check lines; raises ImageMismatch when the image does not fit."""
+    versions = pins.load_versions() if versions is None else versions
+    ref, facts, where = image_of(spec, versions)
+    if not facts:
+        return [f"image {ref}: warning: image check skipped: no facts for it ({where} is not set; "
+                "give python, arch, cuda and packages there to check it)"]
+    problems, out = [], []
+    b = rollout_problem(spec, facts, versions)
+    problems += [b] if b else []
+    c_line, c = ray_line(spec, facts, versions)
+    problems += [c] if c else []
+    # Not fatal: AIStudio's run script and the job itself stop at once, saying what is missing.
+    absent = framework_problem(spec, facts, versions)
+    a_line, a = resolution_line(spec, facts, versions) if not absent else (f"warning: {absent}", "")
+    problems += [a] if a else []
+    if problems:
+        raise ImageMismatch(ref, problems, fitting_image(spec, versions, ref) or "none pinned")
+    engine = spec["rollout"]["backend"]
+    warning = _entry(spec, versions).get("warning")
+    out.append(f"image {ref} ({facts.get('arch', 'amd64')}): "
+               f"rollout {engine}" + (f" {_packages(facts)[engine]}" if engine in ENGINES else "")
+               + f"; {c_line}; {a_line}" + (f"; warning: {warning} ({where.removesuffix('.facts')})" if warning else ""))
+    return out
+
+
+def plan_lines(spec: dict) -> list[str]:
+    """`make plan`'s image-check line(s) for any infrastructure."""
+    if spec["infra"]["name"] == "local":
+        return ["image check: none to check: INFRA=local runs this machine's .venv, not an image"]
+    return ["image check: " + line for line in lines(spec)]
+
+
+def image_installs(framework: str, versions: dict | None = None, accelerator: str = "") -> list[str]:
+    """What docker/<framework> installs on its pinned base (framework.image=rlaunch): `installs`
+    for a run on that image, whose rollout engine is the image's own (vllm before sglang)."""
+    versions = pins.load_versions() if versions is None else versions
+    entry, _ = pinned_image(framework, accelerator, versions)
+    pkgs = _packages(entry.get("facts") or {})
+    engine = next((e for e in ENGINES if e in pkgs), "hf")
+    spec = {"framework": {"name": framework, "image": "rlaunch", "image_ref": ""},
+            "infra": {"name": "kuberay"}, "cluster": {"accelerator": accelerator},
+            "rollout": {"backend": engine},
+            "pins": {"framework_version": pins.get_str(f"frameworks.{framework}.version", versions)}}
+    return installs(spec, versions)
+
+
+# ---------------------------------------------------------------- the lock
+
+def pinned_inputs() -> dict[str, dict]:
+    """The resolution inputs of every preset on every infrastructure it renders for: key -> inputs."""
+    from rlaunch.config import load as config
+    from rlaunch.errors import ConfigError
+    from rlaunch.config.knobs import INFRAS
+
+    versions = pins.load_versions()
+    out = {}
+    for preset in config.available("presets"):
+        for infra in INFRAS:
+            if infra == "local":
+                continue
+            try:
+                spec = config.load(preset, {"INFRA": infra, "RUN_ID": "imagecheck-lock"})
+            except ConfigError:
+                continue
+            _, facts, _ = image_of(spec, versions)
+            if not facts or framework_problem(spec, facts, versions):
+                continue
+            inputs = resolution_inputs(spec, facts, versions)
+            if _installs_something(inputs):
+                out[_key(inputs)] = inputs
+    return out
+
+
+def lock(index=None) -> list[str]:
+    """Resolve every pinned preset's inputs and write them to LOCK_DIR (stale ones removed)."""
+    wanted = pinned_inputs()
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for key, inputs in sorted(wanted.items()):
+        result = {k: v for k, v in resolve(inputs, index).items() if k != "cached"}
+        if result["status"] == "unreachable":
+            raise SystemExit(f"imagecheck lock: {' '.join(inputs['requirements'])}: {result['why']}")
+        result["inputs"] = inputs
+        (LOCK_DIR / f"{key}.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        lines.append(f"{key} {result['status']}: {' '.join(inputs['requirements'])}")
+    for stale in LOCK_DIR.glob("*.json"):
+        if stale.stem not in wanted:
+            stale.unlink()
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    """python -m rlaunch.plan.imagecheck lock            resolve every pinned preset's image check into
+                                                     configs/locks/imagecheck/ (needs the index once)
+       python -m rlaunch.plan.imagecheck record DIR [KEY...]  resolve them again (those KEYs only) and
+                                                     LEGACY_VERL, then write the metadata pip read,
+                                                     trimmed, to DIR (the tests' offline index)"""
+    if argv[:1] == ["lock"] and len(argv) == 1:
+        print("\n".join(lock()))
+        return 0
+    if argv[:1] == ["record"] and len(argv) >= 2:
+        keys = argv[2:]
+        with _index() as index:
+            for key, inputs in sorted(pinned_inputs().items()):
+                if not keys or key in keys:
+                    resolve(inputs, index, fresh=True)
+            for inputs in RECORDED_EXTRA:
+                resolve(inputs, index, fresh=True)
+            index.record(Path(argv[1]))
+        return 0
+    print(main.__doc__, file=sys.stderr)
+    return 2
+
+
+# Resolutions the tests run from the recorded index besides the pinned ones: verl 0.9.1 with vLLM
+# on verl's legacy base image (torch 2.7, no vLLM), the pair this check was written for.
+LEGACY_VERL = {"python": "3.10", "arch": "amd64", "held": ["torch==2.7.0", "flash-attn==2.7.4.post1"],
+               "requirements": ["torch==2.7.0", "flash-attn==2.7.4.post1", "verl[verl-core,vllm]==0.9.1"],
+               "pip": "26.3"}
+RECORDED_EXTRA = [LEGACY_VERL]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,186 @@
+"""The run's inputs on the shared storage: the model and the dataset. One place says, for every
+framework and infrastructure, where each lives, how it is made, and what it must hold.
+
+Two layouts, chosen by config keys:
+  - rlaunch's own (the default): one directory per pinned revision, <mount>/models/<model.name>/<rev12>
+    and <mount>/data/<data.dataset>/<rev12>, downloaded at the revision configs/versions.yaml pins
+    (python -m rlaunch.job.data, the code `make data` runs) with a SHA256SUMS manifest.
+  - the user's: inputs already on the shared storage, e.g. seeds 002 and 004's /data/Qwen2.5-0.5B-Instruct
+    and /data/data/gsm8k/. model.path (an absolute path) and data.path name the directories; nothing is
+    downloaded, and their SHA256SUMS is computed once, the first time a launch sees them without one
+    (afterwards every launch and every node checks the same bytes).
+
+What uses this: the frameworks' adapters (the paths they hand to verl/AReaL/RLinf and the files
+preflight checks), SkyPilot's setup.sh and KubeRay's inputs Job (setup_lines: idempotent, whatever
+already passes its manifest is left alone), AIStudio's run.sh manifest checks (of()), and `make plan`
+(layout()).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+
+from rlaunch.job import data as _data
+from rlaunch.errors import ConfigError
+
+MANIFEST = _data.MANIFEST
+# A model directory holds at least these (*.ext: at least one file with that suffix).
+MODEL_FILES = ("config.json", "tokenizer_config.json", "*.safetensors")
+PY = '"${RLAUNCH_PYTHON:-python3}"'
+
+
+@dataclass(frozen=True)
+class Input:
+    what: str                 # "model" | "dataset"
+    dir: str                  # on the shared storage, as every node sees it
+    key: str                  # the config key that chose it: model.path / data.path, or model.name / data.dataset
+    user: bool                # the user's directory (or one no hub client of rlaunch can fill): never downloaded
+    fetch: tuple[str, ...]    # `python -m rlaunch.job.data` arguments that make it (empty: it must be there)
+    source: str               # what it holds: "<hf id>@<revision>" or "yours"
+    required: tuple[str, ...]  # files it must hold besides SHA256SUMS (*.ext: at least one such file)
+
+
+def _adapter(spec: dict):
+    from rlaunch import frameworks
+
+    return frameworks.get(spec["framework"]["name"])
+
+
+def _is_dir(path: str) -> bool:
+    return path.startswith("/")
+
+
+# ---------------------------------------------------------------- where
+
+
+def model_dir(spec: dict) -> str:
+    """The directory the framework loads the model from: model.path when it is an absolute path,
+    else the pinned revision's directory; "" when model.path names another hub id (no directory)."""
+    path, pinned = spec["model"]["path"], spec["pins"]["model"].get("hf_id", "")
+    if _is_dir(path):
+        return path.rstrip("/")
+    hub_id = bool(spec["pins"]["model"].get("asked"))  # model.path=<org>/<name>[@rev] (rlaunch.config.hub)
+    if pinned and spec["paths"]["model_dir"] and (path in ("", pinned) or hub_id):
+        return spec["paths"]["model_dir"]
+    return ""
+
+
+def model_path(spec: dict) -> str:
+    """What the framework loads: the model directory, or the hub id model.path names. Decided once,
+    by config.derive, as paths.model: read that."""
+    return model_dir(spec) or spec["model"]["path"]
+
+
+def data_dir(spec: dict) -> str:
+    """The dataset directory: data.path, or the pinned revision's directory in the framework's layout
+    (AReaL reads the hub snapshot as is: a sibling directory ending in -hf)."""
+    if spec["data"]["path"]:
+        return spec["data"]["path"].rstrip("/")
+    base = spec["paths"]["data_dir"]
+    return f"{base}-hf" if getattr(_adapter(spec), "dataset_snapshot", False) else base
+
+
+# ---------------------------------------------------------------- what
+
+def _under(directory: str, files: list[str]) -> list[str]:
+    return [p[len(directory) + 1:] for p in files if p.startswith(directory + "/")]
+
+
+def of(spec: dict) -> list[Input]:
+    """The model and dataset inputs of the run, each with its directory, origin and required files
+    (the adapter's inputs(spec) under that directory)."""
+    adapter = _adapter(spec)
+    wanted = [str(p) for p in adapter.inputs(spec)]
+    pins = spec["pins"]
+    out = []
+    pin = pins["dataset"]
+    if pin.get("hf_id") or spec["data"]["path"]:
+        ddir = data_dir(spec)
+        user = bool(spec["data"]["path"])
+        name = spec["data"]["dataset"]
+        if getattr(adapter, "dataset_snapshot", False):
+            fetch = (f"--dataset={name}", "--snapshot")
+        elif name in _data.CONVERTED or pin.get("file"):
+            fetch = (f"--dataset={name}",)
+        else:
+            fetch = ()
+        pinned = [pin["file"]] if pin.get("file") and not user else []
+        required = tuple(dict.fromkeys(f for f in pinned + _under(ddir, wanted) if f != MANIFEST))
+        out.append(Input(
+            what="dataset", dir=ddir, key="data.path" if user else "data.dataset", user=user or not fetch,
+            fetch=() if user else fetch,
+            source="yours" if user else f"{pin['hf_id']}{' ' + pin['config'] if pin.get('config') else ''}"
+                                        f"@{pin.get('revision', '')[:12]}",
+            required=required))
+    mdir = model_dir(spec)
+    if mdir:
+        user = _is_dir(spec["model"]["path"])
+        pin = pins["model"]
+        hf = pin.get("hub", "huggingface") == "huggingface"
+        required = list(MODEL_FILES) + _under(mdir, wanted)
+        hub_id = bool(pin.get("asked"))
+        fetch = (f"--hf-id={pin['hf_id']}", f"--revision={pin['revision']}") if hub_id else \
+            (f"--model={spec['model']['name']}",)
+        out.append(Input(
+            what="model", dir=mdir, key="model.path" if user or hub_id else "model.name", user=user or not hf,
+            fetch=() if user or not hf else fetch,
+            source="yours" if user else f"{pin['hf_id']}@{pin.get('revision', '')[:12]}"
+                                        f"{'' if hf else ' on ' + pin['hub']}",
+            required=tuple(dict.fromkeys(f for f in required if f != MANIFEST))))
+    return out
+
+
+def check(spec: dict) -> None:
+    """The user's input paths are absolute and on the storage every node shares."""
+    mount = spec["storage"]["mount"].rstrip("/")
+    for key, path in (("model.path", spec["model"]["path"]), ("data.path", spec["data"]["path"])):
+        if key == "data.path" and path and not _is_dir(path):
+            raise ConfigError(key, path, f"an absolute path under storage.mount={mount} (the directory "
+                              "where the dataset already is), or empty for the pinned dataset")
+        if _is_dir(path) and not os.path.normpath(path).startswith(mount + "/"):
+            raise ConfigError(key, path, f"a directory under storage.mount={mount}: every node and the "
+                              "inputs step read it from the shared storage")
+
+
+# ---------------------------------------------------------------- how (shell lines, run on the cluster)
+
+
+def setup_lines(spec: dict) -> list[str]:
+    """Idempotent shell lines that make every input ready: a directory whose SHA256SUMS verifies is
+    left alone (nothing is downloaded again); a pinned one is (re)made at its revision; the user's gets
+    its manifest computed once, and a user directory that no longer matches its manifest stops the run."""
+    lines = []
+    for item in of(spec):
+        q = shlex.quote(item.dir)
+        test = f"if ! (cd {q} 2>/dev/null && sha256sum --check --quiet --strict {MANIFEST}); then "
+        kept = f"; else echo {shlex.quote(f'inputs: {item.what} {item.dir} matches its {MANIFEST}: kept')}; fi"
+        if item.fetch:
+            lines.append(f"{test}{PY} -m rlaunch.job.data {' '.join(item.fetch)} --out={q}{kept}")
+        else:
+            required = "".join(f" --require={shlex.quote(f)}" for f in item.required)
+            lines.append(f"{test}{PY} -m rlaunch.job.data --adopt={q} --what={item.what}{required}{kept}")
+    return lines
+
+
+# ---------------------------------------------------------------- what `make plan` says
+
+
+def layout(spec: dict) -> list[str]:
+    """The inputs layout the run expects, for `make plan`: per input, where and what it holds, then
+    where it comes from."""
+    lines = []
+    for item in of(spec):
+        holds = ", ".join(list(item.required) + [MANIFEST])
+        if item.fetch:
+            how = f"{item.source}: downloaded unless its {MANIFEST} verifies"
+        elif item.key.endswith(".path"):
+            how = f"yours ({item.key}): never downloaded; {MANIFEST} computed once if missing, then checked"
+        else:
+            how = f"{item.source}: put it there yourself; {MANIFEST} computed once if missing"
+        lines += [f"{item.what:<8}{item.dir}/  ({holds})", f"{'':<8}{how}"]
+    from rlaunch.config import hub
+
+    moving = hub.warning(spec["pins"]["model"])
+    return lines + ([f"WARNING {moving}"] if moving else [])
