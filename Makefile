@@ -6,7 +6,7 @@
 # and the shell would run its backticks and $(...). Instead every knob declared below as
 # `NAME ?= ## help` is exported to every recipe's environment as RLAUNCH_KNOB_NAME, byte for byte
 # (`$(value NAME)`: make keeps `$` literal, and no shell parses an environment variable's value).
-# rlaunch reads them there (rlaunch.knobs.from_env; cli._with_env merges them under a verb's flags),
+# rlaunch reads them there (rlaunch.config.knobs.from_env; cli._with_env merges them under a verb's flags),
 # and a script gets one as a quoted expansion, "$$RLAUNCH_KNOB_NAME", which bash substitutes without
 # parsing it again. A new target: declare its knobs under "Knobs" (`NAME ?= ## help`), then call
 # `$(RLAUNCH) VERB` with no knob arguments, or `FOO="$$RLAUNCH_KNOB_FOO" scripts/x`; that is all.
@@ -137,11 +137,11 @@ verify: $(VENV)/.rlaunch-setup ## Postflight on an existing run directory: make 
 
 ##@ Data and images
 import: $(VENV)/.rlaunch-setup ## A verl/AReaL launch script -> configs/presets/<name>.yaml: make import SCRIPT=run_grpo.sh [NAME=]
-	@$(PY) -m rlaunch.importer "$$RLAUNCH_KNOB_SCRIPT" --name="$$RLAUNCH_KNOB_NAME" --accelerator="$$RLAUNCH_KNOB_ACCELERATOR"
+	@$(PY) -m rlaunch.cli.importer "$$RLAUNCH_KNOB_SCRIPT" --name="$$RLAUNCH_KNOB_NAME" --accelerator="$$RLAUNCH_KNOB_ACCELERATOR"
 
 .PHONY: data image-build image-check image-push kuberay-operator
 data: $(VENV)/.rlaunch-setup ## Prepare a dataset as verl parquet + SHA256SUMS: make data DATASET=gsm8k OUT=dir
-	@$(PY) -m rlaunch.data --dataset="$${RLAUNCH_KNOB_DATASET:-gsm8k}" \
+	@$(PY) -m rlaunch.job.data --dataset="$${RLAUNCH_KNOB_DATASET:-gsm8k}" \
 	  --out="$${RLAUNCH_KNOB_OUT:-build/data/$${RLAUNCH_KNOB_DATASET:-gsm8k}}"
 
 image-build: ## Build docker/<FRAMEWORK> on the pinned official image: make image-build FRAMEWORK=verl

@@ -6,7 +6,7 @@
 #   wait_until, require_uint, split_list, pid_alive, session_pids, stop_pids, stop_ray_pids,
 #   cpu_torch, and ray-up's state: ray_state_file, state_get, ray_pids, ray_lock.
 # Reads: PY (rlaunch_py and pin: the python that reads the pins; default: find_python's),
-#   RLAUNCH_VERSIONS (through rlaunch.pins).
+#   RLAUNCH_VERSIONS (through rlaunch.config.pins).
 # Exit codes used by the scripts: 0 ok, 1 unexpected error, 2 bad input, 3 a deadline passed or a
 #   prerequisite is missing, 4 a command the script depends on failed.
 
@@ -37,7 +37,7 @@ usage() {
   sed -n '2,/^set -E/p' "$0" | sed '$d; s/^# \{0,1\}//'
 }
 
-# find_python [VAR]: the python that runs rlaunch's own tools (rlaunch.pins needs only pyyaml):
+# find_python [VAR]: the python that runs rlaunch's own tools (rlaunch.config.pins needs only pyyaml):
 # $VAR when the script documents one and it is set, else the repository's .venv, else python3.
 find_python() {
   local var="${1:-}"
@@ -61,7 +61,7 @@ rlaunch_py() {
 # keys that do exist. (Assigned, never expanded inline, so a failure stops the script.)
 pin() {
   local _pin_value
-  _pin_value="$(rlaunch_py -m rlaunch.pins get "$1")" || exit 2
+  _pin_value="$(rlaunch_py -m rlaunch.config.pins get "$1")" || exit 2
   printf -v "$2" '%s' "${_pin_value}"
 }
 

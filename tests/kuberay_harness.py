@@ -652,7 +652,7 @@ def kuberay_objects(spec: dict, files: dict[str, str], environ: dict[str, str] |
     product), the artifacts ConfigMap, then the rendered manifests in apply order."""
     import yaml
 
-    from rlaunch.backends import kuberay
+    from rlaunch.backends.kuberay import backend as kuberay
 
     objects = []
     if spec["secrets"]:
@@ -1117,7 +1117,7 @@ class RayJobRun:
         missing = prerequisites()
         if missing:
             raise HarnessError("cannot run pods here; missing: " + ", ".join(missing))
-        from rlaunch import pins
+        from rlaunch.config import pins
 
         if pins.get_str("kuberay") != KUBERAY_VERSION:
             raise HarnessError(f"configs/versions.yaml pins KubeRay {pins.get_str('kuberay')}; this harness "

@@ -119,7 +119,7 @@ has_pair() {
   has_pair build --label org.opencontainers.image.base.name=example.org/base/verl:fixture-verl
   call_args build | grep -q '/docker/verl/Dockerfile$'
   # verl's Dockerfile also installs the pinned verl (frameworks.verl.version) and Ray's pin: what
-  # the plan's image check resolves (rlaunch.imagecheck.image_installs; no facts here: no engine extra).
+  # the plan's image check resolves (rlaunch.plan.imagecheck.image_installs; no facts here: no engine extra).
   has_pair build --build-arg "FRAMEWORK_INSTALL=verl[verl-core]==8.8.8 ray[default]==9.9.1"
   # Exactly the ARGs the Dockerfile declares: no unused build args.
   [ "$(call_args build | grep -c -- '--build-arg')" -eq 2 ]
@@ -326,7 +326,7 @@ has_pair() {
 # The stand-in recipe id the pins give (what scripts/image labels the stand-in with).
 recipe_id() {
   mkdir -p "${BATS_TEST_TMPDIR}/recipe"
-  PYTHONPATH="${REPO}/tools" python3 -m rlaunch.images standin trl "${BATS_TEST_TMPDIR}/recipe" | sed -n 's/^id=//p'
+  PYTHONPATH="${REPO}/tools" python3 -m rlaunch.config.images standin trl "${BATS_TEST_TMPDIR}/recipe" | sed -n 's/^id=//p'
 }
 
 @test "BASE=standin: mmdebstrap from the pins, the stand-in built and labelled under the base's name" {

@@ -13,7 +13,7 @@ setup() {
   [[ -x "${PY}" ]] || missing "needs the launcher venv (make setup)"
   stub_command kubectl
   stub_reply kubectl config current-context "gke_proj_us-central1_train"
-  # launch asks the registry for the image first, with the user's container client (rlaunch.registry)
+  # launch asks the registry for the image first, with the user's container client (rlaunch.backends.kuberay.registry)
   stub_command skopeo
   export RLAUNCH_IMAGE_CLIENT=skopeo
   export STUB_ENV_NAMES="WANDB_API_KEY"
@@ -442,7 +442,7 @@ operator() {
 @test "kuberay-operator without helm: exit 3 and the exact commands at the pinned version" {
   HELM="rlaunch-no-such-helm" run operator
   [ "${status}" -eq 3 ]
-  pinned="$(PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch.pins get kuberay)"
+  pinned="$(PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch.config.pins get kuberay)"
   [[ "${output}" == *"helm is not installed"* ]]
   [[ "${output}" == *"rlaunch-no-such-helm repo add kuberay https://ray-project.github.io/kuberay-helm/"* ]]
   [[ "${output}" == *"upgrade --install kuberay-operator kuberay/kuberay-operator --version ${pinned} "* ]]

@@ -10,8 +10,8 @@ setup() {
   REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
   PY="${REPO}/.venv/bin/python"
   [[ -x "${PY}" ]] || missing "needs the launcher venv (make setup)"
-  INDEX="$(PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch.pins get torch_cpu_index)"
-  TORCH="$(PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch.pins get python.torch)"
+  INDEX="$(PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch.config.pins get torch_cpu_index)"
+  TORCH="$(PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch.config.pins get python.torch)"
 }
 
 # cpu_torch_with VERSION_AFTER: run lib.sh's cpu_torch with the stub python; VERSION_AFTER is what
@@ -83,7 +83,7 @@ system_tools() {
   [ "${status}" -eq 0 ]
   [[ "${output}" == *"missing socat (INFRA=k8s needs it)"* ]]
   [[ "${output}" == *"missing nc (INFRA=k8s needs it)"* ]]
-  minor="$(PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch.pins get kubernetes)"
+  minor="$(PYTHONPATH="${REPO}/tools" "${PY}" -m rlaunch.config.pins get kubernetes)"
   [[ "${output}" == *"missing kubectl (INFRA=kuberay needs it): curl -fLO "*"stable-${minor}.txt"*"install -m 0755 kubectl"* ]]
 }
 

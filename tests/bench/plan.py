@@ -38,7 +38,7 @@ VARIANTS = [("areal-grpo-gsm8k", {"NODES": "2", "GPUS_PER_NODE": "8"})]
 
 
 def presets() -> list[tuple[str, dict]]:
-    from rlaunch import config
+    from rlaunch.config import load as config
 
     names = os.environ.get("RLAUNCH_BENCH_PRESETS", "").split() or [
         p for p in config.available("presets") if p.startswith(FRAMEWORK_PRESETS)]
@@ -49,7 +49,9 @@ def presets() -> list[tuple[str, dict]]:
 
 def main() -> int:
     started = time.monotonic()
-    from rlaunch import cli, config, frameworks
+    from rlaunch import frameworks
+    from rlaunch.cli import commands as cli
+    from rlaunch.config import load as config
     from rlaunch.frameworks import loaders
 
     specs = []

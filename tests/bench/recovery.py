@@ -254,7 +254,7 @@ def stress_window(info: dict, seconds: float, start, stop) -> dict:
 
 def false_alarms(name: str, seconds: float, check: dict) -> dict:
     """A bare 2-node cluster at `check`; the worker under 100% CPU, then under 2 s of packet delay."""
-    from rlaunch import config
+    from rlaunch.config import load as config
 
     state = REPO / "build" / "bench" / "clusters" / name
     env = {**os.environ, "RLAUNCH_CLUSTER_NAME": name, "RLAUNCH_NODES": "2", "RLAUNCH_NUM_CPUS": "1",
@@ -320,7 +320,7 @@ def main() -> int:
         die(f"RLAUNCH_BENCH_STRICT='{strict}' is not allowed: need 0 or 1")
     out = Path(os.environ.get("RLAUNCH_BENCH_OUT") or REPO / "build" / "bench" / "recovery.json")
     stress_s = env_int("RLAUNCH_BENCH_STRESS_S", 3 if smoke == "1" else 180, 1)
-    from rlaunch import config
+    from rlaunch.config import load as config
 
     health = dict(config.read_defaults()["cluster"]["health_check"])
     run_id, ray_run = f"bench-rec-{os.getpid()}", f"bench-rec-{os.getpid()}-ray"

@@ -21,7 +21,7 @@ def rehearsal():
     if os.geteuid() != 0:
         needs.missing("the 2-node rehearsal needs root for network namespaces")
     run_id = f"e2e-{os.getpid()}"
-    from rlaunch.backends.local import cluster_name
+    from rlaunch.backends.local.backend import cluster_name
 
     name = cluster_name({"run": {"id": run_id}})
     proc = make("launch", f"RUN_ID={run_id}", timeout=600)

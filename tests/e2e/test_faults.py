@@ -79,7 +79,7 @@ def bystander():
     other = run_dir(name)
     other.mkdir(parents=True, exist_ok=True)
     (other / "metrics.jsonl").write_text('{"step": 1}\n')
-    from rlaunch.backends import local
+    from rlaunch.backends.local import backend as local
 
     lock = open(local.lock_path({"run": {"id": name}}), "w")  # noqa: SIM115 - held for the module
     import fcntl

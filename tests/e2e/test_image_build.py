@@ -27,7 +27,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from rlaunch import images, pins  # noqa: E402
+from rlaunch.config import images
+from rlaunch.config import pins  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 CACHE = Path(os.environ.get("RLAUNCH_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlaunch")

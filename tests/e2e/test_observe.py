@@ -155,7 +155,7 @@ def test_dashboard_forward_opens_from_the_host(tty_run):
         match = URL.search(first)
         assert match, first + (proc.stdout.read() if proc.poll() is not None else "")
         url = match.group(1)
-        from rlaunch import pins
+        from rlaunch.config import pins
 
         assert ray_version(url) == pins.get("ray")
         with urllib.request.urlopen(f"{url}/api/cluster_status", timeout=20) as resp:

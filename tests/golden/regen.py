@@ -37,7 +37,9 @@ def cases() -> list[tuple[str, str, dict]]:
 
 def render_case(preset: str, knobs: dict) -> dict[str, str]:
     """Render like `make render`, in memory; the repository's path is replaced by <repo>."""
-    from rlaunch import artifacts, backends, config
+    from rlaunch import backends
+    from rlaunch.plan import artifacts
+    from rlaunch.config import load as config
 
     knobs = dict(knobs)
     sets = knobs.pop("SET", "")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import config
+from rlaunch.config import load as config
 from rlaunch.frameworks import accel as rules
 from rlaunch.verify import accel
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import artifacts, config
-from rlaunch.backends import aistudio
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.backends.aistudio import backend as aistudio
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.backends.base import LaunchPlan
 from needs import missing
@@ -196,7 +197,7 @@ def test_launch_installs_and_prints_the_three_things(tmp_path, capsys):
     for title in ("1. Task form", "2. Ray RuntimeEnv (JSON)", "3. Startup command"):
         assert title in out
     assert "_generated_by" not in out  # the JSON printed is exactly the one to paste
-    assert (target / "home/tools/rlaunch/backends/aistudio.py").is_file()
+    assert (target / "home/tools/rlaunch/backends/aistudio/backend.py").is_file()
     assert not list(target.rglob("__pycache__"))
     check = subprocess.run(["sha256sum", "--check", "--quiet", "--strict", "SHA256SUMS"], cwd=target,
                            capture_output=True, text=True, check=False)
@@ -299,11 +300,11 @@ def test_run_script_refuses_a_reused_run_id_before_anything_starts(tmp_path):
 
 def test_run_script_refuses_an_altered_launch(tmp_path):
     spec, launch = installed(tmp_path)
-    cli = launch / "home/tools/rlaunch/cli.py"
+    cli = launch / "home/tools/rlaunch/cli/commands.py"
     cli.write_text(cli.read_text() + "\n# edited on the shared storage\n")
     proc = run_script(spec, launch)
     assert proc.returncode == 3
-    assert "launch file home/tools/rlaunch/cli.py missing or altered" in proc.stderr
+    assert "launch file home/tools/rlaunch/cli/commands.py missing or altered" in proc.stderr
     assert not Path(spec["paths"]["run_dir"]).exists()
 
 

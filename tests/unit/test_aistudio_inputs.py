@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from fakehub import FakeHub
-from rlaunch import config, pins
-from rlaunch.backends import aistudio
+from rlaunch.config import load as config
+from rlaunch.config import pins
+from rlaunch.backends.aistudio import backend as aistudio
 from test_aistudio_run import PRESET, ROOT, install, make_checkout
 
 PY_BIN = str(Path(sys.executable).parent)

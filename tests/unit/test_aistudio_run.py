@@ -30,8 +30,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import artifacts, config
-from rlaunch.backends import aistudio
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.backends.aistudio import backend as aistudio
 from rlaunch.backends.base import LaunchPlan
 from needs import missing
 
@@ -381,7 +382,7 @@ def test_a_checkout_off_its_pin_or_dirty_is_refused(storage):
 
 
 def test_make_launch_installs_and_says_submission_is_manual(storage, tmp_path, monkeypatch, capsys):
-    from rlaunch import cli
+    from rlaunch.cli import commands as cli
 
     monkeypatch.setattr(cli, "LAST_RUN", tmp_path / "last-run")  # not the repo's build/last-run
     root, out = storage["root"], tmp_path / "out"

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import attempts, checkpoints, nodewatch
+from rlaunch.job import attempts
+from rlaunch.job import checkpoints
+from rlaunch.job import nodewatch
 from rlaunch.verify import postflight
 
 _spec = importlib.util.spec_from_file_location(

@@ -1,4 +1,4 @@
-"""Runs on disk (rlaunch.runref) and `make compare` (rlaunch.compare) on run directories written here,
+"""Runs on disk (rlaunch.runs.lookup) and `make compare` (rlaunch.runs.compare) on run directories written here,
 and the CLI's input errors for compare and tensorboard. tests/e2e/test_observe.py compares real runs."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import cli, compare, runref
+from rlaunch.cli import commands as cli
+from rlaunch.runs import compare
+from rlaunch.runs import lookup as runref
 from rlaunch.errors import ConfigError, MissingPrerequisite
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

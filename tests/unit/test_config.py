@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import config
+from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +57,8 @@ def test_local_storage_is_under_the_repo_and_paths_derive_from_it():
 
 
 def test_pins_come_from_versions_yaml():
-    from rlaunch import images, pins
+    from rlaunch.config import images
+    from rlaunch.config import pins
 
     spec = load(RUN_ID="r1")
     assert spec["pins"]["ray"] == pins.get_str("ray")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import config
+from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import data
+from rlaunch.job import data
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,7 @@ def test_bad_answers_are_errors():
 
 
 def test_cli_rejects_unknown_dataset(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "rlaunch.data", "--dataset=nope", f"--out={tmp_path}"],
+    proc = subprocess.run([sys.executable, "-m", "rlaunch.job.data", "--dataset=nope", f"--out={tmp_path}"],
                           capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2
     assert proc.stderr.startswith("data: config: DATASET='nope'") and "gsm8k" in proc.stderr

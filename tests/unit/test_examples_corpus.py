@@ -14,7 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import CONFIGS, artifacts, config, importer, memory
+from rlaunch import CONFIGS
+from rlaunch.cli import importer
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.plan import memory
 from rlaunch.backends import get as backend
 from rlaunch.errors import ConfigError
 

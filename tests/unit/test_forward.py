@@ -1,4 +1,4 @@
-"""The dashboard's port forwarder (rlaunch.forward) between two sockets of this host: whole responses,
+"""The dashboard's port forwarder (rlaunch.backends.local.forward) between two sockets of this host: whole responses,
 several connections, Ctrl-C, a target that does not answer. tests/e2e/test_observe.py forwards into a
 real head's network namespace."""
 
@@ -37,7 +37,7 @@ def test_forward_relays_whole_responses_and_stops_on_ctrl_c(tmp_path):
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Big)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
-    code = ("import sys; from rlaunch import forward; sys.exit(forward.forward(None, '127.0.0.1', "
+    code = ("import sys; from rlaunch.backends.local import forward; sys.exit(forward.forward(None, '127.0.0.1', "
             f"{port}, 0, '/', lambda url, answer: f'open {{url}} ({{len(answer)}} bytes)'))")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "tools")})
@@ -56,14 +56,14 @@ def test_forward_relays_whole_responses_and_stops_on_ctrl_c(tmp_path):
 
 
 def test_forward_to_nothing_is_a_missing_prerequisite():
-    from rlaunch import forward
+    from rlaunch.backends.local import forward
 
     with pytest.raises(MissingPrerequisite, match="an answer from http://127.0.0.1:9/api/version"):
         forward.forward(None, "127.0.0.1", 9, 0, "/api/version", lambda *_: "")
 
 
 def test_listen_takes_another_port_when_the_wanted_one_is_busy():
-    from rlaunch import forward
+    from rlaunch.backends.local import forward
 
     with forward.listen(0) as busy:
         taken = busy.getsockname()[1]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rlaunch import config, frameworks
+from rlaunch import frameworks
+from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
 from rlaunch.frameworks.areal import adapter as areal
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import yaml
 
-from rlaunch import config, frameworks
+from rlaunch import frameworks
+from rlaunch.config import load as config
 
 PRESET = "rlinf-grpo-pipeline-1.5b"
 

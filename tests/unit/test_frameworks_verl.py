@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from rlaunch import config, frameworks
+from rlaunch import frameworks
+from rlaunch.config import load as config
 
 
 def render(preset: str, sets: list[str] = (), **knobs):
@@ -92,7 +93,9 @@ def test_setup_prepares_once(tmp_path):
 
 
 def test_install_on_the_official_base_image_only_and_at_the_pin():
-    from rlaunch import config, frameworks, pins
+    from rlaunch import frameworks
+    from rlaunch.config import load as config
+    from rlaunch.config import pins
 
     verl = frameworks.get("verl")
     official = config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-inst", "INFRA": "gcp"})

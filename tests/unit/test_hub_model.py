@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import ROOT, config, inputs
+from rlaunch import ROOT
+from rlaunch.config import load as config
+from rlaunch.plan import inputs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fakehub import FakeHub  # noqa: E402

@@ -1,4 +1,4 @@
-"""The plan's image check (rlaunch.imagecheck): pip's own resolver, offline against the recorded
+"""The plan's image check (rlaunch.plan.imagecheck): pip's own resolver, offline against the recorded
 index (tests/fixtures/pipindex-verl.tar.gz, conftest), the pinned presets' committed lock, and the
 IMAGE= knob."""
 
@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from rlaunch import config, imagecheck, pins
+from rlaunch.config import load as config
+from rlaunch.plan import imagecheck
+from rlaunch.config import pins
 from rlaunch.errors import ConfigError
 
 ROOT = imagecheck.ROOT
@@ -57,7 +59,7 @@ def test_the_pinned_verl_image_resolves_with_pip_as_the_lock_says():
 def test_the_lock_holds_every_pinned_resolution_and_nothing_else():
     wanted = imagecheck.pinned_inputs()
     on_disk = {p.stem for p in imagecheck.LOCK_DIR.glob("*.json")}
-    assert on_disk == set(wanted), "the image check's lock is stale: python -m rlaunch.imagecheck lock"
+    assert on_disk == set(wanted), "the image check's lock is stale: python -m rlaunch.plan.imagecheck lock"
     for key, inputs in wanted.items():
         assert json.loads((imagecheck.LOCK_DIR / f"{key}.json").read_text())["inputs"] == inputs
 

@@ -1,4 +1,4 @@
-"""rlaunch.images: build args, the stand-in's recipe and build-time pip settings, all from the pins;
+"""rlaunch.config.images: build args, the stand-in's recipe and build-time pip settings, all from the pins;
 the freshness checks that fail when a Dockerfile or an image tag disagrees with versions.yaml; and
 the in-image check (rlaunch.verify.image) against this launcher's own environment."""
 
@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "versions.yaml"
 sys.path.insert(0, str(ROOT / "tools"))
 
-from rlaunch import images, pins  # noqa: E402
-from rlaunch.pins import PinError  # noqa: E402
+from rlaunch.config import images
+from rlaunch.config import pins  # noqa: E402
+from rlaunch.config.pins import PinError  # noqa: E402
 from needs import missing
 
 VERSIONS = pins.load_versions(ROOT / "configs" / "versions.yaml")
@@ -27,7 +28,7 @@ DOCKERFILES = sorted((ROOT / "docker").glob("*/Dockerfile"))
 
 def cli(*args: str, stdin: str = "", versions: Path = FIXTURE) -> subprocess.CompletedProcess[str]:
     env = os.environ | {"PYTHONPATH": str(ROOT / "tools"), "RLAUNCH_VERSIONS": str(versions)}
-    return subprocess.run([sys.executable, "-m", "rlaunch.images", *args], input=stdin, env=env,
+    return subprocess.run([sys.executable, "-m", "rlaunch.config.images", *args], input=stdin, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
 
 

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import CONFIGS, ROOT, artifacts, config, frameworks, importer
+from rlaunch import CONFIGS, ROOT, frameworks
+from rlaunch.cli import importer
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
 from rlaunch.backends import get as backend
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "import"
@@ -36,7 +39,7 @@ def imported(monkeypatch, tmp_path):
 
     def run(script: str):
         name = f"test-import-{Path(script).stem.lower().replace('_', '-')}"
-        proc = subprocess.run([sys.executable, "-m", "rlaunch.importer", str(FIXTURES / script), f"--name={name}"],
+        proc = subprocess.run([sys.executable, "-m", "rlaunch.cli.importer", str(FIXTURES / script), f"--name={name}"],
                               capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         made.append(CONFIGS / "presets" / f"{name}.yaml")
@@ -85,6 +88,6 @@ def test_the_script_is_never_executed(tmp_path):
 def test_a_script_without_a_trainer_is_one_error_line(tmp_path):
     script = tmp_path / "x.sh"
     script.write_text("echo hello\n")
-    proc = subprocess.run([sys.executable, "-m", "rlaunch.importer", str(script), f"--out={tmp_path}"],
+    proc = subprocess.run([sys.executable, "-m", "rlaunch.cli.importer", str(script), f"--out={tmp_path}"],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2 and "verl.trainer.main_ppo" in proc.stderr

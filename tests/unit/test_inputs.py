@@ -1,4 +1,4 @@
-"""rlaunch.inputs: one place says where the model and dataset live, for every framework. Pinned
+"""rlaunch.plan.inputs: one place says where the model and dataset live, for every framework. Pinned
 revisions by default; model.path / data.path (the seeds' layout) move what the framework loads, what
 preflight checks and what setup prepares together."""
 
@@ -9,8 +9,11 @@ import json
 import pytest
 import yaml
 
-from rlaunch import artifacts, config, inputs
-from rlaunch.backends import aistudio, kuberay
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.plan import inputs
+from rlaunch.backends.aistudio import backend as aistudio
+from rlaunch.backends.kuberay import backend as kuberay
 from rlaunch.errors import ConfigError
 from rlaunch.frameworks.areal import adapter as areal
 from rlaunch.frameworks.rlinf import adapter as rlinf

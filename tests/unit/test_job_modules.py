@@ -104,8 +104,9 @@ def test_an_undeclared_import_is_caught(tmp_path):
 
 
 def test_the_run_script_asks_for_those_and_not_fire():
-    from rlaunch import artifacts, config
-    from rlaunch.backends import aistudio
+    from rlaunch.plan import artifacts
+    from rlaunch.config import load as config
+    from rlaunch.backends.aistudio import backend as aistudio
 
     for preset, framework in (("rlinf-grpo-pipeline-1.5b", "rlinf"), ("rehearsal", "trl")):
         spec = config.load(preset, {"INFRA": "aistudio", "RUN_ID": "t-modules"})

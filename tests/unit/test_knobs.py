@@ -1,4 +1,4 @@
-"""The free-form knobs: their rules (rlaunch.knobs), that every accepted value takes effect in the
+"""The free-form knobs: their rules (rlaunch.config.knobs), that every accepted value takes effect in the
 rendered files, that SET splits like a shell command line, and that SkyPilot itself agrees with our
 copy of its infra syntax (the only test here that imports sky)."""
 
@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import artifacts, config, knobs
-from rlaunch.backends import aistudio, skypilot
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.config import knobs
+from rlaunch.backends.aistudio import backend as aistudio
+from rlaunch.backends.skypilot import backend as skypilot
 from rlaunch.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,20 +158,20 @@ def test_rules(name, value, ok):
 def test_check_command_names_the_first_bad_value_exit_2():
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT / "tools"), "RUN_ID": "ok-1",
            "PRESET": "a\n::warning::x"}
-    proc = subprocess.run([sys.executable, "-m", "rlaunch.knobs", "check", "--inputs", "--prefix=::error::",
+    proc = subprocess.run([sys.executable, "-m", "rlaunch.config.knobs", "check", "--inputs", "--prefix=::error::",
                            "RUN_ID", "PRESET"], env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 2
     # One line, the value escaped: a newline in it cannot start another workflow command.
     assert proc.stdout == "::error::preset 'a\\n::warning::x' not allowed: a preset name: letters, digits, " \
                           "'.', '_', '-' (make presets lists them)\n"
     env["PRESET"] = "rehearsal"
-    assert subprocess.run([sys.executable, "-m", "rlaunch.knobs", "check", "RUN_ID", "PRESET"], env=env,
+    assert subprocess.run([sys.executable, "-m", "rlaunch.config.knobs", "check", "RUN_ID", "PRESET"], env=env,
                           check=False).returncode == 0
 
 
 def test_knobs_module_needs_only_the_standard_library():
     """The workflows run it with a bare python3 before `make setup`."""
-    code = "import sys, rlaunch.knobs; print(sorted(m for m in sys.modules if m.split('.')[0] in " \
+    code = "import sys, rlaunch.config.knobs; print(sorted(m for m in sys.modules if m.split('.')[0] in " \
            "('yaml', 'jsonschema', 'sky', 'ray', 'fire', 'jinja2')))"
     out = subprocess.run([sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(ROOT / "tools")},
                          capture_output=True, text=True, check=True).stdout

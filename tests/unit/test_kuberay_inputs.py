@@ -19,8 +19,10 @@ import yaml
 
 import kuberay_harness as kh
 from fakehub import FakeHub
-from rlaunch import artifacts, config, pins
-from rlaunch.backends import kuberay
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.config import pins
+from rlaunch.backends.kuberay import backend as kuberay
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = "verl-ppo-gsm8k-0.5b"  # seed 002 on VKE: verl, the pinned Qwen2.5-0.5B-Instruct and GSM8K

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import artifacts, config
-from rlaunch.backends import kuberay as kr
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.backends.kuberay import backend as kr
 
 NODES = yaml.safe_load((Path(__file__).resolve().parents[1] / "fixtures" / "gke" / "seed004-a4x-nodes.yaml").read_text())
 

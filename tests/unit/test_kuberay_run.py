@@ -26,8 +26,9 @@ import pytest
 import yaml
 
 import kuberay_harness as kh
-from rlaunch import artifacts, config
-from rlaunch.backends import kuberay
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.backends.kuberay import backend as kuberay
 
 CLUSTER = "r-abcde"  # a RayCluster name as the operator would pick it: <rayjob>-<5 chars>
 FQDN = f"{CLUSTER}-head-svc.default.svc.cluster.local"

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import artifacts, config
-from rlaunch.backends import kuberay as kr
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.backends.kuberay import backend as kr
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.validate import apiserver
 from rlaunch.validate import kuberay as v

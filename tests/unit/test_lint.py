@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "lint"
 sys.path.insert(0, str(ROOT / "tools"))
 
-from rlaunch import images, pins  # noqa: E402  (after the path tweak, like the CLI's PYTHONPATH)
+from rlaunch.config import images
+from rlaunch.config import pins  # noqa: E402  (after the path tweak, like the CLI's PYTHONPATH)
 
 YAMLLINT_CONFIG = ROOT / ".yamllint"
 

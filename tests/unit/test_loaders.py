@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rlaunch import config, frameworks
+from rlaunch import frameworks
+from rlaunch.config import load as config
 from rlaunch.errors import CheckError
 from rlaunch.frameworks import loaders
 from needs import missing

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import artifacts, config
-from rlaunch.backends import local
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.backends.local import backend as local
 from rlaunch.backends.base import LaunchPlan
 from rlaunch.errors import ConfigError, MissingPrerequisite
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import pins
+from rlaunch.config import pins
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = pins.load_versions(ROOT / "configs" / "versions.yaml")

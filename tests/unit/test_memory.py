@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import config, memory, modelfacts
+from rlaunch.config import modelfacts
+from rlaunch.config import load as config
+from rlaunch.plan import memory
 from rlaunch.errors import CheckError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +47,7 @@ def test_tied_embeddings_have_no_separate_head():
 
 
 def config_of(name: str) -> dict:
-    from rlaunch import pins
+    from rlaunch.config import pins
 
     return pins.load_versions()["models"][name]["config"]
 

@@ -1,4 +1,4 @@
-"""The model's own facts drive plan's checks (rlaunch.modelfacts): real models' config.json
+"""The model's own facts drive plan's checks (rlaunch.config.modelfacts): real models' config.json
 (tests/fixtures/models: a dense 8B, a 32B and an MoE), their parameter counts, the memory bound of
 each against its own facts (never the preset's model), the attention-heads rules, where facts come
 from (a model directory, a facts cache), and the SkyPilot resources line from the catalog."""
@@ -10,8 +10,10 @@ import re
 
 import pytest
 
-from rlaunch import config, memory, modelfacts
-from rlaunch.backends import skypilot
+from rlaunch.config import modelfacts
+from rlaunch.config import load as config
+from rlaunch.plan import memory
+from rlaunch.backends.skypilot import backend as skypilot
 from rlaunch.errors import CheckError, ConfigError
 
 GB = 10**9

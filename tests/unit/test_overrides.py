@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from rlaunch import config, frameworks, spec
+from rlaunch import frameworks
+from rlaunch.config import load as config
+from rlaunch.config import spec
 from rlaunch.errors import ConfigError
 
 PRESETS = {"verl": ("verl-grpo-math-7b", {"INFRA": "gcp"}), "areal": ("areal-grpo-gsm8k", {"INFRA": "gcp"}),

@@ -1,4 +1,4 @@
-"""rlaunch.pins: the one reader of configs/versions.yaml for scripts, Dockerfiles and templates."""
+"""rlaunch.config.pins: the one reader of configs/versions.yaml for scripts, Dockerfiles and templates."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "versions.yaml"
 sys.path.insert(0, str(ROOT / "tools"))
 
-from rlaunch import images, pins  # noqa: E402
+from rlaunch.config import images
+from rlaunch.config import pins  # noqa: E402
 
 
 def cli(*args: str, versions: Path | None = FIXTURE) -> subprocess.CompletedProcess[str]:
@@ -21,7 +22,7 @@ def cli(*args: str, versions: Path | None = FIXTURE) -> subprocess.CompletedProc
     env.pop("RLAUNCH_VERSIONS", None)
     if versions is not None:
         env["RLAUNCH_VERSIONS"] = str(versions)
-    return subprocess.run([sys.executable, "-m", "rlaunch.pins", *args], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "rlaunch.config.pins", *args], env=env, capture_output=True,
                           text=True, timeout=30, check=False)
 
 

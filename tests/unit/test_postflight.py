@@ -332,7 +332,7 @@ def test_rlinf_int_and_string_ranks_are_one_placement(rlinf):
 
 
 def test_rlinf_without_a_plan_compares_with_the_spec(tmp_path):
-    from rlaunch import config
+    from rlaunch.config import load as config
 
     spec = config.load("rlinf-grpo-pipeline-1.5b", {"INFRA": "aistudio", "RUN_ID": "rid-1"})
     run_dir = tmp_path / "copy-of-rid-1"  # a copy of the run (make verify RUN_DIR=...) without plan/

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import artifacts, backends, config
+from rlaunch import backends
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
 from rlaunch.frameworks.areal import adapter as areal
 from rlaunch.frameworks.verl import adapter as verl
 

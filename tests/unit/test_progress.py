@@ -138,7 +138,7 @@ def test_follow_progress_prints_every_n_steps_and_slow_steps_anyway(tmp_path, mo
 def test_a_pending_job_is_shown_until_it_runs(capsys):
     from types import SimpleNamespace
 
-    from rlaunch import jobs
+    from rlaunch.backends.local import jobs
 
     states = iter([("PENDING", ""), ("PENDING", "Job has not started yet"), ("RUNNING", "")])
 
@@ -156,7 +156,7 @@ def test_a_pending_job_is_shown_until_it_runs(capsys):
 
 
 def test_formation_reads_the_heads_joined_lines_as_they_are_appended(tmp_path):
-    from rlaunch.backends import local
+    from rlaunch.backends.local import backend as local
 
     log = tmp_path / "node-0.log"
     assert local._read_from(log, 0) == ("", 0)  # not written yet

@@ -200,7 +200,7 @@ def test_the_pinned_ray_has_the_internals_ray_up_uses():
     from ray.core.generated.gcs_pb2 import GcsNodeInfo
 
     sys.path.insert(0, str(ROOT / "tools"))
-    from rlaunch import pins
+    from rlaunch.config import pins
 
     assert ray.__version__ == pins.get_str("ray", pins.load_versions(ROOT / "configs" / "versions.yaml"))
     loaded = ray_up.load_ray(with_cli=True)

@@ -16,7 +16,8 @@ import posixpath
 
 import pytest
 
-from rlaunch import config, frameworks
+from rlaunch import frameworks
+from rlaunch.config import load as config
 from rlaunch.errors import MissingPrerequisite
 from rlaunch.frameworks import loaders
 from rlaunch.validate import upstream

@@ -11,8 +11,14 @@ import json
 import pytest
 import yaml
 
-from rlaunch import artifacts, cli, config, runs
-from rlaunch.backends import aistudio, kuberay, local, skypilot
+from rlaunch.plan import artifacts
+from rlaunch.cli import commands as cli
+from rlaunch.config import load as config
+from rlaunch.runs import listing as runs
+from rlaunch.backends.aistudio import backend as aistudio
+from rlaunch.backends.kuberay import backend as kuberay
+from rlaunch.backends.local import backend as local
+from rlaunch.backends.skypilot import backend as skypilot
 from rlaunch.backends.base import Answer, Run
 from rlaunch.errors import ConfigError, MissingPrerequisite
 

@@ -11,9 +11,10 @@ import sys
 import pytest
 import yaml
 
-from rlaunch import artifacts, config
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
 from rlaunch.backends import get as backend
-from rlaunch.backends import skypilot
+from rlaunch.backends.skypilot import backend as skypilot
 
 VALUE = "wandb-sekret-4d9f"
 SETS = {"local": "", "gcp": "", "kuberay": "", "aistudio": "storage.mount=/mnt/rl"}

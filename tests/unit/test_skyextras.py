@@ -1,4 +1,4 @@
-"""rlaunch.skyextras and the SkyPilot extras of `make setup`: every cloud rlaunch launches to has its
+"""rlaunch.backends.skypilot.extras and the SkyPilot extras of `make setup`: every cloud rlaunch launches to has its
 extra installed by setup or on first use, and every package an extra adds is pinned in versions.yaml.
 The real first use (pip installing the azure extra) runs in test_skypilot_clients.py."""
 
@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from rlaunch import config, pins, skyextras
-from rlaunch.backends import skypilot as sp
+from rlaunch.config import load as config
+from rlaunch.config import pins
+from rlaunch.backends.skypilot import extras as skyextras
+from rlaunch.backends.skypilot import backend as sp
 from rlaunch.errors import MissingPrerequisite
 
 ROOT = Path(__file__).resolve().parents[2]

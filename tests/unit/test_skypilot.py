@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import artifacts, config, frameworks
-from rlaunch.backends import skypilot as sp
+from rlaunch import frameworks
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.backends.skypilot import backend as sp
 from rlaunch.errors import CheckError, ConfigError
 from rlaunch.validate import skypilot as v
 
@@ -110,7 +112,7 @@ def test_spot_is_a_managed_job_with_recovery_and_no_autostop():
     task = task_of(spec)
     res = task["resources"]
     assert res["use_spot"] is True
-    # 75: job.sh lost a node (rlaunch.nodewatch): recovered like a preemption, resumed from the checkpoints.
+    # 75: job.sh lost a node (rlaunch.job.nodewatch): recovered like a preemption, resumed from the checkpoints.
     assert res["job_recovery"] == {"strategy": "FAILOVER", "max_restarts_on_errors": 2, "recover_on_exit_codes": [75]}
     assert "autostop" not in res  # the jobs controller tears a managed job's cluster down
     assert sp.launch_argv(spec, "/o")[:4] == ["jobs", "launch", "-n", "t-sky"]

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import artifacts, config, frameworks
-from rlaunch.backends import skypilot as sp
+from rlaunch import frameworks
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.backends.skypilot import backend as sp
 from rlaunch.errors import CheckError
 from rlaunch.validate import skypilot as v
 

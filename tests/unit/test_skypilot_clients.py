@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import config, skyextras
-from rlaunch.backends import skypilot as sp
+from rlaunch.config import load as config
+from rlaunch.backends.skypilot import extras as skyextras
+from rlaunch.backends.skypilot import backend as sp
 from rlaunch.errors import MissingPrerequisite
 from rlaunch.backends.base import LaunchPlan
 from needs import missing

@@ -28,8 +28,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import artifacts, config
-from rlaunch.backends import skypilot as sp
+from rlaunch.plan import artifacts
+from rlaunch.config import load as config
+from rlaunch.backends.skypilot import backend as sp
 from needs import missing
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # ~30 s idle, 90 s on a loaded 2-core machine

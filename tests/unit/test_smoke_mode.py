@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from rlaunch import cli, config, frameworks
+from rlaunch import frameworks
+from rlaunch.cli import commands as cli
+from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
 from rlaunch.verify import smoke
 

@@ -1,4 +1,4 @@
-"""The typed spec (rlaunch.spec): one model per section, frozen, every key of defaults.yaml typed; the
+"""The typed spec (rlaunch.config.spec): one model per section, frozen, every key of defaults.yaml typed; the
 facts config.derive computes once, and that each is decided in one place."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from rlaunch import config, pins, spec
+from rlaunch.config import load as config
+from rlaunch.config import pins
+from rlaunch.config import spec
 from rlaunch.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,13 +106,14 @@ def test_nccl_ib_disable_is_decided_in_one_function():
     for path in sorted((ROOT / "tools" / "rlaunch").rglob("*.py")):
         for where in _string_constants(path, "NCCL_IB_DISABLE"):
             places[f"{path.relative_to(ROOT / 'tools')}:{where}"] = True
-    assert set(places) == {"rlaunch/config.py:config.nccl_env", "rlaunch/rehearsal/train.py:train"}, places
+    assert set(places) == {"rlaunch/config/load.py:load.nccl_env", "rlaunch/rehearsal/train.py:train"}, places
 
 
 def test_the_cross_key_rules_run_once_before_render(monkeypatch):
     """config.check is the one pass: the framework's topology rules and the infrastructure's run
     there, once, and rendering relies on it."""
-    from rlaunch import artifacts, backends, frameworks
+    from rlaunch import backends, frameworks
+    from rlaunch.plan import artifacts
 
     calls = []
     verl = type(frameworks.get("verl"))

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from rlaunch import config
+from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
 
 CASES = [  # preset, knobs, SET, what retries

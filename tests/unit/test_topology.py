@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlaunch import config, frameworks
+from rlaunch import frameworks
+from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
 from rlaunch.frameworks.areal.allocation import allocation_gpus
 from rlaunch.frameworks.rlinf import placement as rlinf
@@ -30,7 +31,7 @@ def fw_overrides(*items: str) -> str:
 # (preset, SET items, knobs, the key the error must name, a word the message must hold)
 CORPUS = [
     (VERL_GRPO, ["algo.group_size=1"], {}, "algo.group_size", ">= 2"),
-    # an override of a key rlaunch owns is that key's value (rlaunch.overrides): the rule names it
+    # an override of a key rlaunch owns is that key's value (rlaunch.config.overrides): the rule names it
     (VERL_GRPO, [fw_overrides("actor_rollout_ref.rollout.n=1")], {}, "algo.group_size", ">= 2"),
     (VERL_PPO, ["train.batch_size=255"], {}, "train.batch_size", "divide evenly"),
     (VERL_PPO, ["train.mini_batch_size=512"], {}, "train.mini_batch_size", "<= the train batch"),

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import pins
+from rlaunch.config import pins
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -367,8 +367,8 @@ def test_bad_run_id_stops_before_make(tmp_path):
 
 @pytest.mark.parametrize("name", ["launch.yml", "down.yml"])
 def test_run_id_rule_is_the_configs(tmp_path, name):
-    """The workflows refuse exactly the run ids rlaunch's config refuses (one rule, rlaunch.knobs)."""
-    from rlaunch import config
+    """The workflows refuse exactly the run ids rlaunch's config refuses (one rule, rlaunch.config.knobs)."""
+    from rlaunch.config import load as config
 
     for run_id, ok in [("exp-1", True), ("a" * 40, True), ("a" * 41, False), ("Exp-1", False),
                        ("exp_1", False), ("exp-", False), ("exp.1", False)]:

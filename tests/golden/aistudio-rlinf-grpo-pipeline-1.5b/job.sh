@@ -5,8 +5,8 @@
 # Rule a100-flash-attn-4 (seed 003, rlaunch.frameworks.accel): before preflight, every node hides
 # flash-attn-4 from the job's Python; preflight then checks compute capability 8.0 and
 # that transformer_engine.pytorch and sglang import there.
-# Every start is an attempt (rlaunch.attempts): a restarted run resumes from its last checkpoint on the
-# shared storage, and rlaunch.nodewatch stops the entrypoint at once, naming the node, if one is lost.
+# Every start is an attempt (rlaunch.job.attempts): a restarted run resumes from its last checkpoint on the
+# shared storage, and rlaunch.job.nodewatch stops the entrypoint at once, naming the node, if one is lost.
 #
 # Env:
 #   RLAUNCH_HOME       directory holding rlaunch's tools/ (default: two levels above this file's dir,
@@ -52,7 +52,7 @@ job() {
     say "$RUN_DIR is a smoke run's (it holds SMOKE): a real run never resumes from it; launch with another RUN_ID" >&2
     return 2
   fi
-  "$RLAUNCH_PYTHON" -m rlaunch.attempts start --spec "$SPEC" --run-dir "$RUN_DIR"
+  "$RLAUNCH_PYTHON" -m rlaunch.job.attempts start --spec "$SPEC" --run-dir "$RUN_DIR"
   keep_plan
   say "plan, spec and this log are kept in $RUN_DIR"
   say 'accelerator rule a100-flash-attn-4 on every node'
@@ -71,7 +71,7 @@ job() {
 
   say 'starting rlinf: python /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839/examples/reasoning/main_grpo.py --config-path ${RLAUNCH_ARTIFACTS}/rlinf --config-name rlaunch-grpo'
   set +e
-  "$RLAUNCH_PYTHON" -m rlaunch.nodewatch --run-dir "$RUN_DIR" -- \
+  "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" -- \
     python /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839/examples/reasoning/main_grpo.py --config-path "${RLAUNCH_ARTIFACTS}/rlinf" --config-name rlaunch-grpo 2>&1 | tee -a "$RUN_DIR/logs/train.log"
   rc=${PIPESTATUS[0]}
   set -e
@@ -83,7 +83,7 @@ job() {
   # A lost node stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
   # a RayJob's backoffLimit, RESUME=1) can tell it from a failure that would only happen again.
   if ((rc == 75)); then verified=75; fi
-  "$RLAUNCH_PYTHON" -m rlaunch.attempts end --run-dir "$RUN_DIR" --exit-code "$verified"
+  "$RLAUNCH_PYTHON" -m rlaunch.job.attempts end --run-dir "$RUN_DIR" --exit-code "$verified"
   return "$verified"
 }
 

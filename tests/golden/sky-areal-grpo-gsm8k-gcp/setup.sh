@@ -10,5 +10,5 @@ set -Eeuo pipefail
 
 RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
-if ! (cd /storage/data/gsm8k/cc7b047b6e5b-hf 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.data --dataset=gsm8k --snapshot --out=/storage/data/gsm8k/cc7b047b6e5b-hf; else echo 'inputs: dataset /storage/data/gsm8k/cc7b047b6e5b-hf matches its SHA256SUMS: kept'; fi
-if ! (cd /storage/models/qwen2.5-1.5b-instruct/989aa7980e4c 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.data --model=qwen2.5-1.5b-instruct --out=/storage/models/qwen2.5-1.5b-instruct/989aa7980e4c; else echo 'inputs: model /storage/models/qwen2.5-1.5b-instruct/989aa7980e4c matches its SHA256SUMS: kept'; fi
+if ! (cd /storage/data/gsm8k/cc7b047b6e5b-hf 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=gsm8k --snapshot --out=/storage/data/gsm8k/cc7b047b6e5b-hf; else echo 'inputs: dataset /storage/data/gsm8k/cc7b047b6e5b-hf matches its SHA256SUMS: kept'; fi
+if ! (cd /storage/models/qwen2.5-1.5b-instruct/989aa7980e4c 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-1.5b-instruct --out=/storage/models/qwen2.5-1.5b-instruct/989aa7980e4c; else echo 'inputs: model /storage/models/qwen2.5-1.5b-instruct/989aa7980e4c matches its SHA256SUMS: kept'; fi
