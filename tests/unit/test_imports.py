@@ -1,0 +1,353 @@
+"""The floor plan holds (issue 32): rlaunch's internal imports, read with the stdlib `ast` module,
+form no cycle and never run from a lower package up to a higher one, and the imports left inside
+functions are only of heavy optional dependencies.
+
+The layers, in data-flow order (a module may import its own package and any layer below it):
+
+    base        rlaunch/__init__, errors, firecli, progress: used by every stage
+    config      load, spec, knobs, dotted, pins, images: the experiment's inputs as data
+    validate    offline validators of what a backend renders (CRDs, the API server, SkyPilot)
+    plan        render, artifacts, memory, inputs, imagecheck, pipindex, tracking: what a launch will be
+    job         what runs on the cluster head: attempts, checkpoints, nodewatch, data
+    verify      preflight, postflight, collective, accel, smoke, image, report, layouts
+    rehearsal   the CPU training stand-in (the TRL framework's program)
+    frameworks  one package per framework: its facts and adapters (they use the libraries below)
+    backends    base, then one package per infrastructure; no backend imports another
+    runs        lookup, listing, board, compare, summary: operator tools over existing runs
+    cli         the top-level command line; nothing imports it
+
+Where the tree still breaks a rule, the edge is listed in KNOWN below, each a debt to pay: a new
+violation fails with the edge named (file:line), and an entry that no longer occurs fails too, so the
+list only shrinks.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
+
+LAYERS = ["base", "config", "validate", "plan", "job", "verify", "rehearsal", "frameworks", "backends",
+          "runs", "cli"]
+BASE = {"rlaunch", "rlaunch.errors", "rlaunch.firecli", "rlaunch.progress", "rlaunch.__main__"}
+# A module whose layer is not its package's: the readers and the node round that job/ and the
+# frameworks share sit below job/ (verify.files, verify.cluster).
+MODULE_LAYER = {"rlaunch.verify.files": "config", "rlaunch.verify.cluster": "config",
+                "rlaunch.__main__": "cli"}
+# Imports that may stay inside a function: heavy or optional dependencies a command must not pay
+# for (or may lack) unless it uses them.
+HEAVY = {"sky", "ray", "kubernetes", "torch", "transformers", "datasets", "huggingface_hub", "matplotlib",
+         "wandb", "tensorboard", "numpy", "pandas", "pyarrow", "safetensors", "fire", "rich", "jinja2",
+         "pydantic", "yaml", "jsonschema", "requests", "google", "boto3", "azure", "kr8s", "trl", "verl",
+         "areal", "rlinf", "hydra", "omegaconf", "tokenizers", "cel", "kubernetes_validate", "vllm", "sglang", "accelerate", "peft", "psutil", "docker", "uv", "pip",
+         "packaging", "tomllib", "importlib_metadata", "tensorboardX", "PIL", "grpc"}
+
+# (importer, imported) edges that break the layering today, to be removed (issue 32, Build 1/3).
+KNOWN: set[tuple[str, str]] = {
+    ('rlaunch.backends.local.backend', 'rlaunch.runs.summary'),
+    ('rlaunch.config.images', 'rlaunch.plan.imagecheck'),
+    ('rlaunch.config.images', 'rlaunch.plan.render'),
+    ('rlaunch.config.load', 'rlaunch.backends'),
+    ('rlaunch.config.load', 'rlaunch.frameworks'),
+    ('rlaunch.config.load', 'rlaunch.plan.inputs'),
+    ('rlaunch.config.spec', 'rlaunch.frameworks'),
+    ('rlaunch.job.attempts', 'rlaunch.verify.postflight'),
+    ('rlaunch.job.checkpoints', 'rlaunch.verify.layouts'),
+    ('rlaunch.job.checkpoints', 'rlaunch.verify.postflight'),
+    ('rlaunch.plan.artifacts', 'rlaunch.frameworks'),
+    ('rlaunch.plan.artifacts', 'rlaunch.frameworks.accel'),
+    ('rlaunch.plan.imagecheck', 'rlaunch.frameworks'),
+    ('rlaunch.plan.inputs', 'rlaunch.frameworks'),
+    ('rlaunch.plan.inputs', 'rlaunch.job.data'),
+    ('rlaunch.plan.memory', 'rlaunch.frameworks'),
+    ('rlaunch.plan.memory', 'rlaunch.frameworks.topology'),
+    ('rlaunch.verify', 'rlaunch.frameworks'),
+    ('rlaunch.verify.accel', 'rlaunch.frameworks.accel'),
+    ('rlaunch.verify.image', 'rlaunch.frameworks'),
+    ('rlaunch.verify.layouts', 'rlaunch.frameworks'),
+    ('rlaunch.verify.postflight', 'rlaunch.frameworks'),
+    ('rlaunch.verify.preflight', 'rlaunch.frameworks'),
+    ('rlaunch.verify.preflight', 'rlaunch.frameworks.accel'),
+    ('rlaunch.verify.smoke', 'rlaunch.frameworks'),
+}
+# Internal imports still inside functions, as (importer, imported).
+KNOWN_LOCAL: set[tuple[str, str]] = {
+    ('rlaunch.backends.aistudio.backend', 'rlaunch.config.spec'),
+    ('rlaunch.backends.aistudio.backend', 'rlaunch.plan.tracking'),
+    ('rlaunch.backends.base', 'rlaunch.backends'),
+    ('rlaunch.backends.base', 'rlaunch.plan.artifacts'),
+    ('rlaunch.backends.kuberay.backend', 'rlaunch.backends.kuberay.registry'),
+    ('rlaunch.backends.kuberay.backend', 'rlaunch.frameworks'),
+    ('rlaunch.backends.kuberay.backend', 'rlaunch.plan.imagecheck'),
+    ('rlaunch.backends.kuberay.backend', 'rlaunch.plan.tracking'),
+    ('rlaunch.backends.kuberay.backend', 'rlaunch.progress'),
+    ('rlaunch.backends.kuberay.backend', 'rlaunch.validate.kuberay'),
+    ('rlaunch.backends.local.backend', 'rlaunch.backends.local.forward'),
+    ('rlaunch.backends.local.backend', 'rlaunch.frameworks'),
+    ('rlaunch.backends.local.backend', 'rlaunch.job.checkpoints'),
+    ('rlaunch.backends.local.backend', 'rlaunch.plan.tracking'),
+    ('rlaunch.backends.local.backend', 'rlaunch.progress'),
+    ('rlaunch.backends.local.backend', 'rlaunch.runs.summary'),
+    ('rlaunch.backends.local.jobs', 'asyncio'),
+    ('rlaunch.backends.local.jobs', 'rlaunch.progress'),
+    ('rlaunch.backends.skypilot.backend', 'rlaunch.plan.render'),
+    ('rlaunch.backends.skypilot.backend', 'rlaunch.validate.skypilot'),
+    ('rlaunch.cli.commands', 'dataclasses'),
+    ('rlaunch.cli.commands', 'importlib'),
+    ('rlaunch.cli.commands', 'rlaunch.backends'),
+    ('rlaunch.cli.commands', 'rlaunch.backends.local.jobs'),
+    ('rlaunch.cli.commands', 'rlaunch.config.knobs'),
+    ('rlaunch.cli.commands', 'rlaunch.config.load'),
+    ('rlaunch.cli.commands', 'rlaunch.config.spec'),
+    ('rlaunch.cli.commands', 'rlaunch.firecli'),
+    ('rlaunch.cli.commands', 'rlaunch.frameworks'),
+    ('rlaunch.cli.commands', 'rlaunch.plan.imagecheck'),
+    ('rlaunch.cli.commands', 'rlaunch.plan.inputs'),
+    ('rlaunch.cli.commands', 'rlaunch.plan.memory'),
+    ('rlaunch.cli.commands', 'rlaunch.plan.render'),
+    ('rlaunch.cli.commands', 'rlaunch.runs.board'),
+    ('rlaunch.cli.commands', 'rlaunch.runs.compare'),
+    ('rlaunch.cli.commands', 'rlaunch.runs.listing'),
+    ('rlaunch.cli.commands', 'rlaunch.runs.lookup'),
+    ('rlaunch.cli.commands', 'rlaunch.runs.summary'),
+    ('rlaunch.config.images', 'configparser'),
+    ('rlaunch.config.images', 'rlaunch.plan.imagecheck'),
+    ('rlaunch.config.images', 'rlaunch.plan.render'),
+    ('rlaunch.config.load', 'rlaunch.backends'),
+    ('rlaunch.config.load', 'rlaunch.frameworks'),
+    ('rlaunch.config.spec', 'json'),
+    ('rlaunch.config.spec', 'pathlib'),
+    ('rlaunch.config.spec', 'rlaunch.errors'),
+    ('rlaunch.frameworks', 'rlaunch.frameworks.topology'),
+    ('rlaunch.frameworks.areal.memory', 'rlaunch.frameworks.areal.adapter'),
+    ('rlaunch.frameworks.areal.memory', 'rlaunch.frameworks.areal.allocation'),
+    ('rlaunch.frameworks.base', 'rlaunch.frameworks.loaders'),
+    ('rlaunch.frameworks.base', 'rlaunch.plan.imagecheck'),
+    ('rlaunch.frameworks.loaders', 'concurrent.futures'),
+    ('rlaunch.frameworks.loaders', 'rlaunch.errors'),
+    ('rlaunch.frameworks.loaders', 'rlaunch.frameworks'),
+    ('rlaunch.frameworks.rlinf.postflight', 'rlaunch.verify.layouts'),
+    ('rlaunch.frameworks.rlinf.postflight', 'rlaunch.verify.postflight'),
+    ('rlaunch.frameworks.trl.adapter', 'rlaunch.errors'),
+    ('rlaunch.frameworks.trl.adapter', 'rlaunch.rehearsal.train'),
+    ('rlaunch.frameworks.trl.postflight', 'rlaunch.rehearsal.train'),
+    ('rlaunch.frameworks.verl.postflight', 'rlaunch.verify.layouts'),
+    ('rlaunch.job.attempts', 'rlaunch.job.checkpoints'),
+    ('rlaunch.job.attempts', 'rlaunch.verify.postflight'),
+    ('rlaunch.job.checkpoints', 'rlaunch.verify.postflight'),
+    ('rlaunch.plan.imagecheck', 'rlaunch.config.knobs'),
+    ('rlaunch.plan.imagecheck', 'rlaunch.config.load'),
+    ('rlaunch.plan.imagecheck', 'rlaunch.errors'),
+    ('rlaunch.plan.imagecheck', 'rlaunch.plan.pipindex'),
+    ('rlaunch.plan.imagecheck', 'shlex'),
+    ('rlaunch.plan.inputs', 'rlaunch.frameworks'),
+    ('rlaunch.plan.memory', 'copy'),
+    ('rlaunch.plan.memory', 'rlaunch.frameworks'),
+    ('rlaunch.plan.memory', 'rlaunch.frameworks.topology'),
+    ('rlaunch.rehearsal.evaluate', 'rlaunch.rehearsal.tiny'),
+    ('rlaunch.rehearsal.train', 'resource'),
+    ('rlaunch.rehearsal.train', 'rlaunch.job.attempts'),
+    ('rlaunch.rehearsal.train', 'rlaunch.job.checkpoints'),
+    ('rlaunch.rehearsal.train', 'rlaunch.progress'),
+    ('rlaunch.rehearsal.train', 'rlaunch.rehearsal.evaluate'),
+    ('rlaunch.rehearsal.train', 'rlaunch.rehearsal.plot'),
+    ('rlaunch.rehearsal.train', 'rlaunch.rehearsal.tiny'),
+    ('rlaunch.rehearsal.train', 'rlaunch.verify.postflight'),
+    ('rlaunch.runs.board', 'rlaunch.backends.kuberay.backend'),
+    ('rlaunch.runs.board', 'rlaunch.progress'),
+    ('rlaunch.runs.compare', 'rlaunch.frameworks'),
+    ('rlaunch.runs.compare', 'rlaunch.progress'),
+    ('rlaunch.runs.compare', 'rlaunch.verify.layouts'),
+    ('rlaunch.runs.compare', 'rlaunch.verify.postflight'),
+    ('rlaunch.runs.compare', 'rlaunch.verify.report'),
+    ('rlaunch.runs.listing', 'rlaunch.backends'),
+    ('rlaunch.runs.summary', 'rlaunch.verify.smoke'),
+    ('rlaunch.validate.crds', 'rlaunch.firecli'),
+    ('rlaunch.validate.pinned_files', 'urllib.error'),
+    ('rlaunch.validate.pinned_files', 'urllib.request'),
+    ('rlaunch.validate.upstream', 'rlaunch.firecli'),
+    ('rlaunch.verify', 'rlaunch.frameworks'),
+    ('rlaunch.verify.accel', 'importlib'),
+    ('rlaunch.verify.accel', 'importlib.metadata'),
+    ('rlaunch.verify.accel', 'json'),
+    ('rlaunch.verify.accel', 're'),
+    ('rlaunch.verify.accel', 'rlaunch.frameworks.accel'),
+    ('rlaunch.verify.accel', 'rlaunch.verify.preflight'),
+    ('rlaunch.verify.accel', 'subprocess'),
+    ('rlaunch.verify.accel', 'sys'),
+    ('rlaunch.verify.accel', 'sysconfig'),
+    ('rlaunch.verify.collective', 'concurrent.futures'),
+    ('rlaunch.verify.collective', 'datetime'),
+    ('rlaunch.verify.collective', 'fcntl'),
+    ('rlaunch.verify.collective', 'rlaunch.verify.report'),
+    ('rlaunch.verify.collective', 'socket'),
+    ('rlaunch.verify.collective', 'struct'),
+    ('rlaunch.verify.collective', 'threading'),
+    ('rlaunch.verify.image', 'rlaunch.errors'),
+    ('rlaunch.verify.image', 'rlaunch.frameworks'),
+    ('rlaunch.verify.layouts', 'rlaunch.frameworks'),
+    ('rlaunch.verify.postflight', 'rlaunch.frameworks'),
+    ('rlaunch.verify.postflight', 'shutil'),
+    ('rlaunch.verify.preflight', 'hashlib'),
+    ('rlaunch.verify.preflight', 'importlib'),
+    ('rlaunch.verify.preflight', 'importlib.metadata'),
+    ('rlaunch.verify.preflight', 'json'),
+    ('rlaunch.verify.preflight', 'os'),
+    ('rlaunch.verify.preflight', 'platform'),
+    ('rlaunch.verify.preflight', 'rlaunch.frameworks'),
+    ('rlaunch.verify.preflight', 'rlaunch.frameworks.accel'),
+    ('rlaunch.verify.preflight', 'rlaunch.verify.collective'),
+    ('rlaunch.verify.preflight', 'shutil'),
+    ('rlaunch.verify.preflight', 'socket'),
+    ('rlaunch.verify.preflight', 'subprocess'),
+    ('rlaunch.verify.preflight', 'sys'),
+    ('rlaunch.verify.report', 'argparse'),
+    ('rlaunch.verify.report', 'sys'),
+    ('rlaunch.verify.smoke', 'rlaunch.frameworks'),
+}
+# Import cycles today, each as the sorted modules of one strongly connected component.
+KNOWN_CYCLES: set[tuple[str, ...]] = {
+    ('rlaunch.backends', 'rlaunch.backends.base', 'rlaunch.config.images', 'rlaunch.config.load', 'rlaunch.config.spec', 'rlaunch.frameworks', 'rlaunch.frameworks.base', 'rlaunch.frameworks.loaders', 'rlaunch.plan.artifacts', 'rlaunch.plan.imagecheck', 'rlaunch.plan.inputs'),
+    ('rlaunch.job.attempts', 'rlaunch.job.checkpoints', 'rlaunch.verify.postflight'),
+    ('rlaunch.verify.accel', 'rlaunch.verify.preflight'),
+}
+
+
+def modules() -> dict[str, tuple[Path, bool]]:
+    out = {}
+    for path in sorted((TOOLS / "rlaunch").rglob("*.py")):
+        parts = list(path.relative_to(TOOLS).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)
+    return out
+
+
+def imports() -> list[tuple[str, str, str, bool]]:
+    """Every import in tools/rlaunch: (importer, imported, where, inside a function). An internal one
+    names the module it reaches (a name imported from a package is its submodule when one exists)."""
+    mods = modules()
+    out = []
+    for mod, (path, is_pkg) in mods.items():
+        tree = ast.parse(path.read_text())
+        local = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                    base = base[:len(base) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target for a in node.names]
+            else:
+                continue
+            where = f"{path.relative_to(TOOLS.parent)}:{node.lineno}"
+            for target in targets:
+                if target.split(".")[0] == "rlaunch":
+                    while target not in mods and "." in target:
+                        target = target.rsplit(".", 1)[0]
+                    if target == mod:
+                        continue
+                out.append((mod, target, where, id(node) in local))
+    return out
+
+
+def layer(mod: str) -> int:
+    if mod in MODULE_LAYER:
+        return LAYERS.index(MODULE_LAYER[mod])
+    if mod in BASE:
+        return 0
+    return LAYERS.index(mod.split(".")[1])
+
+
+def internal() -> list[tuple[str, str, str, bool]]:
+    return [e for e in imports() if e[1].split(".")[0] == "rlaunch"]
+
+
+def show(edges) -> str:
+    return "\n".join(f"  {a} -> {b}    ({where})" for a, b, where in sorted(edges))
+
+
+def ratchet(found: dict[tuple, str], known: set, what: str) -> None:
+    new = {k: v for k, v in found.items() if k not in known}
+    gone = known - set(found)
+    message = ""
+    if new:
+        message += f"{len(new)} new {what} (fix them; the rules are in this file's docstring):\n"
+        message += show((k[0], k[-1], v) for k, v in new.items()) + "\n"
+    if gone:
+        message += f"{len(gone)} {what} no longer occur: remove them from this test's list:\n"
+        message += "\n".join(f"  {k}" for k in sorted(gone))
+    assert not message, message
+
+
+def test_no_import_runs_up_a_layer():
+    found = {}
+    for a, b, where, _ in internal():
+        other_backend = (a.count(".") > 1 and b.count(".") > 1 and a.startswith("rlaunch.backends.")
+                         and b.startswith("rlaunch.backends.")
+                         and a.split(".")[2] != b.split(".")[2] and "base" not in (a.split(".")[2], b.split(".")[2]))
+        if layer(b) > layer(a) or other_backend:
+            found.setdefault((a, b), where)
+    ratchet(found, KNOWN, "imports from a lower layer to a higher one (or between two backends)")
+
+
+def test_no_import_cycles():
+    graph: dict[str, set[str]] = {}
+    for a, b, _, _ in internal():
+        graph.setdefault(a, set()).add(b)
+    # Tarjan's strongly connected components
+    index, low, stack, on, comps = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(tuple(sorted(comp)))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    found = {c: "cycle" for c in comps}
+    new = set(found) - KNOWN_CYCLES
+    gone = KNOWN_CYCLES - set(found)
+    edges = [(a, b, w) for a, b, w, _ in internal() for c in new if a in c and b in c]
+    assert not new and not gone, (
+        (f"{len(new)} new import cycle(s); their edges:\n{show(edges)}\n" if new else "")
+        + (f"cycles gone, remove them from KNOWN_CYCLES: {sorted(gone)}" if gone else ""))
+
+
+def test_function_level_imports_are_only_heavy_dependencies():
+    found = {}
+    for a, b, where, in_function in imports():
+        if not in_function:
+            continue
+        top = b.split(".")[0]
+        if top == "rlaunch":
+            found.setdefault((a, b), where)
+        elif top not in HEAVY and top not in STDLIB_OK:
+            found.setdefault((a, b), where)
+    ratchet(found, KNOWN_LOCAL, "imports inside functions (only heavy optional dependencies may be)")
+
+
+# Standard-library modules imported inside a function on purpose (a rarely used verb's tools).
+STDLIB_OK: set[str] = set()
