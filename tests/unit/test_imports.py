@@ -52,9 +52,7 @@ KNOWN: set[tuple[str, str]] = {
     ('rlaunch.config.load', 'rlaunch.frameworks'),
     ('rlaunch.config.load', 'rlaunch.plan.inputs'),
     ('rlaunch.config.spec', 'rlaunch.frameworks'),
-    ('rlaunch.job.attempts', 'rlaunch.verify.postflight'),
     ('rlaunch.job.checkpoints', 'rlaunch.verify.layouts'),
-    ('rlaunch.job.checkpoints', 'rlaunch.verify.postflight'),
     ('rlaunch.plan.artifacts', 'rlaunch.frameworks'),
     ('rlaunch.plan.artifacts', 'rlaunch.frameworks.accel'),
     ('rlaunch.plan.imagecheck', 'rlaunch.frameworks'),
@@ -134,8 +132,6 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('rlaunch.frameworks.trl.postflight', 'rlaunch.rehearsal.train'),
     ('rlaunch.frameworks.verl.postflight', 'rlaunch.verify.layouts'),
     ('rlaunch.job.attempts', 'rlaunch.job.checkpoints'),
-    ('rlaunch.job.attempts', 'rlaunch.verify.postflight'),
-    ('rlaunch.job.checkpoints', 'rlaunch.verify.postflight'),
     ('rlaunch.plan.imagecheck', 'rlaunch.config.knobs'),
     ('rlaunch.plan.imagecheck', 'rlaunch.config.load'),
     ('rlaunch.plan.imagecheck', 'rlaunch.errors'),
@@ -209,7 +205,6 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
 # Import cycles today, each as the sorted modules of one strongly connected component.
 KNOWN_CYCLES: set[tuple[str, ...]] = {
     ('rlaunch.backends', 'rlaunch.backends.base', 'rlaunch.config.images', 'rlaunch.config.load', 'rlaunch.config.spec', 'rlaunch.frameworks', 'rlaunch.frameworks.base', 'rlaunch.frameworks.loaders', 'rlaunch.plan.artifacts', 'rlaunch.plan.imagecheck', 'rlaunch.plan.inputs'),
-    ('rlaunch.job.attempts', 'rlaunch.job.checkpoints', 'rlaunch.verify.postflight'),
     ('rlaunch.verify.accel', 'rlaunch.verify.preflight'),
 }
 

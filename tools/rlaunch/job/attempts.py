@@ -27,6 +27,8 @@ import socket
 import sys
 from pathlib import Path
 
+from rlaunch.verify.files import read_jsonl
+
 FILE = "attempts.jsonl"
 MARK = "rlaunch-job: attempt "  # the first line of every attempt in job.log and train.log
 MARKED_LOGS = ("logs/job.log", "logs/train.log")
@@ -40,8 +42,6 @@ def now_iso(epoch: float | None = None) -> str:
 
 def read(run_dir: Path) -> list[dict]:
     """Every record of the run (a half-written last line is skipped)."""
-    from rlaunch.verify.postflight import read_jsonl
-
     try:
         return read_jsonl(Path(run_dir) / FILE)[0]
     except OSError:

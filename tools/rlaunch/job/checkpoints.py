@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 from rlaunch.verify import layouts
+from rlaunch.verify.files import safetensors_problem
 
 TRL_DIR = "checkpoint"  # HF Trainer's output_dir in the run directory (final/ is beside the steps)
 TRL_STEP = re.compile(r"checkpoint-(\d+)")
@@ -49,8 +50,6 @@ def _nonempty(path: Path) -> bool:
 
 def trl_problems(path: Path, world: int) -> list[str]:
     """What an HF Trainer checkpoint directory lacks to be resumed from (empty: complete)."""
-    from rlaunch.verify.postflight import safetensors_problem
-
     path = Path(path)
     problems = []
     state = _json(path / "trainer_state.json")
