@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from rlaunch.config import load as config
-from rlaunch.plan import imagecheck
+from rlaunch.plan import imagecheck, imagelock
 from rlaunch.config import pins
 from rlaunch.errors import ConfigError
 
@@ -34,7 +34,7 @@ def test_the_legacy_verl_pair_fails_naming_vllm_and_torch():
     # pip's resolver runs (offline, the recorded metadata): verl 0.9.1's [vllm] extra pins torch 2.11.0
     spec = load("verl-ppo-gsm8k-0.5b", "gcp", LEGACY_FACTS, IMAGE=LEGACY)
     assert imagecheck.resolution_inputs(spec, imagecheck.image_of(spec)[1], pins.load_versions()) == \
-        imagecheck.LEGACY_VERL  # what the recorded index was made for
+        imagelock.LEGACY_VERL  # what the recorded index was made for
     with pytest.raises(imagecheck.ImageMismatch) as err:
         imagecheck.lines(spec)
     text = str(err.value)
@@ -45,7 +45,7 @@ def test_the_legacy_verl_pair_fails_naming_vllm_and_torch():
 
 
 def test_the_pinned_verl_image_resolves_with_pip_as_the_lock_says():
-    inputs = imagecheck.pinned_inputs()
+    inputs = imagelock.pinned_inputs()
     verl = [i for i in inputs.values() if "verl[verl-core,vllm]==0.9.1" in i["requirements"] and i["arch"] == "amd64"]
     assert len(verl) == 1
     got = imagecheck.resolve(verl[0], fresh=True)
@@ -57,9 +57,9 @@ def test_the_pinned_verl_image_resolves_with_pip_as_the_lock_says():
 
 
 def test_the_lock_holds_every_pinned_resolution_and_nothing_else():
-    wanted = imagecheck.pinned_inputs()
+    wanted = imagelock.pinned_inputs()
     on_disk = {p.stem for p in imagecheck.LOCK_DIR.glob("*.json")}
-    assert on_disk == set(wanted), "the image check's lock is stale: python -m rlaunch.plan.imagecheck lock"
+    assert on_disk == set(wanted), "the image check's lock is stale: python -m rlaunch.plan.imagelock lock"
     for key, inputs in wanted.items():
         assert json.loads((imagecheck.LOCK_DIR / f"{key}.json").read_text())["inputs"] == inputs
 

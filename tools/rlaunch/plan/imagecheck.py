@@ -45,7 +45,7 @@ PROTECTED = ("torch", "torchvision", "torchaudio", "vllm", "sglang", "flash-attn
 ENGINES = ("vllm", "sglang")          # rollout backends that are packages (hf is transformers)
 ARCH_MACHINE = {"amd64": "x86_64", "arm64": "aarch64"}
 RESOLVE_TIMEOUT_S = 900
-# The pinned presets' resolutions, committed (`python -m rlaunch.plan.imagecheck lock`): a plan from a
+# The pinned presets' resolutions, committed (`python -m rlaunch.plan.imagelock lock`): a plan from a
 # fresh clone is offline and instant for them, and a change in what they resolve shows in review.
 LOCK_DIR = ROOT / "configs" / "locks" / "imagecheck"
 class ImageMismatch(RlaunchError):
@@ -438,83 +438,3 @@ def image_installs(framework: str, versions: dict | None = None, accelerator: st
             "rollout": {"backend": engine},
             "pins": {"framework_version": pins.get_str(f"frameworks.{framework}.version", versions)}}
     return installs(spec, versions)
-
-
-# ---------------------------------------------------------------- the lock
-
-def pinned_inputs() -> dict[str, dict]:
-    """The resolution inputs of every preset on every infrastructure it renders for: key -> inputs."""
-    from rlaunch.config import load as config
-    from rlaunch.errors import ConfigError
-    from rlaunch.config.knobs import INFRAS
-
-    versions = pins.load_versions()
-    out = {}
-    for preset in config.available("presets"):
-        for infra in INFRAS:
-            if infra == "local":
-                continue
-            try:
-                spec = config.load(preset, {"INFRA": infra, "RUN_ID": "imagecheck-lock"})
-            except ConfigError:
-                continue
-            _, facts, _ = image_of(spec, versions)
-            if not facts or framework_problem(spec, facts, versions):
-                continue
-            inputs = resolution_inputs(spec, facts, versions)
-            if _installs_something(inputs):
-                out[_key(inputs)] = inputs
-    return out
-
-
-def lock(index=None) -> list[str]:
-    """Resolve every pinned preset's inputs and write them to LOCK_DIR (stale ones removed)."""
-    wanted = pinned_inputs()
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for key, inputs in sorted(wanted.items()):
-        result = {k: v for k, v in resolve(inputs, index).items() if k != "cached"}
-        if result["status"] == "unreachable":
-            raise SystemExit(f"imagecheck lock: {' '.join(inputs['requirements'])}: {result['why']}")
-        result["inputs"] = inputs
-        (LOCK_DIR / f"{key}.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        lines.append(f"{key} {result['status']}: {' '.join(inputs['requirements'])}")
-    for stale in LOCK_DIR.glob("*.json"):
-        if stale.stem not in wanted:
-            stale.unlink()
-    return lines
-
-
-def main(argv: list[str]) -> int:
-    """python -m rlaunch.plan.imagecheck lock            resolve every pinned preset's image check into
-                                                     configs/locks/imagecheck/ (needs the index once)
-       python -m rlaunch.plan.imagecheck record DIR [KEY...]  resolve them again (those KEYs only) and
-                                                     LEGACY_VERL, then write the metadata pip read,
-                                                     trimmed, to DIR (the tests' offline index)"""
-    if argv[:1] == ["lock"] and len(argv) == 1:
-        print("\n".join(lock()))
-        return 0
-    if argv[:1] == ["record"] and len(argv) >= 2:
-        keys = argv[2:]
-        with _index() as index:
-            for key, inputs in sorted(pinned_inputs().items()):
-                if not keys or key in keys:
-                    resolve(inputs, index, fresh=True)
-            for inputs in RECORDED_EXTRA:
-                resolve(inputs, index, fresh=True)
-            index.record(Path(argv[1]))
-        return 0
-    print(main.__doc__, file=sys.stderr)
-    return 2
-
-
-# Resolutions the tests run from the recorded index besides the pinned ones: verl 0.9.1 with vLLM
-# on verl's legacy base image (torch 2.7, no vLLM), the pair this check was written for.
-LEGACY_VERL = {"python": "3.10", "arch": "amd64", "held": ["torch==2.7.0", "flash-attn==2.7.4.post1"],
-               "requirements": ["torch==2.7.0", "flash-attn==2.7.4.post1", "verl[verl-core,vllm]==0.9.1"],
-               "pip": "26.3"}
-RECORDED_EXTRA = [LEGACY_VERL]
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

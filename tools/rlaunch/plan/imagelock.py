@@ -1,0 +1,90 @@
+"""The image check's lock: every pinned preset's resolution, on every infrastructure it renders
+for, committed in configs/locks/imagecheck/ (`python -m rlaunch.plan.imagelock lock`), and the
+recorded offline index the tests resolve from (`record`). It loads configs, so it lives beside the
+check (plan/imagecheck.py), which a config load uses, instead of inside it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rlaunch.config import load as config
+from rlaunch.config import pins
+from rlaunch.config.knobs import INFRAS
+from rlaunch.errors import ConfigError
+from rlaunch.plan import imagecheck
+
+
+def pinned_inputs() -> dict[str, dict]:
+    """The resolution inputs of every preset on every infrastructure it renders for: key -> inputs."""
+    versions = pins.load_versions()
+    out = {}
+    for preset in config.available("presets"):
+        for infra in INFRAS:
+            if infra == "local":
+                continue
+            try:
+                spec = config.load(preset, {"INFRA": infra, "RUN_ID": "imagecheck-lock"})
+            except ConfigError:
+                continue
+            _, facts, _ = imagecheck.image_of(spec, versions)
+            if not facts or imagecheck.framework_problem(spec, facts, versions):
+                continue
+            inputs = imagecheck.resolution_inputs(spec, facts, versions)
+            if imagecheck._installs_something(inputs):
+                out[imagecheck._key(inputs)] = inputs
+    return out
+
+
+def lock(index=None) -> list[str]:
+    """Resolve every pinned preset's inputs and write them to imagecheck.LOCK_DIR (stale ones removed)."""
+    wanted = pinned_inputs()
+    imagecheck.LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for key, inputs in sorted(wanted.items()):
+        result = {k: v for k, v in imagecheck.resolve(inputs, index).items() if k != "cached"}
+        if result["status"] == "unreachable":
+            raise SystemExit(f"imagecheck lock: {' '.join(inputs['requirements'])}: {result['why']}")
+        result["inputs"] = inputs
+        (imagecheck.LOCK_DIR / f"{key}.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        lines.append(f"{key} {result['status']}: {' '.join(inputs['requirements'])}")
+    for stale in imagecheck.LOCK_DIR.glob("*.json"):
+        if stale.stem not in wanted:
+            stale.unlink()
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    """python -m rlaunch.plan.imagelock lock            resolve every pinned preset's image check into
+                                                     configs/locks/imagecheck/ (needs the index once)
+       python -m rlaunch.plan.imagelock record DIR [KEY...]  resolve them again (those KEYs only) and
+                                                     LEGACY_VERL, then write the metadata pip read,
+                                                     trimmed, to DIR (the tests' offline index)"""
+    if argv[:1] == ["lock"] and len(argv) == 1:
+        print("\n".join(lock()))
+        return 0
+    if argv[:1] == ["record"] and len(argv) >= 2:
+        keys = argv[2:]
+        with imagecheck._index() as index:
+            for key, inputs in sorted(pinned_inputs().items()):
+                if not keys or key in keys:
+                    imagecheck.resolve(inputs, index, fresh=True)
+            for inputs in RECORDED_EXTRA:
+                imagecheck.resolve(inputs, index, fresh=True)
+            index.record(Path(argv[1]))
+        return 0
+    print(main.__doc__, file=sys.stderr)
+    return 2
+
+
+# Resolutions the tests run from the recorded index besides the pinned ones: verl 0.9.1 with vLLM
+# on verl's legacy base image (torch 2.7, no vLLM), the pair this check was written for.
+LEGACY_VERL = {"python": "3.10", "arch": "amd64", "held": ["torch==2.7.0", "flash-attn==2.7.4.post1"],
+               "requirements": ["torch==2.7.0", "flash-attn==2.7.4.post1", "verl[verl-core,vllm]==0.9.1"],
+               "pip": "26.3"}
+RECORDED_EXTRA = [LEGACY_VERL]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
