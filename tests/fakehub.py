@@ -15,7 +15,7 @@ Every request is recorded in `requests` (method, path), so a test can assert a s
 fetched nothing. Standard library only.
 
     with FakeHub(root) as hub:           # hub.url: http://127.0.0.1:<port>
-        os.environ["HF_ENDPOINT"] = hub.url
+        os.environ["HF_ENDPOINT"] = hub.url  # a subprocess's env; in this process: use_in_process
 """
 
 from __future__ import annotations
@@ -193,3 +193,16 @@ class FakeHub:
         h.end_headers()
         if method != "HEAD":
             h.wfile.write(data)
+
+
+def use_in_process(monkeypatch, url: str) -> None:
+    """Point this process's huggingface_hub at `url`, online: HF_ENDPOINT (rlaunch passes it as
+    `endpoint=` on each call), and HF_HUB_OFFLINE both in the environment and in the constant
+    huggingface_hub read from it when an earlier test first imported it."""
+    import sys
+
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)

@@ -18,7 +18,7 @@ from rlaunch.config import load as config
 from rlaunch.plan import inputs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fakehub import FakeHub  # noqa: E402
+from fakehub import FakeHub, use_in_process  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -31,8 +31,7 @@ def hub(tmp_path, monkeypatch):
     (repo / "tokenizer_config.json").write_text("{}")
     (repo / "model.safetensors").write_bytes(b"\0" * 64)
     with FakeHub(tmp_path / "hub") as server:
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        use_in_process(monkeypatch, server.url)
         yield server
 
 

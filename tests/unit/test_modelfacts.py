@@ -128,17 +128,16 @@ def test_the_resources_line_names_the_catalogs_instance_and_the_clusters_price()
 
 
 def test_facts_from_the_hub_are_kept_so_the_next_plan_needs_no_network(tmp_path, monkeypatch):
-    from fakehub import FakeHub
+    from fakehub import FakeHub, use_in_process
 
     commit = "c0ffee" * 6 + "c0ff"
     repo = tmp_path / "hub" / "models" / "Org" / "Eight" / commit
     repo.mkdir(parents=True)
     (repo / "config.json").write_text((modelfacts.ROOT / "tests/fixtures/models/Qwen--Qwen3-8B/main/config.json")
                                       .read_text())
-    monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr(modelfacts, "CACHE", tmp_path / "facts")
     with FakeHub(tmp_path / "hub") as hub:
-        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        use_in_process(monkeypatch, hub.url)
         facts = modelfacts.read("Org/Eight")
     assert facts.params == 8_190_735_360 and facts.source == f"{hub.url}/Org/Eight/blob/main/config.json"
     assert (tmp_path / "facts" / "Org--Eight" / "main" / "config.json").is_file()

@@ -28,7 +28,9 @@ def resolve(repo: str, revision: str) -> tuple[str, str]:
     try:
         from huggingface_hub import HfApi
 
-        info = HfApi().model_info(repo, revision=revision, timeout=TIMEOUT_S)
+        # HF_ENDPOINT as it is now: huggingface_hub reads it once, when it is first imported.
+        info = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None).model_info(repo, revision=revision,
+                                                                             timeout=TIMEOUT_S)
     except Exception as err:  # noqa: BLE001 - no route, DNS, 404, auth: each is "not resolved", said
         return revision, f"the Hub did not answer ({type(err).__name__})"
     return str(info.sha), ""
