@@ -161,9 +161,12 @@ kuberay-operator: ## Install the pinned KubeRay operator with Helm (idempotent)
 	@scripts/kuberay-operator
 
 ##@ Development
-.PHONY: test test-unit test-bats lint golden bench
+.PHONY: test test-all test-unit test-bats lint golden bench
 test: $(VENV)/.rlaunch-setup ## Run every test (pytest + bats + lint + the rehearsal)
 	@scripts/test
+
+test-all: $(VENV)/.rlaunch-setup ## Every test, with the `full` ones `make test` leaves out (~25 min more)
+	@RLAUNCH_TEST_ALL=1 scripts/test
 
 lint: $(VENV)/.rlaunch-setup ## shellcheck, hadolint, workflow schema, zizmor, yamllint
 	@$(PY) -m pytest -q tests/unit/test_lint.py

@@ -54,6 +54,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "cluster: starts a real multi-node Ray cluster in network namespaces")
     config.addinivalue_line("markers", "e2e: runs a whole launch end to end")
     config.addinivalue_line("markers", "slow: takes more than a minute")
+    config.addinivalue_line("markers", "full: only in `make test-all` (RLAUNCH_TEST_ALL=1): a second case of what a "
+                            "test of `make test` already runs for real, left out to keep CI under its hour")
 
 
 def need_crds(*kinds: str) -> dict:

@@ -210,6 +210,7 @@ def test_the_same_run_id_is_refused_and_resume_continues_it_to_a_verified_end(lo
 # ---------------------------------------------------------------- the other faults, one run each
 
 
+@pytest.mark.full
 def test_the_head_killed_mid_run_fails_naming_the_head_and_the_workers_leave(bystander):
     run_id = f"flt-h-{os.getpid()}"
     down(run_id)
@@ -230,6 +231,7 @@ def test_the_head_killed_mid_run_fails_naming_the_head_and_the_workers_leave(bys
     bystander["untouched"]()
 
 
+@pytest.mark.full
 def test_a_worker_that_never_arrives_is_named_and_every_node_freed(bystander):
     run_id = f"flt-n-{os.getpid()}"
     down(run_id)
@@ -252,6 +254,7 @@ def test_a_worker_that_never_arrives_is_named_and_every_node_freed(bystander):
     bystander["untouched"]()
 
 
+@pytest.mark.full
 def test_full_storage_when_a_checkpoint_is_written_is_named(bystander, tmp_path):
     run_id = f"flt-s-{os.getpid()}"
     storage = Path(f"/tmp/flt-s-{os.getpid()}")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 from rlaunch.config import images
 from rlaunch.config import pins  # noqa: E402
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.full]
 CACHE = Path(os.environ.get("RLAUNCH_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rlaunch")
 STORE = CACHE / "test-containers"
 LOCK_WAIT_S = 1800  # another suite's build on this machine takes up to ~10 min on a loaded machine

@@ -112,6 +112,13 @@ def tty_run(tmp_path_factory):
         make("down", "INFRA=local", f"RUN_ID={run_id}", timeout=120)
 
 
+def interruptible() -> None:
+    """In the child: SIGINT back to its default, which a test runner started in the background
+    (`cmd &`, a CI step) hands down as ignored, so the killpg(SIGINT) below would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.full  # the second run, typed into a terminal
 def test_tty_shows_formation_then_one_live_training_line(tty_run):
     history, screens = tty_run["history"], tty_run["screens"]
     assert tty_run["rc"] in (0, 1, 2), history[-3000:]  # a run that did not learn enough is fine here
@@ -142,6 +149,7 @@ def test_pipe_gets_plain_progress_lines(rehearsal):
     assert "\r" not in out and "\x1b[2K" not in out and "\x1b[?25l" not in out
 
 
+@pytest.mark.full  # the second run, typed into a terminal
 def test_dashboard_forward_opens_from_the_host(tty_run):
     run_id = tty_run["run_id"]
     info = json.loads((ROOT / "build" / run_id / "cluster" / "cluster.json").read_text())
@@ -149,7 +157,7 @@ def test_dashboard_forward_opens_from_the_host(tty_run):
     # to the dashboard (the connection fails, or something else on the default route answers).
     assert not ray_version(f"http://{info['head_ip']}:{info['dashboard_port']}")
     proc = subprocess.Popen(["make", "dashboard", f"RUN_ID={run_id}"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=interruptible)
     try:
         first = proc.stdout.readline()
         match = URL.search(first)
@@ -170,11 +178,12 @@ def test_dashboard_forward_opens_from_the_host(tty_run):
         socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=2).close()
 
 
+@pytest.mark.full  # the second run, typed into a terminal
 def test_tensorboard_serves_both_runs_reward_scalars(rehearsal, tty_run):
     first, second = rehearsal[0], tty_run["run_id"]
     proc = subprocess.Popen(["make", "tensorboard", f"RUNS={first} {second}"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=interruptible)
     seen = ""
     try:
         while (line := proc.stdout.readline()) and not URL.search(line):
@@ -195,6 +204,7 @@ def test_tensorboard_serves_both_runs_reward_scalars(rehearsal, tty_run):
         proc.communicate(timeout=30)
 
 
+@pytest.mark.full  # the second run, typed into a terminal
 def test_compare_draws_both_runs_and_tables_them(rehearsal, tty_run, tmp_path):
     first, second = rehearsal[0], tty_run["run_id"]
     png = tmp_path / "compare.png"

@@ -14,7 +14,7 @@ import pytest
 from e2e_support import make
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.full]
 
 
 @pytest.fixture(scope="module")

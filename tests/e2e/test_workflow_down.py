@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from actrun import Stub, run_workflow
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.full]
 SERVER = "https://sky.example.org:46580"
 TOKEN = "sky_act-token-value"
 CONTEXT = "gke_proj_us-central1_train"

@@ -311,8 +311,8 @@ def run_rayjob(tmp_path: Path, objects: list[dict], spec: dict, **kwargs) -> kh.
 @pytest.mark.slow
 @pytest.mark.parametrize(("sets", "pods", "workers"), [
     ("", 2, 2),
-    ("cluster.nodes=3", 3, 3),
-    ("cluster.cpu_head=true", 3, 2),  # seed 004's shape: a head with num-cpus 0 and two workers
+    pytest.param("cluster.nodes=3", 3, 3, marks=pytest.mark.full),
+    pytest.param("cluster.cpu_head=true", 3, 2, marks=pytest.mark.full),  # seed 004's: a head with num-cpus 0
 ], ids=["2-pods", "3-pods", "cpu-only-head"])
 def test_rehearsal_rayjob_trains_verifies_and_passes_postflight(host_ok, tmp_path, sets, pods, workers):
     run_id = f"kh-{pods}-{workers}-{os.getpid()}"
@@ -355,9 +355,9 @@ def mutate_secret_key(objects):
 
 @pytest.mark.cluster
 @pytest.mark.parametrize(("mutation", "sets", "reason", "why"), [
-    (mutate_worker_mount, "", "AppFailed", "storage not shared: node"),
-    (mutate_runtime_env_var, "", "AppFailed", "python3-missing: command not found"),
-    (mutate_head_num_cpus, "", "AppFailed", "ray cpus on node"),
+    pytest.param(mutate_worker_mount, "", "AppFailed", "storage not shared: node", marks=pytest.mark.full),
+    pytest.param(mutate_runtime_env_var, "", "AppFailed", "python3-missing: command not found", marks=pytest.mark.full),
+    pytest.param(mutate_head_num_cpus, "", "AppFailed", "ray cpus on node", marks=pytest.mark.full),
     (mutate_secret_key, "secrets=[HF_TOKEN]", "ClusterNotReady", "env HF_TOKEN: Secret .* has no key 'HF_TOKN'"),
 ], ids=["mount-path", "env-var", "ray-start-param", "secret-ref"])
 def test_one_change_to_the_rendered_rayjob_fails_before_training_and_says_why(
@@ -376,6 +376,7 @@ def test_one_change_to_the_rendered_rayjob_fails_before_training_and_says_why(
 
 @pytest.mark.cluster
 @pytest.mark.slow
+@pytest.mark.full  # resume after a loss: e2e/test_faults runs it on the local cluster
 def test_a_rayjob_retry_on_a_fresh_cluster_resumes_the_run(host_ok, tmp_path):
     """A worker pod is killed mid-training; the Ray job fails; the operator retries the RayJob
     (backoffLimit) as it does: the RayCluster goes, a new one (<rayjob>-<new suffix>) comes from the

@@ -285,6 +285,7 @@ def test_too_few_nodes_exits_2_naming_the_shortfall(two_nodes, tmp_path):
 
 
 @pytest.mark.cluster
+@pytest.mark.full  # the trainer on two nodes: e2e/test_rehearsal runs it through make launch
 def test_end_to_end_on_two_nodes_writes_every_output(two_nodes, tmp_path):
     run_dir = tmp_path / "run"
     cfg = tmp_path / "cfg.json"

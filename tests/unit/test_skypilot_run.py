@@ -248,6 +248,7 @@ def _remove(nodes: Namespaces) -> None:
         shutil.rmtree(f"/tmp/{nodes.prefix}-{i}", ignore_errors=True)
 
 
+@pytest.mark.full  # resume after a loss: e2e/test_faults runs it on the local cluster
 def test_a_managed_job_recovered_on_fresh_nodes_resumes_from_its_last_checkpoint(tmp_path):
     """SkyPilot managed-job recovery: a node dies mid-training, SkyPilot runs the same task again
     (same SKYPILOT_TASK_ID) on fresh nodes, and the run continues from its last checkpoint on the
