@@ -17,7 +17,8 @@ directory, a launch lock of its own) stays as it was through every case.
 
 Shared: the first four are one run (its first attempt loses a worker, its second resumes), so the
 table costs five short trainings. Seconds from a loss to the launch's exit are printed, not
-asserted: `make bench` measures them (build/bench/recovery.json).
+asserted: `make bench` measures them (build/bench/recovery.json). `make test` runs that one run;
+the other four cases are marked `full` (`make test-all`), to keep CI within its hour.
 """
 
 from __future__ import annotations
@@ -281,6 +282,7 @@ def test_full_storage_when_a_checkpoint_is_written_is_named(bystander, tmp_path)
     bystander["untouched"]()
 
 
+@pytest.mark.full
 def test_ctrl_c_during_make_launch_takes_the_cluster_down_and_says_so(bystander):
     run_id = f"flt-i-{os.getpid()}"
     down(run_id)

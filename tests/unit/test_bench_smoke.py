@@ -61,7 +61,7 @@ CLUSTER_BENCHES = {
 
 @pytest.mark.cluster
 # recovery's smoke is two whole launches (the loss, then RESUME=1) of the rehearsal: e2e too.
-@pytest.mark.parametrize("name", ["formation", pytest.param("recovery", marks=[pytest.mark.e2e, pytest.mark.full])])
+@pytest.mark.parametrize("name", ["formation", pytest.param("recovery", marks=pytest.mark.e2e)])
 def test_cluster_bench_smoke(tmp_path, name):
     need_namespaces()
     out = tmp_path / f"{name}.json"
