@@ -1,10 +1,18 @@
-"""The two errors a user can get before anything is launched. Both exit 2."""
+"""rlaunch's exit codes, the one list every command, the rendered job and the templates use, and the
+errors a user gets before anything is launched: RlaunchError and its ConfigError and CheckError exit
+EXIT_USAGE, MissingPrerequisite exits EXIT_MISSING. Standard library only: pins and knobs import it
+on a bare python3."""
+
+EXIT_FAILED = 1  # it ran, and what it checked failed (a run, a verification, a report)
+EXIT_USAGE = 2  # bad input: nothing launched, written or overwritten
+EXIT_MISSING = 3  # a missing prerequisite: a credential, a cluster, a tool
+EXIT_NODE_LOST = 75  # a node was lost mid-run (EX_TEMPFAIL): the run can continue (RESUME=1, a retry)
 
 
 class RlaunchError(Exception):
-    """Base: anything rlaunch reports as one line and exit code 2."""
+    """Base: anything rlaunch reports as one line and exit code EXIT_USAGE."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class ConfigError(RlaunchError):
@@ -27,7 +35,7 @@ class CheckError(RlaunchError):
 class MissingPrerequisite(RlaunchError):
     """Launch needs something this machine does not have (a credential, a cluster, a tool)."""
 
-    exit_code = 3
+    exit_code = EXIT_MISSING
 
     def __init__(self, what: str, how: str):
         self.what, self.how = what, how

@@ -48,8 +48,8 @@ from urllib.parse import unquote, urlparse
 
 from rlaunch.config import pins
 from rlaunch.config.pins import PinError
+from rlaunch.errors import EXIT_USAGE
 
-EXIT_USAGE = 2
 # Each ARG a Dockerfile may declare, and the pin that fills it ({fw}: the framework).
 BUILD_ARG_PINS = {"BASE_IMAGE": "images.{fw}.official", "FRAMEWORK_VERSION": "frameworks.{fw}.version",
                   "FRAMEWORK_INSTALL": "(rlaunch.plan.imagecheck.image_installs)"}

@@ -20,10 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlaunch.errors import EXIT_USAGE
+
 # tools/rlaunch/config/pins.py -> the repository (or /opt/rlaunch inside an image).
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_PATH = ROOT / "configs" / "versions.yaml"
-EXIT_USAGE = 2
 
 
 class PinError(ValueError):

@@ -36,10 +36,10 @@ import sys
 import time
 from pathlib import Path
 
+from rlaunch.errors import EXIT_NODE_LOST
 from rlaunch.job import attempts
 
 PROG = "rlaunch-nodewatch"
-NODE_LOST = 75
 STOP_GRACE_S = 5.0
 
 
@@ -275,7 +275,7 @@ def run(cmd: list[str], run_dir: Path) -> int:
         say(f"stopping the framework (pid {child.pid}): the run cannot go on without "
             f"{'that node' if len(lost) == 1 else 'those nodes'}")
         stop(child)
-    return NODE_LOST
+    return EXIT_NODE_LOST
 
 
 def main(argv: list[str] | None = None) -> int:

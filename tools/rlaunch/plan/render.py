@@ -8,7 +8,7 @@ import shlex
 from functools import lru_cache
 
 from rlaunch import TEMPLATES
-from rlaunch.errors import CheckError
+from rlaunch.errors import EXIT_NODE_LOST, CheckError
 
 
 # rlaunch's own variables, which a rendered command may reference (${RLAUNCH_ARTIFACTS}/trl.json).
@@ -54,6 +54,7 @@ def _env():
     env.filters["shjoin"] = shjoin
     env.filters["tojson"] = lambda v, indent=None: json.dumps(v, indent=indent, sort_keys=False)
     env.filters["yamlstr"] = lambda v: json.dumps(str(v))  # a JSON string is a valid YAML scalar
+    env.globals["EXIT_NODE_LOST"] = EXIT_NODE_LOST  # rlaunch.errors: job.sh and the managed job's retry agree
     return env
 
 

@@ -20,8 +20,9 @@ import json
 import subprocess
 import sys
 
+from rlaunch.errors import EXIT_FAILED, EXIT_USAGE
+
 PROG = "image-check"
-EXIT_FAILED, EXIT_USAGE = 1, 2
 STEP_TIMEOUT_S = 300  # a cold import of torch + transformers on a loaded 2-core machine stays well under
 # The node probe's own functions, run in a fresh process: the same imports the probe makes on a node.
 PROBE = """

@@ -12,9 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
-# Exit codes of `preflight` and `postflight`: 0 passed, 1 a check failed, 2 bad arguments.
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+# Exit codes of `preflight` and `postflight`: 0 passed, EXIT_FAILED a check failed, EXIT_USAGE bad arguments.
+from rlaunch.errors import EXIT_FAILED, EXIT_USAGE
 
 
 def check(name: str, passed: bool, detail: str, node: str | None = None) -> dict:

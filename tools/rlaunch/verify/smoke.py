@@ -18,7 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from rlaunch.verify.report import EXIT_USAGE, UsageError, load_spec, write_json
+from rlaunch.errors import EXIT_USAGE
+from rlaunch.verify.report import UsageError, load_spec, write_json
 
 PROG = "smoke"
 REPORT = "smoke.json"

@@ -34,7 +34,7 @@ from rlaunch import ROOT, SCRIPTS
 from rlaunch.plan import artifacts
 from rlaunch.job import attempts
 from rlaunch.config import load as config
-from rlaunch.errors import ConfigError, MissingPrerequisite, RlaunchError
+from rlaunch.errors import EXIT_NODE_LOST, ConfigError, MissingPrerequisite, RlaunchError
 from rlaunch.backends.base import Answer, Backend, Run
 
 LOCAL_CLUSTER = SCRIPTS / "local-cluster"
@@ -96,7 +96,6 @@ def _job_env(spec: dict, info: dict) -> dict[str, str]:
 # After a lost node (postflight has run) or Ctrl-C (the job was stopped) nothing is left to shut
 # down gracefully: KILL at once, every second of idle nodes is paid for.
 FAST_GRACE_S = "0"
-NODE_LOST = 75  # rlaunch.job.nodewatch's exit code too: the run can continue (RESUME=1)
 
 
 def _resume_hint(spec: dict) -> str:
@@ -299,7 +298,7 @@ class Local(Backend):
                     print(f"local: node lost: {line}", file=sys.stderr)
                 self._free(spec, out, "a node was lost")
                 print(f"local: {_resume_hint(spec)}", file=sys.stderr)
-                return NODE_LOST
+                return EXIT_NODE_LOST
         self._summary(spec, out)
         return rc
 
