@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from rlaunch.config import pins
 
@@ -173,10 +176,6 @@ def _hub(repo: str, rev: str) -> tuple[dict, str] | str:
     """config.json from the Hub, kept in build/model-facts/; a reason string when it cannot be read."""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
         return "HF_HUB_OFFLINE is set"
-    import logging
-    import socket
-    from urllib.parse import urlsplit
-
     from huggingface_hub import constants
 
     endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from rlaunch.plan import catalog
 from rlaunch.config import modelfacts
 from rlaunch.config import pins
-from rlaunch.errors import CheckError
+from rlaunch.errors import CheckError, ConfigError
 
 GB = 10**9
 GIB = 2**30
@@ -237,7 +237,6 @@ def _fits(trial: Bound | None) -> bool:
 def _tp_lever(spec: dict, b: Bound) -> str:
     """The smallest larger rollout tensor parallel that fits, where the engine's weights are a term:
     a divisor of the GPUs per node that the model's heads allow."""
-    from rlaunch.errors import ConfigError
     from rlaunch.frameworks import topology
 
     key, now = topology.rollout_tp_of(spec)

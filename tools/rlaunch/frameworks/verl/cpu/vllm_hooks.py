@@ -14,7 +14,9 @@ so if one would.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +47,6 @@ HOOKS = {
 
 def check() -> list[str]:
     """What of vLLM and verl the plugin relies on and cannot find: [] when every hook is in place."""
-    import importlib.util
-    from pathlib import Path
-
     missing = []
     for rel, needle in HOOKS.items():
         spec = importlib.util.find_spec(rel.split("/")[0])  # locates the package, runs none of it
