@@ -162,10 +162,10 @@ kuberay-operator: ## Install the pinned KubeRay operator with Helm (idempotent)
 
 ##@ Development
 .PHONY: test test-all test-unit test-bats lint golden bench
-test: $(VENV)/.rlaunch-setup ## Run every test (pytest + bats + lint + the rehearsal)
+test: $(VENV)/.rlaunch-setup ## The tests CI runs (bats + pytest + lint + the rehearsal), all but the `full` ones
 	@scripts/test
 
-test-all: $(VENV)/.rlaunch-setup ## Every test, with the `full` ones `make test` leaves out (~25 min more)
+test-all: $(VENV)/.rlaunch-setup ## Every test, with the `full` ones `make test` leaves out (~30 min more on 2 cores)
 	@RLAUNCH_TEST_ALL=1 scripts/test
 
 lint: $(VENV)/.rlaunch-setup ## shellcheck, hadolint, workflow schema, zizmor, yamllint
