@@ -31,10 +31,9 @@ TOOLS = Path(__file__).resolve().parents[2] / "tools"
 LAYERS = ["base", "config", "validate", "plan", "job", "verify", "rehearsal", "frameworks", "backends",
           "runs", "cli"]
 BASE = {"rlaunch", "rlaunch.errors", "rlaunch.firecli", "rlaunch.progress", "rlaunch.__main__"}
-# A module whose layer is not its package's: the readers and the node round that job/ and the
-# frameworks share sit below job/ (verify.files, verify.cluster).
-MODULE_LAYER = {"rlaunch.verify.files": "config", "rlaunch.verify.cluster": "config",
-                "rlaunch.__main__": "cli"}
+# A module whose layer is not its package's: the run-file readers that job/ and the frameworks share
+# sit below job/ (verify.files).
+MODULE_LAYER = {"rlaunch.verify.files": "config", "rlaunch.__main__": "cli"}
 # Imports that may stay inside a function: heavy or optional dependencies a command must not pay
 # for (or may lack) unless it uses them.
 HEAVY = {"sky", "ray", "kubernetes", "torch", "transformers", "datasets", "huggingface_hub", "matplotlib",
