@@ -29,6 +29,7 @@ SET ?=            ## dotted.key=value overrides, split like a shell command line
 OUT ?=            ## render directory (default build/<run_id>)
 SPOT ?=           ## 1: SkyPilot managed job with recovery
 SMOKE ?=          ## 1: the same run for train.smoke_steps steps (validation, checkpoint save + reload at step 1), timed
+REHEARSE ?=       ## 1: rehearse a verl preset here first: verl's own trainer on 2 local CPU nodes, tiny model (make setup-verlcpu)
 RDMA ?=           ## 1: InfiniBand/RDMA (IPC_LOCK); off sets NCCL_IB_DISABLE=1
 INFRA_SPEC ?=     ## SkyPilot infra string: INFRA=sky any (gcp/us-central1, k8s/ctx); INFRA=gcp/aws/azure/k8s its region
 K8S_FLAVOR ?=     ## INFRA=kuberay: gke | vke | generic

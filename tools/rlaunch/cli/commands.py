@@ -96,6 +96,11 @@ def _summary(spec: dict, backend, files: dict[str, str], checks: list[str]) -> s
         f"  artifacts   {spec['run']['out']}/ ({', '.join(sorted(files))})",
         f"  secrets     by reference only: {', '.join(spec['secrets']) or '(none)'}",
         "  checks      " + ("\n              ".join(checks) if checks else "(none)"),
+    ]
+    rewrites = fw.rehearsal_lines(spec)
+    if rewrites:  # REHEARSE=1: what changed from the launch it stands in for, and why
+        lines.append("  rehearsal   " + "\n              ".join(rewrites))
+    lines += [
         "  launch would run:",
     ]
     lines += [f"    {line}" for line in backend.plan(spec, files)]
@@ -198,12 +203,15 @@ class Cli:
         """The LaunchPlan: rendered, checked offline, written to OUT with plan.txt, printed."""
         from rlaunch.config import modelfacts
         from rlaunch.plan import imagecheck
+        from rlaunch import frameworks
         from rlaunch.plan import memory
 
         backend, files = _render(spec)
         # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
         checks = [modelfacts.check(spec), memory.check(spec), *backend.check(spec, files)]
         checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
+        # REHEARSE=1: the user's code that can run here (verl: the reward function) runs here first.
+        checks += frameworks.get(spec["framework"]["name"]).rehearsal_check(spec)
         summary = _summary(spec, backend, files, checks)
         steps = tuple(backend.plan(spec, files))
         # plan.txt travels with the artifacts: job.sh copies them into the run directory.

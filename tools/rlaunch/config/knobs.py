@@ -35,7 +35,8 @@ KNOBS = {
     "NODES": "cluster.nodes", "GPUS_PER_NODE": "cluster.gpus_per_node", "RUN_ID": "run.id",
     "SPOT": "infra.spot", "RDMA": "infra.rdma", "INFRA_SPEC": "infra.sky_infra",
     "K8S_FLAVOR": "infra.k8s_flavor", "WORK_ROOT": "storage.mount", "ACCELERATOR": "cluster.accelerator",
-    "OUT": "run.out", "SMOKE": "train.smoke", "IMAGE": "framework.image_ref", "REGISTRY": "framework.registry",
+    "OUT": "run.out", "SMOKE": "train.smoke", "REHEARSE": "train.rehearse",
+    "IMAGE": "framework.image_ref", "REGISTRY": "framework.registry",
 }
 INFRAS = ["local", "gcp", "aws", "azure", "k8s", "sky", "kuberay", "aistudio"]
 ALGOS = ["grpo", "ppo"]

@@ -29,6 +29,7 @@ from rlaunch.config import images
 from rlaunch.plan import inputs
 from rlaunch.config import knobs as _knobs
 from rlaunch.config import pins
+from rlaunch.config import rehearse
 from rlaunch.config import spec
 from rlaunch.errors import ConfigError
 from rlaunch.config.knobs import KNOBS, RUN_ID_RE  # noqa: F401 - re-exported: the CLI and tests read them here
@@ -208,6 +209,13 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
         raise ConfigError("PRESET", preset, f"one of {', '.join(available('presets'))}")
     preset_layer = _layer("presets", preset, "PRESET", required=True)
     names = _resolve_names(preset_layer, knobs, sets)
+    asked_rehearse = sets["train.rehearse"] if "train.rehearse" in sets else \
+        parse_assignment(f"train.rehearse={knobs.get('REHEARSE', 'false')}", "REHEARSE")[1]
+    rehearsing = spec._bool(asked_rehearse) is True  # a bad value: validation names it below
+    if rehearsing:  # before any layer: the local one is what a rehearsal runs on
+        asked = "SET" if "infra.name" in sets else "INFRA" if knobs.get("INFRA") else "PRESET"
+        preset_infra = names["infra.name"]
+        names["infra.name"] = rehearse.infra(preset_infra, asked)
     for key, kind in (("infra.name", "infra"), ("algo.name", "algo"), ("framework.name", "framework")):
         if names[key] not in ENUMS[key]:
             source = "SET" if key in sets else next(k for k, v in KNOBS.items() if v == key)
@@ -245,14 +253,21 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
 
     # Overrides of what rlaunch owns become rlaunch's keys (or stop here), so every check sees them.
     overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS})
+    rewrites = []
+    if rehearsing:
+        if preset_infra != "local":
+            rewrites.append(rehearse.Rewrite("infra.name", "local", preset_infra,
+                                             "the rehearsal runs on this machine's local Ray cluster"))
+        rewrites += rehearse.apply(cfg, sources)
 
-    spec_ = derive(validate(cfg, sources), preset, sources, now)
+    spec_ = derive(validate(cfg, sources), preset, sources, now, [vars(r) for r in rewrites])
     if rules:
         check(spec_, sources)
     return spec_
 
 
-def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.datetime | None = None) -> Spec:
+def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.datetime | None = None,
+           rehearsal: list[dict] | None = None) -> Spec:
     """What follows from the config, each fact decided once: the run's names and id, the shared
     storage's paths, the pins, and the Ray and NCCL facts; the cross-key rules along the way."""
     data = config.dump()
@@ -312,6 +327,7 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
         "head_ray_cpus": head_ray_cpus(data),
         "nccl_env": nccl_env(infra["rdma"]),
         "ray_health_env": ray_health_env(cluster["health_check"]),
+        "rehearsal": rehearsal or [],
     }
     return Spec.model_validate(data)
 

@@ -230,6 +230,7 @@ class Train(Section):
     offload: Bool
     smoke: Bool
     smoke_steps: Int(ge=2)
+    rehearse: Bool
 
 
 class Rollout(Section):
@@ -323,6 +324,7 @@ class Derived(Section):
     head_ray_cpus: int | None   # Ray CPUs that CPU-only head advertises; None: the head is a node like the others
     nccl_env: dict[str, str]    # NCCL settings every Ray process of the run gets
     ray_health_env: dict[str, str]  # RAY_health_check_* from cluster.health_check, where the head starts
+    rehearsal: list[dict[str, Any]]  # REHEARSE=1: each rewrite {key, value, was, why} (rlaunch.config.rehearse)
 
 
 class Spec(Config):

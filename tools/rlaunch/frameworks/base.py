@@ -143,6 +143,19 @@ class Framework:
         """Idempotent shell lines that prepare data on the shared mount."""
         return []
 
+    # REHEARSE=1 (rlaunch.config.rehearse): a framework that rehearses on CPU answers these.
+    def rehearsal_lines(self, spec) -> list[str]:
+        """The plan's rehearsal section: every rewrite with why, and what the rehearsal cannot show."""
+        return []
+
+    def rehearsal_check(self, spec) -> list[str]:
+        """Checks of the user's code run before any node starts (plan lines); raise CheckError."""
+        return []
+
+    def rehearsal_python(self) -> Path | None:
+        """The Python every node and the entrypoint run on a rehearsal (its own venv)."""
+        return None
+
     def inputs(self, spec) -> list[str]:
         """Files that must already be on shared storage; preflight checks them on every node."""
         return []

@@ -57,14 +57,25 @@ def hydra_list(value: str) -> list[str]:
 
 # --- the rules ---------------------------------------------------------------------------------
 
+# REHEARSE=1 (rlaunch.config.rehearse): each CPU node declares this many Ray GPUs, which the
+# framework schedules its workers on; the tensors stay on CPU.
+REHEARSAL_GPUS_PER_NODE = 1
+
+
+def gpus_per_node(spec: dict) -> int:
+    """The GPUs per node the framework schedules on: the declared ones on a rehearsal."""
+    return REHEARSAL_GPUS_PER_NODE if spec["train"]["rehearse"] else spec["cluster"]["gpus_per_node"]
+
+
 def total_gpus(spec: dict) -> int:
-    return spec["cluster"]["nodes"] * spec["cluster"]["gpus_per_node"]
+    return spec["cluster"]["nodes"] * gpus_per_node(spec)
 
 
 def require_gpus(spec: dict, framework: str) -> None:
-    if spec["cluster"]["gpus_per_node"] < 1:
+    if gpus_per_node(spec) < 1:
         raise ConfigError("cluster.gpus_per_node", spec["cluster"]["gpus_per_node"],
-                          f">= 1: {framework} trains on GPUs only (the CPU rehearsal is framework.name=trl)")
+                          f">= 1: {framework} trains on GPUs only (on CPU: REHEARSE=1 for a verl preset, "
+                          "or a framework.name=trl preset such as PRESET=rehearsal)")
 
 
 def group_size(spec: dict, key: str = "algo.group_size", value: Any = None) -> None:

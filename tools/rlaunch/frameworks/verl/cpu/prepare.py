@@ -1,0 +1,83 @@
+"""REHEARSE=1's inputs on the shared storage: the tiny model, and rows of the tiny task written in
+the dataset's own format, then converted to verl's layout by the code that converts the real dataset
+(rlaunch.job.data.to_row), with the real dataset's data_source. So verl picks the same reward for
+them as for the real rows, and the data pipeline is the real one; only the questions are tiny.
+
+Usage (the rehearsal's job.sh runs it; idempotent: what is there is kept):
+    python -m rlaunch.frameworks.verl.cpu.prepare --model=DIR --data=DIR --dataset=math --data-source=HF_ID
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shlex
+import sys
+from pathlib import Path
+
+from rlaunch.frameworks.verl.cpu import model
+from rlaunch.job.data import to_row
+from rlaunch.rehearsal import tiny
+
+TRAIN_ROWS, TEST_ROWS = 32, 8
+
+
+def example(dataset: str, question: str, digit: str) -> dict:
+    """One row as the dataset itself has it (its Hub columns), answering with the digit."""
+    if dataset == "gsm8k":
+        return {"question": question, "answer": f"The digit asked for is {digit}.\n#### {digit}"}
+    if dataset == "math":
+        return {"problem": question, "solution": f"The digit asked for is $\\boxed{{{digit}}}$."}
+    raise ValueError(f"no rehearsal rows for dataset {dataset!r}: one of gsm8k, math")
+
+
+def rows(dataset: str, data_source: str, split: str, n: int, seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    pairs = tiny.train_pairs() if split == "train" else tiny.eval_pairs(n)
+    out = []
+    for i in range(n):
+        verb, digit = rng.choice(pairs) if split == "train" else pairs[i]
+        out.append(to_row(dataset, data_source, split, i, example(dataset, tiny.user_text(verb, digit), digit)))
+    return out
+
+
+def write_data(out: Path, dataset: str, data_source: str) -> list[Path]:
+    """train.parquet and test.parquet (the names the verl adapter reads), each whole or absent."""
+    import pandas as pd
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for split, n in (("train", TRAIN_ROWS), ("test", TEST_ROWS)):
+        path = out / f"{split}.parquet"
+        if not path.exists():
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            pd.DataFrame(rows(dataset, data_source, split, n)).to_parquet(tmp)
+            os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def line(spec) -> str:
+    """The shell line job.sh runs (python3: the rehearsal's venv, first on the job's PATH)."""
+    return shlex.join(["python3", "-m", "rlaunch.frameworks.verl.cpu.prepare", f"--model={spec['model']['path']}",
+                       f"--data={spec['data']['path']}", f"--dataset={spec['data']['dataset']}",
+                       f"--data-source={spec['pins']['dataset']['hf_id']}"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rlaunch.frameworks.verl.cpu.prepare")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--data-source", required=True)
+    args = parser.parse_args(argv)
+    model.write_tiny_model(args.model)
+    files = write_data(Path(args.data), args.dataset, args.data_source)
+    print(f"rehearsal inputs: model {args.model}, {args.dataset} rows ({args.data_source}) "
+          f"{', '.join(str(f) for f in files)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

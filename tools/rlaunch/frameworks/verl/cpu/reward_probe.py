@@ -1,0 +1,79 @@
+"""The rehearsal's reward check, seconds before any cluster: the reward function verl will call,
+loaded as verl loads it (its own `load_extern_object` for reward.custom_reward_function, else its
+`default_compute_score` for the data's data_source), called on the rehearsal's rows, each with the
+right answer and with a wrong one, as verl calls it.
+
+A function that raises, returns no number, or cannot be loaded stops the rehearsal here, naming the
+function and the line of its file where it failed.
+
+Usage: python -m rlaunch.frameworks.verl.cpu.reward_probe --dataset=math --data-source=ID [--path=P --name=N]
+Prints one JSON object: {"ok": true, "function": ..., "scores": [...]} or {"ok": false, "error": ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+
+from rlaunch.frameworks.verl.cpu import prepare
+
+
+def _where(err: BaseException, path: str) -> str:
+    """file:line of the deepest frame in the user's file (else the deepest frame), and that line."""
+    frames = traceback.extract_tb(err.__traceback__)
+    mine = [f for f in frames if path and f.filename == path] or frames
+    if not mine:
+        return ""
+    frame = mine[-1]
+    code = f": {frame.line.strip()}" if frame.line else ""
+    return f"{frame.filename}:{frame.lineno} in {frame.name}{code}"
+
+
+def probe(dataset: str, data_source: str, path: str = "", name: str = "") -> dict:
+    if path:
+        label = f"{name} ({path})"
+        try:
+            from verl.utils.import_utils import load_extern_object
+
+            fn = load_extern_object(module_path=path, object_name=name)
+        except BaseException as err:  # noqa: BLE001 - whatever the user's module raises at import
+            cause = err.__cause__ or err
+            return {"ok": False, "function": label, "error": f"loading it raised {type(cause).__name__}: "
+                    f"{cause} at {_where(cause, path)}"}
+    else:
+        from verl.utils.reward_score import default_compute_score as fn
+
+        label = f"verl's default_compute_score for data_source {data_source}"
+    scores = []
+    for row in prepare.rows(dataset, data_source, "train", 4):
+        truth = row["reward_model"]["ground_truth"]
+        for solution in (f"The answer is \\boxed{{{truth}}}. #### {truth}", "no answer"):
+            try:
+                score = fn(row["data_source"], solution, truth, row["extra_info"])
+            except BaseException as err:  # noqa: BLE001 - the point: the user's code raised
+                return {"ok": False, "function": label,
+                        "error": f"raised {type(err).__name__}: {err} at {_where(err, path)}"}
+            value = score.get("score") if isinstance(score, dict) else score
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return {"ok": False, "function": label,
+                        "error": f"returned {score!r}: verl needs a number (or a dict with 'score')"}
+            scores.append(float(value))
+    return {"ok": True, "function": label, "scores": scores}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rlaunch.frameworks.verl.cpu.reward_probe")
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--data-source", required=True)
+    parser.add_argument("--path", default="")
+    parser.add_argument("--name", default="compute_score")  # verl's default name
+    args = parser.parse_args(argv)
+    result = probe(args.dataset, args.data_source, args.path, args.name)
+    print(json.dumps(result))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
