@@ -35,8 +35,8 @@ def test_a_verl_preset_becomes_two_cpu_nodes_and_a_tiny_model_and_keeps_its_expe
     real, spec = config.load(PRESET, {}, []), spec_of()
     assert (spec["infra"]["name"], spec["cluster"]["nodes"], spec["cluster"]["gpus_per_node"]) == ("local", 2, 0)
     assert topology.total_gpus(spec) == 2  # one declared Ray GPU per node: verl's placement
-    assert spec["model"]["path"].endswith("/rehearsal/verl-cpu/model")
-    assert spec["data"]["path"].endswith("/rehearsal/verl-cpu/math")
+    assert spec["model"]["path"].endswith("/rehearsal/verl-cpu-1/model")
+    assert spec["data"]["path"].endswith("/rehearsal/verl-cpu-1/math")
     # Not sizes, so not changed: the algorithm, the dataset and its reward source, the checkpoint wiring.
     for key in ("algo", "logging"):
         assert spec[key] == real[key]

@@ -103,3 +103,21 @@ print(json.dumps({{"cls": type(t).__name__, "newline": t.encode("\\n", add_speci
     assert got["cls"] == "Qwen2Tokenizer" and len(got["newline"]) == 1 and got["im_end"] is not None
     assert got["text"] == "<|im_start|>user\ncopy the digit 7<|im_end|>\n<|im_start|>assistant\n"
     assert got["ids"] < 20
+
+
+MAIN_PPO_READS = """
+import importlib.util, json, pathlib
+root = pathlib.Path(importlib.util.find_spec("verl").submodule_search_locations[0])
+print(json.dumps({"migrates": "migrate_legacy_reward_impl" in (root / "trainer/main_ppo.py").read_text(),
+                  "reads": 'config.reward.get("custom_reward_function")' in (root / "trainer/ppo/reward.py").read_text()}))
+"""
+
+
+def test_verl_main_ppo_still_reads_the_reward_function_where_the_adapter_says():
+    # The verl adapter refuses a top-level custom_reward_function because main_ppo never moves it
+    # to reward.custom_reward_function (the rehearsal measured verl's default reward running instead).
+    # When a verl release starts migrating it, this fails: the refusal must go.
+    out = run_in_venv(["-c", MAIN_PPO_READS], timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"migrates": False, "reads": True}, got

@@ -24,8 +24,9 @@ from rlaunch.errors import ConfigError
 FRAMEWORKS = ("verl",)
 SOURCE = "REHEARSE"
 NODES = 2
-# Where the rehearsal's model and data live, under storage.mount.
-HOME = "rehearsal"
+# Where the rehearsal's model and data live, under storage.mount. The job keeps what it finds there
+# and checks it against its manifest: bump the number when the tiny model or the rows change.
+HOME = "rehearsal/verl-cpu-1"
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,9 @@ def sizes(cfg: dict) -> list[tuple[str, Any, str]]:
         ("cluster.accelerator", "", "no GPU type: CPU"),
         ("cluster.cpus_per_node", 12, "Ray CPUs each node declares: verl's TransferQueue asks for about "
                                       "10 where it schedules (declared, not cores)"),
-        ("model.path", f"{mount}/{HOME}/verl-cpu/model",
+        ("model.path", f"{mount}/{HOME}/model",
          f"a tiny Qwen2 (~300k parameters, ChatML tokenizer) in place of {model or 'the model'}"),
-        ("data.path", f"{mount}/{HOME}/verl-cpu/{dataset}",
+        ("data.path", f"{mount}/{HOME}/{dataset}",
          f"40 rows in {dataset}'s own format, converted by the code that converts the real {dataset} "
          "(its data_source, so the same reward function scores them)"),
         ("data.max_prompt_length", 128, "the tiny task's prompts with the dataset's instruction"),
