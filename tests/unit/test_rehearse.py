@@ -87,7 +87,7 @@ def test_the_sizes_a_user_set_are_replaced_and_listed():
     ({"INFRA": "gcp"}, [], "INFRA", "local, or none (REHEARSE=1 runs on this machine"),
     ({}, ["infra.name=kuberay"], "infra.name", "launch INFRA=kuberay without REHEARSE"),
     ({"FRAMEWORK": "trl"}, [], "REHEARSE", "the trl presets are CPU rehearsals already"),
-    ({"FRAMEWORK": "areal"}, [], "REHEARSE", "its CPU rehearsal is not built yet"),
+    ({"FRAMEWORK": "areal"}, [], "REHEARSE", "AReaL's CPU rehearsal is not built yet"),
 ])
 def test_a_launch_the_rehearsal_cannot_stand_in_for_is_refused_naming_the_knob(knobs, sets, key, allowed):
     with pytest.raises(ConfigError) as err:
@@ -161,3 +161,23 @@ def test_a_reward_function_that_loads_and_scores_gets_a_line_in_the_plan(tmp_pat
     [default] = rehearsal.check(spec_of())
     assert "verl's default_compute_score for data_source DigitalLearningGmbH/MATH-lighteval" in default
     assert "right answers [1.0, 1.0, 1.0, 1.0]" in default  # verl's MATH reward, on the MATH-format rows
+
+
+def test_a_ppo_preset_rehearses_its_critic_on_cpu_too_with_micro_batches_that_divide():
+    spec = spec_of(preset="verl-ppo-gsm8k-0.5b")
+    argv = command(spec)
+    for needed in ("critic.strategy=fsdp2", "critic.model.use_remove_padding=False",
+                   "+critic.model.override_config.attn_implementation=sdpa", "algorithm.adv_estimator=gae"):
+        assert needed in argv
+    # 4 prompts x n=1 over 2 GPUs: 2 per GPU, so micro-batches of 2 (GRPO's n=8 gives 4).
+    assert spec["train"]["micro_batch_size_per_gpu"] == 2 and spec_of()["train"]["micro_batch_size_per_gpu"] == 4
+    assert spec["data"]["path"].endswith("/rehearsal/verl-cpu-1/gsm8k")
+    assert "critic.strategy=fsdp2" not in command(spec_of())  # GRPO has no critic
+
+
+def test_the_rollout_is_vllm_cpu_whatever_the_preset_serves_with():
+    spec = spec_of(preset="verl-grpo-math-7b", **{"FRAMEWORK": "verl"})
+    assert spec["rollout"]["backend"] == "vllm"
+    sglang = spec_of("rollout.backend=sglang")
+    assert sglang["rollout"]["backend"] == "vllm"
+    assert rewrites(sglang)["rollout.backend"].was == "sglang"

@@ -24,6 +24,7 @@ from rlaunch.errors import ConfigError
 FRAMEWORKS = ("verl",)
 SOURCE = "REHEARSE"
 NODES = 2
+BATCH = 4  # prompts per step
 # Where the rehearsal's model and data live, under storage.mount. The job keeps what it finds there
 # and checks it against its manifest: bump the number when the tiny model or the rows change.
 HOME = "rehearsal/verl-cpu-1"
@@ -52,6 +53,9 @@ def sizes(cfg: dict) -> list[tuple[str, Any, str]]:
     mount = mount_of(cfg)
     dataset = dotted.get(cfg, "data.dataset", "")
     model = dotted.get(cfg, "model.name", "") or dotted.get(cfg, "model.path", "")
+    # Micro-batches divide each GPU's share of a mini-batch: BATCH prompts x n responses over NODES.
+    n = dotted.get(cfg, "algo.group_size", 1)
+    micro = max(1, min(BATCH, BATCH * (n if isinstance(n, int) and n > 0 else 1) // NODES))
     return [
         ("cluster.nodes", NODES, "two local nodes: verl's placement, its workers and the node watch "
                                  "across a real multi-node Ray cluster"),
@@ -67,11 +71,11 @@ def sizes(cfg: dict) -> list[tuple[str, Any, str]]:
          "(its data_source, so the same reward function scores them)"),
         ("data.max_prompt_length", 128, "the tiny task's prompts with the dataset's instruction"),
         ("data.max_response_length", 8, "a few tokens: the rollout, reward and update run, not a solution"),
-        ("train.batch_size", 4, "4 prompts per step"),
-        ("train.mini_batch_size", 4, "one policy update per step"),
-        ("train.micro_batch_size_per_gpu", 4, "CPU-sized micro-batches"),
-        ("train.log_prob_micro_batch_size_per_gpu", 4, "CPU-sized micro-batches"),
-        ("train.ref_log_prob_micro_batch_size_per_gpu", 4, "CPU-sized micro-batches"),
+        ("train.batch_size", BATCH, f"{BATCH} prompts per step"),
+        ("train.mini_batch_size", BATCH, "one policy update per step"),
+        ("train.micro_batch_size_per_gpu", micro, "CPU-sized micro-batches"),
+        ("train.log_prob_micro_batch_size_per_gpu", micro, "CPU-sized micro-batches"),
+        ("train.ref_log_prob_micro_batch_size_per_gpu", micro, "CPU-sized micro-batches"),
         ("train.steps", 3, "three steps: rollout, reward and update each time"),
         ("train.epochs", 1, "the steps decide the length"),
         ("train.save_freq", 1, "a checkpoint every step: a run stopped mid-way resumes from the last"),
@@ -80,6 +84,7 @@ def sizes(cfg: dict) -> list[tuple[str, Any, str]]:
                                  "there is none to save"),
         ("train.smoke", False, "a rehearsal is its own short run"),
         ("rollout.tp", 1, "one rollout server per node"),
+        ("rollout.backend", "vllm", "vLLM's CPU build is the rollout server on CPU"),
     ]
 
 
@@ -98,12 +103,11 @@ def apply(cfg: dict, sources: dict[str, str]) -> list[Rewrite]:
     stand in for is refused here, before anything is written."""
     framework = dotted.get(cfg, "framework.name", "")
     if framework not in FRAMEWORKS:
-        raise ConfigError(SOURCE, "1", f"a {' or '.join(FRAMEWORKS)} preset or FRAMEWORK="
-                          f"{FRAMEWORKS[0]} (framework.name is {framework!r}: "
-                          + ("the trl presets are CPU rehearsals already, launch them without REHEARSE"
-                             if framework == "trl" else "its CPU rehearsal is not built yet, "
-                             "docs/VERL-ON-CPU.md says how far AReaL got") + ")",
-                          sources.get("framework.name", ""))
+        why = {"trl": "the trl presets are CPU rehearsals already: launch them without REHEARSE",
+               "areal": "AReaL's CPU rehearsal is not built yet (docs/VERL-ON-CPU.md)"}.get(
+                   framework, f"{framework}'s CPU rehearsal is not built yet")
+        raise ConfigError(SOURCE, "1", f"with a {' or '.join(FRAMEWORKS)} preset (`make presets` lists "
+                          f"them); this one's framework.name is {framework!r}: {why}")
     out = []
     for key, value, why in sizes(cfg):
         was = dotted.get(cfg, key, None)

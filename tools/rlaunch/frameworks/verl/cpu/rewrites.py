@@ -27,6 +27,12 @@ OVERRIDES = [
     ("actor_rollout_ref.rollout.agent.num_workers", "1", "two cores: one agent-loop worker"),
     ("reward.num_workers", "1", "two cores: one reward worker"),
 ]
+# PPO (adv_estimator=gae) trains a critic too, with the actor's needs.
+CRITIC = [
+    ("critic.strategy", "fsdp2", "FSDP1 passes sync_module_states=True, which is GPU-only"),
+    ("critic.model.use_remove_padding", "False", "padding removal needs flash-attn"),
+    ("+critic.model.override_config.attn_implementation", "sdpa", "no flash-attn on CPU: torch's SDPA"),
+]
 # The job's env on a rehearsal (besides the adapter's own).
 ENV = {
     # verl imports this module in every process: the CPU platform, its engine and device (verl_hooks).
@@ -42,7 +48,8 @@ def key_of(override: str) -> str:
 def apply(spec: dict, overrides: list[str]) -> tuple[list[str], list[Rewrite]]:
     """The overrides a rehearsal runs: the launch's, less the keys the CPU needs otherwise, then
     those; and each change as a Rewrite (was: the launch's value, None where verl's default stood)."""
-    ours = {key.lstrip("+"): (key, value, why) for key, value, why in OVERRIDES}
+    needed = OVERRIDES + (CRITIC if spec["algo"]["adv_estimator"] == "gae" else [])
+    ours = {key.lstrip("+"): (key, value, why) for key, value, why in needed}
     eff = topology.parse_overrides(overrides)
     kept = [o for o in overrides if key_of(o) not in ours]
     rewrites = []
@@ -50,4 +57,4 @@ def apply(spec: dict, overrides: list[str]) -> tuple[list[str], list[Rewrite]]:
         was = eff.get(name)
         if was != value:
             rewrites.append(Rewrite(f"framework.overrides[{name}]", value, was, why))
-    return kept + [f"{key}={value}" for key, value, _ in OVERRIDES], rewrites
+    return kept + [f"{key}={value}" for key, value, _ in needed], rewrites
