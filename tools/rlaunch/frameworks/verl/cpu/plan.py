@@ -17,6 +17,10 @@ from rlaunch.frameworks.verl.cpu import rewrites as cpu
 NOT_REHEARSED = ("GPU kernels, GPU memory (OOM), FSDP1, flash-attn and padding removal, vLLM's sleep mode "
                  "and CUDA-IPC weight sync, bf16 numerics, throughput, the model's own tokenizer")
 VENV = "verlcpu"  # .venv-verlcpu (scripts/setup-verlcpu, configs/locks/verlcpu.txt)
+# What runs in verl's and vLLM's processes through their extension points (no installed file edited).
+HOOKS = ("verl_hooks (VERL_USE_EXTERNAL_MODULES): a 'cpu' platform, device and engine for verl, gloo, "
+         "Tensor.pin_memory as a no-op without an accelerator, VLLM_CPU_KVCACHE_SPACE=1 (GiB)",
+         "vllm_hooks (vLLM's general plugin): the oneDNN linear off, so the rollout takes weight updates")
 PROBE_TIMEOUT_S = 300  # importing verl takes ~10 s on 2 idle cores, minutes on a loaded machine
 
 
@@ -29,6 +33,7 @@ def lines(spec, overrides: list[str]) -> list[str]:
     """The plan's rehearsal section: each rewrite, the env and Python it runs with, what it cannot show."""
     out = [r.line() for r in rewrites(spec, overrides)]
     out += [f"env {k}={v}" for k, v in cpu.ENV.items()]
+    out += [f"hooks: {line}" for line in HOOKS]
     out.append(f"python: {venv_python().parent.parent.name} (make setup-verlcpu), on every node and "
                "for the entrypoint")
     out.append(f"not rehearsed: {NOT_REHEARSED}")
