@@ -81,6 +81,12 @@ def _cluster_env(spec: dict, out: Path | None) -> dict[str, str]:
     return env
 
 
+def _rehearsal_tmp(info: dict) -> str:
+    path = Path(info["host_dir"]) / "tmp"
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
 def _rehearsal_bin(spec: dict) -> Path:
     return frameworks.get(spec["framework"]["name"]).rehearsal_python().parent
 
@@ -104,6 +110,9 @@ def _job_env(spec: dict, info: dict) -> dict[str, str]:
         # job.sh exports the framework's env to the driver only; verl's workers (the CPU platform
         # module in VERL_USE_EXTERNAL_MODULES) are Ray's, started by the nodes' raylets.
         env.update(frameworks.job_env(spec))
+        # vLLM's IPC sockets and verl's checkpoint locks go to tempfile.gettempdir(): under the
+        # cluster's host dir, which `make down` removes, not loose in /tmp.
+        env["TMPDIR"] = _rehearsal_tmp(info)
     if info.get("nodes"):  # the node watch names a lost node by its rank: the IPs in rank order
         env["RLAUNCH_NODE_IPS"] = ",".join(n["ip"] for n in info["nodes"])
     return env
