@@ -181,3 +181,16 @@ def test_the_rollout_is_vllm_cpu_whatever_the_preset_serves_with():
     sglang = spec_of("rollout.backend=sglang")
     assert sglang["rollout"]["backend"] == "vllm"
     assert rewrites(sglang)["rollout.backend"].was == "sglang"
+
+
+def test_the_reward_check_calls_the_function_as_verl_does_keywords_async_and_reward_kwargs(tmp_path):
+    # verl's reward loop calls compute_score(data_source=..., solution_str=..., ...) with the
+    # config's reward_kwargs, and awaits a coroutine function: a valid reward must pass the check.
+    _venv()
+    reward = tmp_path / "kw.py"
+    reward.write_text("async def scored(**kw):\n"
+                      "    return float(kw['ground_truth'] in kw['solution_str']) * kw['scale']\n")
+    spec = spec_of(f"framework.overrides=[reward.custom_reward_function.path={reward},"
+                   "reward.custom_reward_function.name=scored,+reward.custom_reward_function.reward_kwargs.scale=2]")
+    [line] = rehearsal.check(spec)
+    assert "right answers [2.0, 2.0, 2.0, 2.0], wrong [0.0, 0.0, 0.0, 0.0]" in line

