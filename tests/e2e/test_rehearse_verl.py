@@ -55,8 +55,10 @@ def down(run_id: str) -> None:
 def needs():
     if os.geteuid() != 0 or not shutil.which("ip"):
         missing("the rehearsal's two nodes need root and iproute2 (network namespaces)")
-    if not (ROOT / ".venv-verlcpu" / "bin" / "python").exists():
-        missing("the verl rehearsal needs .venv-verlcpu: run `make setup-verlcpu`")
+    from rlaunch.frameworks.verl.cpu import plan
+
+    if not plan.venv_python().exists():  # the same venv the launch runs (RLAUNCH_VALIDATORS honoured)
+        missing(f"the verl rehearsal needs {plan.venv_python().parent.parent}: run `make setup-verlcpu`")
 
 
 def _wait_for(path, launch: Launch, deadline_s: float) -> float:

