@@ -13,6 +13,7 @@
 #                      i.e. the repository; /opt/rlaunch in rlaunch images)
 #   RLAUNCH_PYTHON     python with rlaunch's runtime deps (default: python3)
 #   RLAUNCH_SKIP_PREFLIGHT=1  skip preflight (debugging only: no preflight.json is written)
+#   RLAUNCH_LAUNCH_PHASES     the launcher's phases as JSON (rlaunch.job.phases; local launches set it)
 # Exit: 0 when postflight verified the run; otherwise non-zero, and postflight names the failed check
 # (a failed framework exit code is one of them; 75, a lost node, is the first it names).
 set -Eeuo pipefail
@@ -32,6 +33,8 @@ export TOKENIZERS_PARALLELISM=false
 export NCCL_IB_DISABLE=1
 
 say() { printf 'rlaunch-job: %s\n' "$*"; }
+# Phase boundaries for rlaunch.job.phases, on bash's own clock (no process started for a mark).
+phase() { printf '{"phase": "%s", "event": "%s", "t": %s}\n' "$1" "$2" "${EPOCHREALTIME/,/.}" >>"$RUN_DIR/phases.jsonl"; }
 
 # The run directory on the shared storage outlives the cluster: the spec, the plan (every rendered
 # file and plan.txt, not the node logs or rlaunch's own tools) and this job's whole log go there too.
@@ -52,9 +55,15 @@ job() {
     say "$RUN_DIR is a smoke run's (it holds SMOKE): a real run never resumes from it; launch with another RUN_ID" >&2
     return 2
   fi
+  # The launcher's own phases (plan, formation), where it formed the cluster: before this attempt's marks.
+  if [[ -n "${RLAUNCH_LAUNCH_PHASES:-}" ]]; then
+    printf '{"event": "launch", "t": %s, %s\n' "${EPOCHREALTIME/,/.}" "${RLAUNCH_LAUNCH_PHASES#\{}" >>"$RUN_DIR/phases.jsonl"
+  fi
+  phase job start
   "$RLAUNCH_PYTHON" -m rlaunch.job.attempts start --spec "$SPEC" --run-dir "$RUN_DIR"
   keep_plan
   say "plan, spec and this log are kept in $RUN_DIR"
+  phase preflight start
   say 'accelerator rule a100-flash-attn-4 on every node'
   "$RLAUNCH_PYTHON" -m rlaunch.verify.accel --spec "$SPEC" --out "$RUN_DIR/accelerator.json"
   if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
@@ -68,18 +77,25 @@ job() {
       if [[ "${pair%%=*}" == *_SOCKET_IFNAME ]]; then say "preflight picked ${pair}"; fi
     done < <("$RLAUNCH_PYTHON" -m rlaunch.verify.collective exports "$RUN_DIR/preflight.json")
   fi
+  phase preflight end
 
   say 'starting rlinf: python /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839/examples/reasoning/main_grpo.py --config-path ${RLAUNCH_ARTIFACTS}/rlinf --config-name rlaunch-grpo'
   set +e
+  phase framework start
   "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" -- \
     python /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839/examples/reasoning/main_grpo.py --config-path "${RLAUNCH_ARTIFACTS}/rlinf" --config-name rlaunch-grpo 2>&1 | tee -a "$RUN_DIR/logs/train.log"
   rc=${PIPESTATUS[0]}
+  phase framework end
   set -e
   echo "$rc" >"$RUN_DIR/logs/exit_code"
   say "rlinf exited $rc"
 
   local verified=0
+  phase postflight start
   "$RLAUNCH_PYTHON" -m rlaunch.verify.postflight --spec "$SPEC" --run-dir "$RUN_DIR" --exit-code "$rc" || verified=$?
+  phase postflight end
+  # Seconds per phase: into verification.json and this log (the closing summary reads them).
+  "$RLAUNCH_PYTHON" -m rlaunch.job.phases report --run-dir "$RUN_DIR" || true
   # A lost node stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
   # a RayJob's backoffLimit, RESUME=1) can tell it from a failure that would only happen again.
   if ((rc == 75)); then verified=75; fi

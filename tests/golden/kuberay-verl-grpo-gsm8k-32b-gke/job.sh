@@ -10,6 +10,7 @@
 #                      i.e. the repository; /opt/rlaunch in rlaunch images)
 #   RLAUNCH_PYTHON     python with rlaunch's runtime deps (default: python3)
 #   RLAUNCH_SKIP_PREFLIGHT=1  skip preflight (debugging only: no preflight.json is written)
+#   RLAUNCH_LAUNCH_PHASES     the launcher's phases as JSON (rlaunch.job.phases; local launches set it)
 # Exit: 0 when postflight verified the run; otherwise non-zero, and postflight names the failed check
 # (a failed framework exit code is one of them; 75, a lost node, is the first it names).
 set -Eeuo pipefail
@@ -25,6 +26,8 @@ export VERL_FILE_LOGGER_PATH=/data/runs/verl-grpo-gsm8k-32b/golden/logs/metrics.
 export TOKENIZERS_PARALLELISM=false
 
 say() { printf 'rlaunch-job: %s\n' "$*"; }
+# Phase boundaries for rlaunch.job.phases, on bash's own clock (no process started for a mark).
+phase() { printf '{"phase": "%s", "event": "%s", "t": %s}\n' "$1" "$2" "${EPOCHREALTIME/,/.}" >>"$RUN_DIR/phases.jsonl"; }
 
 # The run directory on the shared storage outlives the cluster: the spec, the plan (every rendered
 # file and plan.txt, not the node logs or rlaunch's own tools) and this job's whole log go there too.
@@ -45,9 +48,15 @@ job() {
     say "$RUN_DIR is a smoke run's (it holds SMOKE): a real run never resumes from it; launch with another RUN_ID" >&2
     return 2
   fi
+  # The launcher's own phases (plan, formation), where it formed the cluster: before this attempt's marks.
+  if [[ -n "${RLAUNCH_LAUNCH_PHASES:-}" ]]; then
+    printf '{"event": "launch", "t": %s, %s\n' "${EPOCHREALTIME/,/.}" "${RLAUNCH_LAUNCH_PHASES#\{}" >>"$RUN_DIR/phases.jsonl"
+  fi
+  phase job start
   "$RLAUNCH_PYTHON" -m rlaunch.job.attempts start --spec "$SPEC" --run-dir "$RUN_DIR"
   keep_plan
   say "plan, spec and this log are kept in $RUN_DIR"
+  phase preflight start
   if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
     say "preflight on every node"
     "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
@@ -59,18 +68,30 @@ job() {
       if [[ "${pair%%=*}" == *_SOCKET_IFNAME ]]; then say "preflight picked ${pair}"; fi
     done < <("$RLAUNCH_PYTHON" -m rlaunch.verify.collective exports "$RUN_DIR/preflight.json")
   fi
+  phase preflight end
 
   say 'starting verl: python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo data.train_files=/data/data/gsm8k/cc7b047b6e5b/train.parquet data.val_files=/data/data/gsm8k/cc7b047b6e5b/test.parquet data.train_batch_size=256 data.max_prompt_length=512 data.max_response_length=512 data.filter_overlong_prompts=True data.truncation=error actor_rollout_ref.model.path=/data/models/qwen2.5-32b-instruct/5ede1c97bbab actor_rollout_ref.actor.optim.lr=1e-05 actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 actor_rollout_ref.actor.use_kl_loss=True actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=8 actor_rollout_ref.rollout.tensor_model_parallel_size=4 actor_rollout_ref.rollout.gpu_memory_utilization=0.6 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16 algorithm.kl_ctrl.kl_coef=0.001 algorithm.use_kl_in_reward=False trainer.critic_warmup=0 trainer.logger=[console,file] trainer.project_name=rlaunch trainer.experiment_name=verl-grpo-gsm8k-32b trainer.nnodes=4 trainer.n_gpus_per_node=4 trainer.default_local_dir=/data/runs/verl-grpo-gsm8k-32b/golden/checkpoints trainer.save_freq=10 trainer.test_freq=10 trainer.total_epochs=2 trainer.val_before_train=False hydra.run.dir=/data/runs/verl-grpo-gsm8k-32b/golden/hydra trainer.resume_mode=auto actor_rollout_ref.actor.strategy=fsdp2'
   set +e
+  phase framework start
+  # The first step: the first line this attempt adds to the framework's metrics file.
+  "$RLAUNCH_PYTHON" -m rlaunch.job.phases first-step --run-dir "$RUN_DIR" --metrics /data/runs/verl-grpo-gsm8k-32b/golden/logs/metrics.jsonl &
+  local watch=$!
   "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" -- \
     python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo data.train_files=/data/data/gsm8k/cc7b047b6e5b/train.parquet data.val_files=/data/data/gsm8k/cc7b047b6e5b/test.parquet data.train_batch_size=256 data.max_prompt_length=512 data.max_response_length=512 data.filter_overlong_prompts=True data.truncation=error actor_rollout_ref.model.path=/data/models/qwen2.5-32b-instruct/5ede1c97bbab actor_rollout_ref.actor.optim.lr=1e-05 actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 actor_rollout_ref.actor.use_kl_loss=True actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=8 actor_rollout_ref.rollout.tensor_model_parallel_size=4 actor_rollout_ref.rollout.gpu_memory_utilization=0.6 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16 algorithm.kl_ctrl.kl_coef=0.001 algorithm.use_kl_in_reward=False trainer.critic_warmup=0 'trainer.logger=[console,file]' trainer.project_name=rlaunch trainer.experiment_name=verl-grpo-gsm8k-32b trainer.nnodes=4 trainer.n_gpus_per_node=4 trainer.default_local_dir=/data/runs/verl-grpo-gsm8k-32b/golden/checkpoints trainer.save_freq=10 trainer.test_freq=10 trainer.total_epochs=2 trainer.val_before_train=False hydra.run.dir=/data/runs/verl-grpo-gsm8k-32b/golden/hydra trainer.resume_mode=auto actor_rollout_ref.actor.strategy=fsdp2 2>&1 | tee -a "$RUN_DIR/logs/train.log"
   rc=${PIPESTATUS[0]}
+  phase framework end
+  kill "$watch" 2>/dev/null
+  wait "$watch" 2>/dev/null
   set -e
   echo "$rc" >"$RUN_DIR/logs/exit_code"
   say "verl exited $rc"
 
   local verified=0
+  phase postflight start
   "$RLAUNCH_PYTHON" -m rlaunch.verify.postflight --spec "$SPEC" --run-dir "$RUN_DIR" --exit-code "$rc" || verified=$?
+  phase postflight end
+  # Seconds per phase: into verification.json and this log (the closing summary reads them).
+  "$RLAUNCH_PYTHON" -m rlaunch.job.phases report --run-dir "$RUN_DIR" || true
   # A lost node stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
   # a RayJob's backoffLimit, RESUME=1) can tell it from a failure that would only happen again.
   if ((rc == 75)); then verified=75; fi

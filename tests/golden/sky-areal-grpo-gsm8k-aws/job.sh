@@ -10,6 +10,7 @@
 #                      i.e. the repository; /opt/rlaunch in rlaunch images)
 #   RLAUNCH_PYTHON     python with rlaunch's runtime deps (default: python3)
 #   RLAUNCH_SKIP_PREFLIGHT=1  skip preflight (debugging only: no preflight.json is written)
+#   RLAUNCH_LAUNCH_PHASES     the launcher's phases as JSON (rlaunch.job.phases; local launches set it)
 # Exit: 0 when postflight verified the run; otherwise non-zero, and postflight names the failed check
 # (a failed framework exit code is one of them; 75, a lost node, is the first it names).
 set -Eeuo pipefail
@@ -26,6 +27,8 @@ export USER=rlaunch
 export NCCL_IB_DISABLE=1
 
 say() { printf 'rlaunch-job: %s\n' "$*"; }
+# Phase boundaries for rlaunch.job.phases, on bash's own clock (no process started for a mark).
+phase() { printf '{"phase": "%s", "event": "%s", "t": %s}\n' "$1" "$2" "${EPOCHREALTIME/,/.}" >>"$RUN_DIR/phases.jsonl"; }
 
 # The run directory on the shared storage outlives the cluster: the spec, the plan (every rendered
 # file and plan.txt, not the node logs or rlaunch's own tools) and this job's whole log go there too.
@@ -46,9 +49,15 @@ job() {
     say "$RUN_DIR is a smoke run's (it holds SMOKE): a real run never resumes from it; launch with another RUN_ID" >&2
     return 2
   fi
+  # The launcher's own phases (plan, formation), where it formed the cluster: before this attempt's marks.
+  if [[ -n "${RLAUNCH_LAUNCH_PHASES:-}" ]]; then
+    printf '{"event": "launch", "t": %s, %s\n' "${EPOCHREALTIME/,/.}" "${RLAUNCH_LAUNCH_PHASES#\{}" >>"$RUN_DIR/phases.jsonl"
+  fi
+  phase job start
   "$RLAUNCH_PYTHON" -m rlaunch.job.attempts start --spec "$SPEC" --run-dir "$RUN_DIR"
   keep_plan
   say "plan, spec and this log are kept in $RUN_DIR"
+  phase preflight start
   if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then
     say "preflight on every node"
     "$RLAUNCH_PYTHON" -m rlaunch.verify.preflight --spec "$SPEC" --out "$RUN_DIR/preflight.json"
@@ -60,18 +69,25 @@ job() {
       if [[ "${pair%%=*}" == *_SOCKET_IFNAME ]]; then say "preflight picked ${pair}"; fi
     done < <("$RLAUNCH_PYTHON" -m rlaunch.verify.collective exports "$RUN_DIR/preflight.json")
   fi
+  phase preflight end
 
   say 'starting areal: python3 /AReaL/examples/math/gsm8k_rl.py --config ${RLAUNCH_ARTIFACTS}/areal.yaml scheduler.type=local experiment_name=areal-grpo-gsm8k trial_name=golden cluster.n_nodes=1 cluster.n_gpus_per_node=8 rollout.backend=sglang:d4 actor.backend=fsdp:d4'
   set +e
+  phase framework start
   "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" -- \
     python3 /AReaL/examples/math/gsm8k_rl.py --config "${RLAUNCH_ARTIFACTS}/areal.yaml" scheduler.type=local experiment_name=areal-grpo-gsm8k trial_name=golden cluster.n_nodes=1 cluster.n_gpus_per_node=8 rollout.backend=sglang:d4 actor.backend=fsdp:d4 2>&1 | tee -a "$RUN_DIR/logs/train.log"
   rc=${PIPESTATUS[0]}
+  phase framework end
   set -e
   echo "$rc" >"$RUN_DIR/logs/exit_code"
   say "areal exited $rc"
 
   local verified=0
+  phase postflight start
   "$RLAUNCH_PYTHON" -m rlaunch.verify.postflight --spec "$SPEC" --run-dir "$RUN_DIR" --exit-code "$rc" || verified=$?
+  phase postflight end
+  # Seconds per phase: into verification.json and this log (the closing summary reads them).
+  "$RLAUNCH_PYTHON" -m rlaunch.job.phases report --run-dir "$RUN_DIR" || true
   # A lost node stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
   # a RayJob's backoffLimit, RESUME=1) can tell it from a failure that would only happen again.
   if ((rc == 75)); then verified=75; fi

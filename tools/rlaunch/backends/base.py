@@ -57,6 +57,9 @@ class LaunchPlan:
     files: dict[str, str]
     checks: tuple[str, ...] = ()
     steps: tuple[str, ...] = ()
+    # Epoch seconds: the command's start and the plan's end (rlaunch.job.phases' "plan" phase).
+    started: float = 0.0
+    planned: float = 0.0
 
     PLAN_TXT = "plan.txt"  # what `make plan` printed, beside the artifacts it describes
 

@@ -13,13 +13,16 @@ cache, the backend asks the infrastructure what exists of that run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import time
 from pathlib import Path
 
 from rlaunch import ROOT
 from rlaunch.backends.base import LaunchPlan
 from rlaunch.errors import ConfigError
+from rlaunch.job import phases
 
 # Where status/logs/down find the last launch; tests point it elsewhere.
 LAST_RUN = Path(os.environ.get("RLAUNCH_LAST_RUN") or ROOT / "build" / "last-run")
@@ -218,6 +221,7 @@ class Cli:
         plan = LaunchPlan(spec, Path(spec["run"]["out"]), {**files, PLAN_TXT: summary + "\n"}, tuple(checks), steps)
         _write(plan.out, plan.files)
         print(summary)
+        plan = dataclasses.replace(plan, started=phases.process_start(), planned=time.time())
         return backend, plan
 
     def launch(self, PRESET="", SET="", OUT="", RESUME="", **knobs):  # noqa: N803

@@ -4,6 +4,7 @@ framework's own files. Backends add their specs (SkyPilot task, RayCluster, ...)
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from rlaunch import frameworks
 from rlaunch.frameworks import accel
@@ -18,9 +19,13 @@ def common(spec: dict) -> dict[str, str]:
     fw = frameworks.get(spec["framework"]["name"])
     files = {"spec.json": spec_json(spec)}
     files.update(fw.files(spec))
+    # The first step is the first row of the framework's metrics file, where its layout names one.
+    metrics = frameworks.descriptor(spec["framework"]["name"]).postflight.layout(
+        spec, Path(spec["paths"]["run_dir"])).get("metrics")
     files["job.sh"] = render_template(
         "common/job.sh.j2", spec=spec, command=fw.command(spec), env=frameworks.job_env(spec),
-        rules=accel.rules_for(spec), prepare=fw.setup(spec) if spec["train"]["rehearse"] else [])
+        rules=accel.rules_for(spec), prepare=fw.setup(spec) if spec["train"]["rehearse"] else [],
+        metrics=str(metrics) if metrics else "")
     return files
 
 

@@ -47,6 +47,8 @@ import time
 import traceback
 from pathlib import Path
 
+from rlaunch.job import phases
+
 PROG = "rlaunch.rehearsal.train"
 
 # Names postflight reads; keep them in sync with the verification code.
@@ -380,7 +382,9 @@ def train_loop(config: dict) -> None:
     workers["peak_memory"] = _gather_peaks(cfg.use_gpu)
     if rank == 0:
         # Scored from the saved files, so the checkpoint round trip is part of the check.
+        phases.mark(run_dir, "evaluation", "start")
         result = evaluate.score_checkpoint(str(final), cfg.eval_prompts, cfg.max_completion_length)
+        phases.mark(run_dir, "evaluation", "end")
         (run_dir / EVAL).write_text(json.dumps(result, indent=2) + "\n")
         workers["steps"] = int(trainer.state.global_step)
         (run_dir / WORKERS).write_text(json.dumps(workers, indent=2) + "\n")

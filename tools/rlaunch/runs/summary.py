@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rlaunch.job import attempts
+from rlaunch.job import attempts, phases
 
 
 def _read(path: Path) -> dict:
@@ -57,6 +57,8 @@ def _facts(spec: dict, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]],
     else:
         rows.append(("verification", "not on this machine: the reports are in the run directory on the "
                                      "run's shared storage (`make verify RUN_DIR=...` where it is mounted)"))
+    if verification.get("phases"):
+        rows.append(("seconds", phases.line(verification["phases"])))
     rows.append(("run dir", str(run_dir)))
     rows.append(("artifacts", str(out)))
     return rows, verification

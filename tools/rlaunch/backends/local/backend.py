@@ -33,7 +33,7 @@ from pathlib import Path
 from rlaunch import ROOT, SCRIPTS, frameworks
 from rlaunch.frameworks import topology
 from rlaunch.plan import artifacts
-from rlaunch.job import attempts
+from rlaunch.job import attempts, phases
 from rlaunch.config import load as config
 from rlaunch.errors import EXIT_NODE_LOST, ConfigError, MissingPrerequisite, RlaunchError
 from rlaunch.backends.base import Answer, Backend, Run
@@ -299,7 +299,9 @@ class Local(Backend):
                 "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
         submitted = False
         try:
+            formed = time.time()
             rc = self._form(spec, out)
+            formation = (formed, time.time())
             if rc != 0:
                 print(f"local: the cluster did not form (exit {rc}; each node's ray-up log: "
                       f"{state_dir(out, spec) / 'logs'})", file=sys.stderr)
@@ -307,8 +309,9 @@ class Local(Backend):
                 return rc
             entry = f"bash {out / 'job.sh'}"
             submitted = True
-            rc = self._job(spec, out, "submit", f"--entrypoint={entry}",
-                           f"--env_json={json.dumps(_job_env(spec, self._info(spec)))}",
+            env = {**_job_env(spec, self._info(spec)),
+                   phases.ENV: phases.launch_env(plan.started or formed, plan.planned or formed, formation, time.time())}
+            rc = self._job(spec, out, "submit", f"--entrypoint={entry}", f"--env_json={json.dumps(env)}",
                            f"--secrets={','.join(spec['secrets'])}")
             if rc != 0:
                 return rc
@@ -472,7 +475,15 @@ class Local(Backend):
 
     def down(self, spec: dict, out: Path | None) -> int:
         # local-cluster removes what the host has under the run's name, and says so when nothing is there.
-        return self._local_cluster(spec, out, "down").returncode
+        up, started = self._up(spec), time.time()
+        rc = self._local_cluster(spec, out, "down").returncode
+        run_dir = Path(spec["paths"]["run_dir"])
+        if rc == 0 and up and (run_dir / phases.FILE).is_file():
+            # The run's last phase: its cluster taken down (verification.json's phases gain it).
+            phases.mark(run_dir, "down", "start", started)
+            phases.mark(run_dir, "down", "end")
+            phases.report(run_dir, quiet=True)
+        return rc
 
     def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
         """Forward 127.0.0.1:<port> on the host to the head's dashboard until Ctrl-C: the nodes stay
