@@ -5,22 +5,27 @@ times the GPUs of every node still up), on the 2-node local rehearsal, against t
 One run, two attempts, through `make launch` as a user runs it:
   1. `make launch RUN_ID=<id> SET="train.steps=S train.save_freq=F"`. first_start_s: from the command
      to the run's first training step (its first line in metrics.jsonl on the shared storage).
-  2. At step F+5 the worker's node dies (SIGKILL to every process in its namespace). detect_s: from
-     that moment until every node of the run is freed (no process left in any of its namespaces,
-     the namespaces gone); exit_s: until the launch has exited (non-zero, naming the node).
+  2. At step F+5 the worker's node dies (SIGKILL to every process in its namespace). From that
+     moment: verdict_s until Ray's GCS declared it dead; detect_s until rlaunch's node watch named
+     it (attempts.jsonl's node_lost detected_at) and began stopping the framework; freed_s until
+     every node of the run is freed (no process left in any of its namespaces, the namespaces gone:
+     after the framework's stop, postflight and `make down`'s work); exit_s until the launch has
+     exited (non-zero, naming the node).
   3. `make launch RUN_ID=<id> RESUME=1`. resume_s: from the command to the first resumed step (a
      step after the checkpoint it resumed from); steps_lost: the steps after that checkpoint that
      were done before the loss and are done again (attempts.jsonl); resumed: it continued from the
      a checkpoint the lost attempt saved (a multiple of F, at most the step it reached). The resumed attempt is then stopped with Ctrl-C (its time to the end
      is the rehearsal's, not recovery's).
-  4. detect_s_default_ray: steps 1-2 again in a second launch with Ray's own health-check settings
+  4. detect_s_default_ray (and its verdict and freed times): steps 1-2 again in a second launch with Ray's own health-check settings
      (SET cluster.health_check.*=3000/5/10000), the same run: what rlaunch's default
      (configs/defaults.yaml cluster.health_check) gains.
   5. false_alarms: a bare 2-node cluster (scripts/local-cluster) at rlaunch's default settings, the
      worker stressed for RLAUNCH_BENCH_STRESS_S each: cpu_100 (a busy-loop process per host CPU in
-     the worker's namespace: a busy rollout) and netem_2s (`tc qdisc ... netem delay 2000ms` on its
-     link; where the kernel has no netem qdisc the case says so, measured: false). A false alarm is a
-     node the GCS declared lost (DEAD in its node table: tests/bench/node_watch.py).
+     the worker's namespace: a busy rollout), netem_2s (`tc qdisc ... netem delay 2000ms` on its
+     link; where the kernel has no netem qdisc the case says so, measured: false) and stall_2s (the
+     worker's raylet stopped 2 s, run 0.2 s, over and over: each health check answered up to 2 s
+     late, the delay netem would add, on any kernel). A false alarm is a node the GCS declared lost
+     (DEAD in its node table: tests/bench/node_watch.py).
 The seeds' style has no node watch and no teardown: a surviving rank waits in its collective until
 the framework's timeout, verl's default NCCL timeout (actor_rollout_ref.nccl_timeout, 600 s at the
 pinned verl; Ray Train's process group default is 1800 s), and the nodes stay up after that until
@@ -43,13 +48,16 @@ Exit: 0 done, 1 a target missed (strict) or the JSON lacks a key or type (smoke)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,11 +65,13 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "tools"))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import owned  # noqa: E402 - tests/bench/, just put on the path
+import common  # noqa: E402 - tests/bench/, just put on the path
+import owned  # noqa: E402
 from schema import NUM, OPT, check  # noqa: E402
 from faults_support import (Launch, attempts, kill_node, namespaces, netns_pids,  # noqa: E402
                             run_dir, wait_for_step)
 
+STALL_S = 2.0  # stall_2s: how long the worker's raylet is stopped at a time
 SEED_DETECT_S = 600  # verl 0.9.1's actor_rollout_ref.nccl_timeout default (the seeds run verl)
 SEED_SOURCE = ("stated, not measured: verl 0.9.1's default NCCL timeout (actor_rollout_ref.nccl_timeout=600); "
                "a surviving rank waits that long in its collective, and the seeds' scripts free no node after it")
@@ -70,8 +80,8 @@ DEADLINE_S = 900
 RAY_DEFAULT_CHECK = {"period_ms": 3000, "failure_threshold": 5, "timeout_ms": 10000}
 CASE = {"measured": bool, "false_alarms": (int, type(None)), "duration_s": NUM}
 SCHEMA = {
-    "detect_s_default_ray": OPT, "verdict_s": OPT, "verdict_s_default_ray": OPT, "health_check": dict, "health_check_default_ray": dict,
-    "false_alarms": {"cpu_100": CASE, "netem_2s": CASE},
+    "detect_s_default_ray": OPT, "freed_s_default_ray": OPT, "freed_s": NUM, "verdict_s": OPT, "verdict_s_default_ray": OPT, "health_check": dict, "health_check_default_ray": dict,
+    "false_alarms": {"cpu_100": CASE, "netem_2s": CASE, "stall_2s": CASE},
     "detect_s": NUM, "seed_detect_s": NUM, "resume_s": NUM, "first_start_s": NUM, "steps_lost": (int, type(None)),
     "save_freq": int, "resumed": bool, "exit_s": NUM, "resume_step": (int, type(None)), "seed_detect_source": str,
     "seed_over_detect": NUM, "resume_over_first_start": OPT, "steps_lost_over_save_freq": OPT,
@@ -79,24 +89,8 @@ SCHEMA = {
 }
 
 
-def die(msg: str, code: int = 2) -> None:
-    print(f"recovery: {msg}", file=sys.stderr)
-    sys.exit(code)
-
-
-def log(msg: str) -> None:
-    print(f"recovery: {msg}", file=sys.stderr, flush=True)
-
-
-def env_int(name: str, default: int, minimum: int) -> int:
-    raw = os.environ.get(name, str(default))
-    if not raw.isdigit() or int(raw) < minimum:
-        die(f"{name}='{raw}' is not allowed: need an integer >= {minimum}")
-    return int(raw)
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
+die, log, env_int = (partial(f, "recovery") for f in (common.die, common.log, common.env_int))
+loadavg = common.loadavg
 
 
 def _inode(path: Path) -> int | None:
@@ -140,10 +134,10 @@ def scenario(run_id: str, steps: int, save_freq: int) -> dict:
     kill_step = wait_for_step(metrics, save_freq + 5, DEADLINE_S, first.alive)
     killed = kill_node(f"rl-{run_id}-1")
     log("worker killed; waiting for every node to be freed")
-    detect_s = wait_freed(run_id, first, killed)
-    verdict = verdict_s(run_id, killed)
-    log(f"every node freed {detect_s:.1f} s after the loss; the launch exited "
-        f"{first.ended - killed:.1f} s after it (exit {first.rlaunch_rc})")
+    freed_s = wait_freed(run_id, first, killed)
+    verdict, named = loss_s(run_id, killed, "declared_dead_at"), detect_s(run_id, killed)
+    log(f"the GCS's verdict {verdict} s after the loss, the node named {named:.1f} s, every node freed "
+        f"{freed_s:.1f} s; the launch exited {first.ended - killed:.1f} s after it (exit {first.rlaunch_rc})")
 
     stale = _inode(metrics)  # the lost attempt's metrics: its steps after the checkpoint are redone
     resumed = Launch(f"RUN_ID={run_id}", "RESUME=1", train)
@@ -164,7 +158,8 @@ def scenario(run_id: str, steps: int, save_freq: int) -> dict:
             resumed.wait(180)
     start = next(r for r in attempts(run_dir(run_id)) if r.get("event") == "start" and r.get("attempt") == 2)
     return {
-        "detect_s": detect_s,
+        "detect_s": named,
+        "freed_s": freed_s,
         "verdict_s": verdict,
         "seed_detect_s": SEED_DETECT_S,
         "resume_s": round(resumed_step - resumed.started, 2),
@@ -184,16 +179,24 @@ def health_set(check: dict) -> str:
     return " ".join(f"cluster.health_check.{k}={v}" for k, v in check.items())
 
 
-def verdict_s(run_id: str, killed: float) -> float | None:
-    """Seconds from the loss to the GCS declaring the node dead (attempts.jsonl's node_lost, from
-    rlaunch's node watch): the part of detect_s the health check decides; the rest is the teardown."""
+def loss_s(run_id: str, killed: float, key: str) -> float | None:
+    """Seconds from the loss to a time in attempts.jsonl's node_lost record (rlaunch's node watch):
+    declared_dead_at, the GCS's verdict (what the health check decides); detected_at, the node named
+    and the framework being stopped (detect_s)."""
     import datetime
 
     for row in attempts(run_dir(run_id)):
-        if row.get("event") == "node_lost" and row.get("declared_dead_at"):
-            when = datetime.datetime.fromisoformat(row["declared_dead_at"].replace("Z", "+00:00")).timestamp()
+        if row.get("event") == "node_lost" and row.get(key):
+            when = datetime.datetime.fromisoformat(row[key].replace("Z", "+00:00")).timestamp()
             return round(when - killed, 2)
     return None
+
+
+def detect_s(run_id: str, killed: float) -> float:
+    named = loss_s(run_id, killed, "detected_at")
+    if named is None:
+        raise RuntimeError(f"the lost node was never named in {run_dir(run_id) / 'attempts.jsonl'}")
+    return named
 
 
 def wait_freed(run_id: str, launch: Launch, killed: float) -> float:
@@ -207,16 +210,17 @@ def wait_freed(run_id: str, launch: Launch, killed: float) -> float:
     return round(all_freed - killed, 2)
 
 
-def detection(run_id: str, steps: int, save_freq: int, check: dict) -> tuple[float, float | None]:
+def detection(run_id: str, steps: int, save_freq: int, check: dict) -> tuple[float, float | None, float]:
     """A launch at other health-check settings: its first step, the worker killed, every node freed;
-    (detect_s, verdict_s)."""
+    (detect_s, verdict_s, freed_s)."""
     metrics = run_dir(run_id) / "metrics.jsonl"
     launch = Launch(f"RUN_ID={run_id}", f"SET=train.steps={steps} train.save_freq={save_freq} {health_set(check)}")
     try:
         first_row_after(metrics, 0, DEADLINE_S, launch.alive, tail=launch.tail)
         killed = kill_node(f"rl-{run_id}-1")
         log(f"worker killed at Ray's own health-check settings {check}; waiting for every node to be freed")
-        return wait_freed(run_id, launch, killed), verdict_s(run_id, killed)
+        freed_s = wait_freed(run_id, launch, killed)
+        return detect_s(run_id, killed), loss_s(run_id, killed, "declared_dead_at"), freed_s
     finally:
         if launch.alive():
             launch.interrupt()
@@ -252,8 +256,17 @@ def stress_window(info: dict, seconds: float, start, stop) -> dict:
             "lost": sorted(seen["dead"]), "polls": seen["polls"], "poll_errors": seen["errors"]}
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def false_alarms(name: str, seconds: float, check: dict) -> dict:
-    """A bare 2-node cluster at `check`; the worker under 100% CPU, then under 2 s of packet delay."""
+    """A bare 2-node cluster at `check`; the worker under 100% CPU, then under 2 s of packet delay,
+    then with its raylet stopped 2 s at a time (each health check answered up to 2 s late: what a
+    2 s delay does to the check, measurable where the kernel has no netem)."""
     from rlaunch.config import load as config
 
     state = REPO / "build" / "bench" / "clusters" / name
@@ -290,10 +303,40 @@ def false_alarms(name: str, seconds: float, check: dict) -> dict:
         def netem_stop() -> None:
             subprocess.run([*tc, "del", "dev", "eth0", "root"], capture_output=True, check=False)
 
+        stalling = threading.Event()
+
+        def stall_loop(raylet: int) -> None:
+            # Stopped 2 s, running 0.2 s: every health check is answered up to 2 s late.
+            try:
+                while stalling.is_set():
+                    os.kill(raylet, signal.SIGSTOP)
+                    time.sleep(STALL_S)
+                    os.kill(raylet, signal.SIGCONT)
+                    time.sleep(0.2)
+            except ProcessLookupError:
+                pass  # the raylet died: the watch counts the GCS's verdict
+
+        def stall_start() -> str:
+            raylets = [pid for pid in netns_pids(worker) if _comm(pid) == "raylet"]
+            if len(raylets) != 1:
+                return f"found {len(raylets)} raylet processes in {worker}, need 1"
+            stalling.set()
+            threading.Thread(target=stall_loop, args=(raylets[0],), daemon=True).start()
+            stall_start.raylet = raylets[0]
+            return ""
+
+        def stall_stop() -> None:
+            stalling.clear()
+            time.sleep(STALL_S + 0.5)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stall_start.raylet, signal.SIGCONT)
+
         log(f"false alarms: the worker at 100% CPU for {seconds:.0f} s")
         cases = {"cpu_100": stress_window(info, seconds, cpu_start, cpu_stop)}
         log(f"false alarms: 2 s of packet delay on the worker for {seconds:.0f} s")
         cases["netem_2s"] = stress_window(info, seconds, netem_start, netem_stop)
+        log(f"false alarms: the worker's raylet stopped {STALL_S:.0f} s at a time for {seconds:.0f} s")
+        cases["stall_2s"] = stress_window(info, seconds, stall_start, stall_stop)
         return cases
     finally:
         if local_cluster(env, "down").returncode == 0:
@@ -330,8 +373,8 @@ def main() -> int:
         owned.claim("run", rid)
     try:
         result = scenario(run_id, steps, save_freq)
-        result["detect_s_default_ray"], result["verdict_s_default_ray"] = (None, None) if smoke == "1" else \
-            detection(ray_run, steps, save_freq, RAY_DEFAULT_CHECK)
+        result["detect_s_default_ray"], result["verdict_s_default_ray"], result["freed_s_default_ray"] = \
+            (None, None, None) if smoke == "1" else detection(ray_run, steps, save_freq, RAY_DEFAULT_CHECK)
         result["false_alarms"] = false_alarms(f"bench-fa-{os.getpid()}", stress_s, health)
     except (RuntimeError, AssertionError, OSError, ValueError) as err:
         log(f"the scenario failed: {err}")
@@ -344,7 +387,7 @@ def main() -> int:
             shutil.rmtree(REPO / "build" / rid, ignore_errors=True)
     result.update({"health_check": health, "health_check_default_ray": RAY_DEFAULT_CHECK})
     result.update({
-        "seed_over_detect": ratio(result["seed_detect_s"], result["detect_s"]),
+        "seed_over_detect": ratio(result["seed_detect_s"], result["freed_s"]),
         "resume_over_first_start": ratio(result["resume_s"], result["first_start_s"]),
         "steps_lost_over_save_freq": ratio(result["steps_lost"], result["save_freq"]) if result["steps_lost"]
         is not None else None,
@@ -363,14 +406,15 @@ def main() -> int:
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"recovery of the 2-node rehearsal after a lost worker (load {load_start[0]} -> "
           f"{result['loadavg_end'][0]} on {os.cpu_count()} CPUs):")
-    print(f"  loss -> every node freed  {result['detect_s']:.1f} s (launch exited after {result['exit_s']:.1f} s); "
+    print(f"  loss -> the node named {result['detect_s']:.1f} s (the GCS's verdict {result['verdict_s']} s), "
+          f"every node freed {result['freed_s']:.1f} s (launch exited after {result['exit_s']:.1f} s); "
           f"seeds' style {SEED_DETECT_S} s (stated): x{result['seed_over_detect']} less idle time per node")
     print(f"  restart -> first resumed step {result['resume_s']:.1f} s, first start -> first step "
           f"{result['first_start_s']:.1f} s: x{result['resume_over_first_start']} of the first start")
     print(f"  steps lost {result['steps_lost']} of save_freq {save_freq} (resumed from step {result['resume_step']})")
-    print(f"  health check {health}: every node freed {result['detect_s']:.1f} s (the GCS's verdict at "
-          f"{result['verdict_s']} s); Ray's own {RAY_DEFAULT_CHECK}: {result['detect_s_default_ray']} s "
-          f"(verdict {result['verdict_s_default_ray']} s; None: not run)")
+    print(f"  health check {health}: named {result['detect_s']:.1f} s, freed {result['freed_s']:.1f} s; "
+          f"Ray's own {RAY_DEFAULT_CHECK}: named {result['detect_s_default_ray']} s, freed "
+          f"{result['freed_s_default_ray']} s (verdict {result['verdict_s_default_ray']} s; None: not run)")
     for case, got in result["false_alarms"].items():
         print(f"  false alarms, {case}: " + (f"{got['false_alarms']} in {got['duration_s']:.0f} s" if got["measured"]
                                              else f"not measured: {got['why']}"))

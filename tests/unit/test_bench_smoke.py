@@ -56,16 +56,20 @@ def test_plan_smoke(tmp_path):
 CLUSTER_BENCHES = {
     "formation": lambda d: d["nodes"] == 2 and d["runs"] == 1 and d["rlaunch_s"] >= d["limit_s"] > 0,
     "recovery": lambda d: d["save_freq"] == 2 and d["resumed"] is True,
+    # Both paths reached a first step, and rlaunch's phases account for the time to it.
+    "launch": lambda d: d["runs"] == 1 and d["bare_first_step_s"] > 0 and d["rlaunch_first_step_s"] >= sum(
+        d["phases"][k] for k in ("plan", "formation", "job_start", "preflight", "first_step")),
 }
 
 
 @pytest.mark.cluster
 # recovery's smoke is two whole launches (the loss, then RESUME=1) of the rehearsal: e2e too.
-@pytest.mark.parametrize("name", ["formation", pytest.param("recovery", marks=pytest.mark.e2e)])
+@pytest.mark.parametrize("name", ["formation", pytest.param("recovery", marks=pytest.mark.e2e),
+                                  pytest.param("launch", marks=pytest.mark.e2e)])
 def test_cluster_bench_smoke(tmp_path, name):
     need_namespaces()
     out = tmp_path / f"{name}.json"
-    proc = smoke(name, out, 600)
+    proc = smoke(name, out, 1200 if name == "launch" else 600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     assert schema.problems(data, bench_schema(name)) == []
