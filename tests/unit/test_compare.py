@@ -142,3 +142,16 @@ def test_make_passes_runs_and_port_as_data(tmp_path):
     proc = make("tensorboard", f"RUN_DIR={run_dir}", "PORT=$(touch ran)")
     assert proc.returncode == 2 and "rlaunch: config: PORT='$(touch ran)'" in proc.stderr, proc.stderr
     assert not (root / "ran").exists() and not (tmp_path / "ran").exists()
+
+
+def test_compare_out_a_directory_writes_the_png_in_it_and_another_suffix_is_bad_input(tmp_path, capsys):
+    # The curves are one PNG: OUT=<a directory> puts it there, OUT=x.svg is refused before anything is read.
+    run_dir = fake_run(tmp_path, "r-dir", [0.1, 0.5, 0.9])
+    where = tmp_path / "plots"
+    where.mkdir()
+    cli.Cli().compare(RUNS=str(run_dir), OUT=str(where))
+    assert [p.name for p in where.iterdir()] == ["r-dir.png"]
+    assert (where / "r-dir.png").read_bytes().startswith(PNG_MAGIC)
+    with pytest.raises(ConfigError, match=r"OUT='.*curves.svg'.*a \.png file or a directory"):
+        cli.Cli().compare(RUNS=str(run_dir), OUT=str(tmp_path / "curves.svg"))
+    assert not (tmp_path / "curves.svg").exists()

@@ -374,7 +374,12 @@ class Cli:
         found = runref.find_all(refs)
         if len(found) < 1:
             raise ConfigError("RUNS", refs, 'one or more run ids or run directories, e.g. RUNS="id1 id2"')
-        png, text = compare.compare(found, Path(out) if out else None)
+        target = Path(out) if out else None
+        if target is not None and (target.is_dir() or out.endswith("/")):
+            target = target / compare.default_out(found).name  # a directory: the default name in it
+        elif target is not None and target.suffix.lower() != ".png":
+            raise ConfigError("OUT", out, "a .png file or a directory (the curves are one PNG)")
+        png, text = compare.compare(found, target)
         print(text)
         print(f"compare: reward curves of {len(found)} run(s) in {png}")
 
