@@ -17,6 +17,10 @@ Usage:
       after a second of imports. This loads Ray's CLI at once (while the head starts), polls the
       GCS every 0.2 s until the head's raylet is registered, then runs `ray start RAY_START_ARGS`
       in this process, so the worker's raylet starts within a fraction of a second of the head's.
+      Ray's `ray start` gives a new raylet 30 s to register (a constant in ray/_private/node.py),
+      then fails, leaving the raylet running. On a host or GCS too busy for that (many nodes
+      starting at once), the raylet registers later: join then waits up to LATE_S, until the
+      deadline, for this node (--node-ip-address) to be alive in the GCS, and counts it as joined.
 Exit: 0 formed (join: `ray start`'s own status); 2 bad arguments; 3 the deadline passed (the line
   before says what was missing); 5 this python cannot use the Ray it needs.
 
@@ -38,6 +42,7 @@ JOIN_POLL_S = 0.2  # a worker's wait for the head's raylet
 QUIET_S = 30.0  # say the formation state again after this long without a change
 CONNECT_MS = 2000  # one connection attempt (the client's own default waits 40 s)
 RPC_S = 2  # one node-table request
+LATE_S = 90.0  # join: how long a raylet whose `ray start` gave up may still take to register
 EXIT_USAGE, EXIT_DEADLINE, EXIT_NO_RAY = 2, 3, 5
 
 
@@ -170,6 +175,57 @@ def wait_head(gcs: Gcs, deadline: float, clock: Callable[[], float] = time.time,
         sleep(max(0.0, min(JOIN_POLL_S, deadline - clock())))
 
 
+def wait_registered(gcs: Gcs, ip: str, deadline: float, clock: Callable[[], float] = time.time,
+                    sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Poll until a node at `ip` is alive in the GCS (True) or the deadline passes (False)."""
+    while True:
+        try:
+            nodes = gcs.alive_nodes()
+            if nodes and any(n.node_manager_address == ip for n in nodes):
+                return True
+        except Exception:  # a GCS that busy may fail a request: retry until the deadline
+            pass
+        if clock() >= deadline:
+            return False
+        sleep(max(0.0, min(JOIN_POLL_S, deadline - clock())))
+
+
+def node_ip(start_args: list[str]) -> str:
+    for i, arg in enumerate(start_args):
+        if arg.startswith("--node-ip-address="):
+            return arg.split("=", 1)[1]
+        if arg == "--node-ip-address" and i + 1 < len(start_args):
+            return start_args[i + 1]
+    return ""
+
+
+STARTUP_TIMEOUT = "timed out during startup"  # node.py's message when its 30 s are up
+
+
+def join(gcs: Gcs, ray: Ray, start_args: list[str], deadline: float,
+         clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> int:
+    """`ray start START_ARGS` in this process: its exit code; a start that gave up on its raylet
+    is a join if the raylet then registers (see LATE_S)."""
+    sys.argv = ["ray", "start", *start_args]
+    try:
+        rc = ray.cli()
+    except SystemExit as done:  # click's way out
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except Exception as err:  # noqa: BLE001 - only Ray's startup timeout is waited out
+        ip = node_ip(start_args)
+        if STARTUP_TIMEOUT not in str(err) or not ip:
+            raise
+        started = clock()
+        log(f"`ray start` gave up after Ray's 30 s wait for this node's raylet ({ip}); waiting up to "
+            f"{LATE_S:.0f} s more for it to register")
+        if wait_registered(gcs, ip, min(deadline, started + LATE_S), clock, sleep):
+            log(f"the raylet of {ip} registered {clock() - started:.1f} s later: joined")
+            return 0
+        log(f"the raylet of {ip} did not register within {clock() - started:.0f} s")
+        return 1
+    return rc if isinstance(rc, int) else 0
+
+
 def usage_error(msg: str) -> int:
     print(f"ray_up.py: {msg}\n{__doc__.split('Usage:', 1)[1].split('Exit:', 1)[0].rstrip()}", file=sys.stderr)
     return EXIT_USAGE
@@ -201,8 +257,7 @@ def main(argv: list[str]) -> int:
     rc = wait_head(gcs, deadline_s)
     if rc:
         return rc
-    sys.argv = ["ray", "start", *args[4:]]
-    return ray.cli()
+    return join(gcs, ray, args[4:], deadline_s)
 
 
 if __name__ == "__main__":

@@ -160,6 +160,44 @@ def test_no_head_by_the_deadline_is_exit_3_saying_what_was_missing(capsys, port,
     assert capsys.readouterr().err == f"ray-up: the head 10.0.0.1:6379 {what} before the deadline\n"
 
 
+def joined(script, cli, deadline_s=300.0):
+    clock = Clock()
+    ray = ray_up.Ray(connect=script.connect, alive=ALIVE, cli=cli)
+    gcs = ray_up.Gcs("10.0.0.1", 6379, ray, port_open=lambda host, port: True)
+    return ray_up.join(gcs, ray, ["--address=10.0.0.1:6379", "--node-ip-address=10.0.0.2"], clock() + deadline_s,
+                       clock=clock, sleep=clock.sleep), clock
+
+
+def gave_up():
+    raise Exception("The current node timed out during startup. This could happen because some of the raylet "
+                    "failed to startup or the GCS has become overloaded.")
+
+
+def test_a_raylet_registering_after_ray_starts_own_30_s_is_joined(capsys):
+    # Eight nodes starting at once on two cores: `ray start` gives up, its raylet registers 40 s later.
+    script = Script(*[[node("10.0.0.1", head=True)]] * 200, [node("10.0.0.1", head=True), node("10.0.0.2")])
+    rc, clock = joined(script, gave_up)
+    assert rc == 0 and clock.t == pytest.approx(1040.0)
+    err = capsys.readouterr().err
+    assert "gave up after Ray's 30 s wait for this node's raylet (10.0.0.2); waiting up to 90 s" in err
+    assert "the raylet of 10.0.0.2 registered 40.0 s later: joined" in err
+
+
+def test_a_raylet_that_never_registers_fails_after_late_s_and_other_failures_at_once(capsys):
+    rc, clock = joined(Script([node("10.0.0.1", head=True)]), gave_up)
+    assert rc == 1 and clock.t == pytest.approx(1000.0 + ray_up.LATE_S)
+    assert "did not register within 90 s" in capsys.readouterr().err
+
+    def exits(code):
+        def cli():
+            raise SystemExit(code)
+        return cli
+
+    assert joined(Script([]), exits(1))[0] == 1 and joined(Script([]), exits(None))[0] == 0
+    with pytest.raises(ValueError):  # anything but Ray's startup timeout is not waited out
+        joined(Script([]), lambda: (_ for _ in ()).throw(ValueError("bad")))
+
+
 # ---------------------------------------------------------------- the command line
 
 
@@ -209,6 +247,10 @@ def test_the_pinned_ray_has_the_internals_ray_up_uses():
     assert {"state", "resources_total", "node_manager_address", "is_head_node"} <= fields
     from ray._raylet import InnerGcsClient
 
+    # join waits out a raylet that registers after `ray start`'s own 30 s: the message it knows that by.
+    import ray._private.node as ray_node
+
+    assert ray_up.STARTUP_TIMEOUT in Path(ray_node.__file__).read_text()
     doc = InnerGcsClient.standalone.__doc__ + InnerGcsClient.get_all_node_info.__doc__
     assert "standalone(unicode gcs_address: str, cluster_id: Optional[str], int timeout_ms: int)" in doc
     assert "Dict[NodeID, gcs_pb2.GcsNodeInfo]" in doc
