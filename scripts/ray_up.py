@@ -20,7 +20,8 @@ Usage:
       Ray's `ray start` gives a new raylet 30 s to register (a constant in ray/_private/node.py),
       then fails, leaving the raylet running. On a host or GCS too busy for that (many nodes
       starting at once), the raylet registers later: join then waits up to LATE_S, until the
-      deadline, for this node (--node-ip-address) to be alive in the GCS, and counts it as joined.
+      deadline, for this node (--node-ip-address) to be alive in the GCS, and counts it as joined;
+      it stops waiting as soon as that raylet has exited.
 Exit: 0 formed (join: `ray start`'s own status); 2 bad arguments; 3 the deadline passed (the line
   before says what was missing); 5 this python cannot use the Ray it needs.
 
@@ -32,9 +33,11 @@ never at the deadline; tests/unit/test_ray_up.py checks them against the pinned 
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple
 
 POLL_S = 0.5  # the head's formation poll
@@ -175,9 +178,27 @@ def wait_head(gcs: Gcs, deadline: float, clock: Callable[[], float] = time.time,
         sleep(max(0.0, min(JOIN_POLL_S, deadline - clock())))
 
 
+def raylet_running() -> bool:
+    """Whether a raylet this process started (`ray start` runs in it) still runs: a child of ours
+    named raylet that is not a zombie (/proc; True where there is no /proc to ask)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            name, fields = text.split(" (", 1)[1].rsplit(") ", 1)[0], text.rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if name == "raylet" and fields[1] == str(os.getpid()) and fields[0] != "Z":
+            return True
+    return False
+
+
 def wait_registered(gcs: Gcs, ip: str, deadline: float, clock: Callable[[], float] = time.time,
-                    sleep: Callable[[float], None] = time.sleep) -> bool:
-    """Poll until a node at `ip` is alive in the GCS (True) or the deadline passes (False)."""
+                    sleep: Callable[[float], None] = time.sleep, running: Callable[[], bool] = raylet_running) -> bool:
+    """Poll until a node at `ip` is alive in the GCS (True), or the deadline passes or the raylet is
+    gone (False: it crashed, e.g. waiting for its own agents on a host too busy for them)."""
     while True:
         try:
             nodes = gcs.alive_nodes()
@@ -185,7 +206,7 @@ def wait_registered(gcs: Gcs, ip: str, deadline: float, clock: Callable[[], floa
                 return True
         except Exception:  # a GCS that busy may fail a request: retry until the deadline
             pass
-        if clock() >= deadline:
+        if clock() >= deadline or not running():
             return False
         sleep(max(0.0, min(JOIN_POLL_S, deadline - clock())))
 
@@ -202,8 +223,8 @@ def node_ip(start_args: list[str]) -> str:
 STARTUP_TIMEOUT = "timed out during startup"  # node.py's message when its 30 s are up
 
 
-def join(gcs: Gcs, ray: Ray, start_args: list[str], deadline: float,
-         clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> int:
+def join(gcs: Gcs, ray: Ray, start_args: list[str], deadline: float, clock: Callable[[], float] = time.time,
+         sleep: Callable[[float], None] = time.sleep, running: Callable[[], bool] = raylet_running) -> int:
     """`ray start START_ARGS` in this process: its exit code; a start that gave up on its raylet
     is a join if the raylet then registers (see LATE_S)."""
     sys.argv = ["ray", "start", *start_args]
@@ -218,10 +239,11 @@ def join(gcs: Gcs, ray: Ray, start_args: list[str], deadline: float,
         started = clock()
         log(f"`ray start` gave up after Ray's 30 s wait for this node's raylet ({ip}); waiting up to "
             f"{LATE_S:.0f} s more for it to register")
-        if wait_registered(gcs, ip, min(deadline, started + LATE_S), clock, sleep):
+        if wait_registered(gcs, ip, min(deadline, started + LATE_S), clock, sleep, running):
             log(f"the raylet of {ip} registered {clock() - started:.1f} s later: joined")
             return 0
-        log(f"the raylet of {ip} did not register within {clock() - started:.0f} s")
+        log(f"the raylet of {ip} did not register within {clock() - started:.0f} s"
+            + ("" if running() else " (it exited: see its raylet.out)"))
         return 1
     return rc if isinstance(rc, int) else 0
 

@@ -160,12 +160,12 @@ def test_no_head_by_the_deadline_is_exit_3_saying_what_was_missing(capsys, port,
     assert capsys.readouterr().err == f"ray-up: the head 10.0.0.1:6379 {what} before the deadline\n"
 
 
-def joined(script, cli, deadline_s=300.0):
+def joined(script, cli, deadline_s=300.0, running=lambda: True):
     clock = Clock()
     ray = ray_up.Ray(connect=script.connect, alive=ALIVE, cli=cli)
     gcs = ray_up.Gcs("10.0.0.1", 6379, ray, port_open=lambda host, port: True)
     return ray_up.join(gcs, ray, ["--address=10.0.0.1:6379", "--node-ip-address=10.0.0.2"], clock() + deadline_s,
-                       clock=clock, sleep=clock.sleep), clock
+                       clock=clock, sleep=clock.sleep, running=running), clock
 
 
 def gave_up():
@@ -194,6 +194,9 @@ def test_a_raylet_that_never_registers_fails_after_late_s_and_other_failures_at_
         return cli
 
     assert joined(Script([]), exits(1))[0] == 1 and joined(Script([]), exits(None))[0] == 0
+    # A raylet that crashed (it waited for its agents too long) is not waited for.
+    rc, clock = joined(Script([node("10.0.0.1", head=True)]), gave_up, running=lambda: False)
+    assert rc == 1 and clock.t == 1000.0 and "(it exited: see its raylet.out)" in capsys.readouterr().err
     with pytest.raises(ValueError):  # anything but Ray's startup timeout is not waited out
         joined(Script([]), lambda: (_ for _ in ()).throw(ValueError("bad")))
 
@@ -221,6 +224,19 @@ def test_a_python_without_ray_is_exit_5_at_once_naming_itself(mode, args, what):
     result = run(mode, *args, python=[sys.executable, "-I", "-S"])  # no site-packages: no ray
     assert result.returncode == 5, result.stderr
     assert result.stderr.startswith(f"ray-up: {sys.executable} cannot use Ray's {what}: No module named 'ray'")
+
+
+def test_raylet_running_sees_only_a_live_child_named_raylet(tmp_path):
+    assert ray_up.raylet_running() is False  # pytest starts no raylet
+    raylet = tmp_path / "raylet"
+    raylet.symlink_to("/bin/sleep")
+    child = subprocess.Popen([str(raylet), "30"])
+    try:
+        assert ray_up.raylet_running() is True
+    finally:
+        child.kill()
+        child.wait()
+    assert ray_up.raylet_running() is False
 
 
 def test_it_needs_only_the_standard_library_to_start():
