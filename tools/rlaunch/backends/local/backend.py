@@ -321,10 +321,11 @@ class Local(Backend):
         if rc != 0:
             lost = self._lost_nodes(spec, out)
             if lost:
+                # Every node freed first: the summary reads the run directory, which outlives them.
+                self._free(spec, out, "a node was lost")
                 self._summary(spec, out)
                 for line in lost:
                     print(f"local: node lost: {line}", file=sys.stderr)
-                self._free(spec, out, "a node was lost")
                 print(f"local: {_resume_hint(spec)}", file=sys.stderr)
                 return EXIT_NODE_LOST
         self._summary(spec, out)
