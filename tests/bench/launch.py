@@ -141,8 +141,9 @@ def bare_run(run_id: str) -> dict:
                 "submit_to_first_step_s": round(t0 + first - submitted, 2)}
     finally:
         c.down()
-        for p in procs:
-            p.kill() if p.poll() is None else None
+        for p in procs:  # `ray job submit` follows the job's log until the cluster is gone
+            if p.poll() is None:
+                p.kill()
             p.wait()
 
 

@@ -16,9 +16,9 @@ One run, two attempts, through `make launch` as a user runs it:
      were done before the loss and are done again (attempts.jsonl); resumed: it continued from the
      a checkpoint the lost attempt saved (a multiple of F, at most the step it reached). The resumed attempt is then stopped with Ctrl-C (its time to the end
      is the rehearsal's, not recovery's).
-  4. detect_s_default_ray (and its verdict and freed times): steps 1-2 again in a second launch with Ray's own health-check settings
-     (SET cluster.health_check.*=3000/5/10000), the same run: what rlaunch's default
-     (configs/defaults.yaml cluster.health_check) gains.
+  4. detect_s_default_ray, verdict_s_default_ray, freed_s_default_ray: steps 1-2 again in a
+     second launch with Ray's own health-check settings (SET cluster.health_check.*=3000/5/10000),
+     the same run: what rlaunch's default (configs/defaults.yaml cluster.health_check) gains.
   5. false_alarms: a bare 2-node cluster (scripts/local-cluster) at rlaunch's default settings, the
      worker stressed for RLAUNCH_BENCH_STRESS_S each: cpu_100 (a busy-loop process per host CPU in
      the worker's namespace: a busy rollout), netem_2s (`tc qdisc ... netem delay 2000ms` on its
@@ -80,7 +80,8 @@ DEADLINE_S = 900
 RAY_DEFAULT_CHECK = {"period_ms": 3000, "failure_threshold": 5, "timeout_ms": 10000}
 CASE = {"measured": bool, "false_alarms": (int, type(None)), "duration_s": NUM}
 SCHEMA = {
-    "detect_s_default_ray": OPT, "freed_s_default_ray": OPT, "freed_s": NUM, "verdict_s": OPT, "verdict_s_default_ray": OPT, "health_check": dict, "health_check_default_ray": dict,
+    "detect_s_default_ray": OPT, "freed_s_default_ray": OPT, "freed_s": NUM, "verdict_s": OPT,
+    "verdict_s_default_ray": OPT, "health_check": dict, "health_check_default_ray": dict,
     "false_alarms": {"cpu_100": CASE, "netem_2s": CASE, "stall_2s": CASE},
     "detect_s": NUM, "seed_detect_s": NUM, "resume_s": NUM, "first_start_s": NUM, "steps_lost": (int, type(None)),
     "save_freq": int, "resumed": bool, "exit_s": NUM, "resume_step": (int, type(None)), "seed_detect_source": str,
