@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402 - tests/bench/, just put on the path
 import owned  # noqa: E402
 from formation import Cluster  # noqa: E402
+from recovery import first_row_after  # noqa: E402
 from schema import NUM, OPT, check  # noqa: E402
 from faults_support import Launch, run_dir  # noqa: E402
 from rlaunch.job import phases as phases_module  # noqa: E402
@@ -68,17 +69,8 @@ loadavg = common.loadavg
 
 
 def first_row(metrics: Path, t0: float, deadline_s: float, alive) -> float:
-    """Seconds after t0 at which metrics.jsonl has its first complete line."""
-    while time.time() - t0 < deadline_s:
-        try:
-            if b"\n" in metrics.read_bytes():
-                return round(time.time() - t0, 2)
-        except OSError:
-            pass
-        if not alive():
-            raise RuntimeError(f"the run ended before its first step ({metrics} has no row)")
-        time.sleep(0.1)
-    raise RuntimeError(f"no first step within {deadline_s} s ({metrics})")
+    """Seconds after t0 at which metrics.jsonl has its first step (recovery's poll, every 0.1 s)."""
+    return round(first_row_after(metrics, 0, deadline_s - (time.time() - t0), alive) - t0, 2)
 
 
 def rlaunch_run(run_id: str, steps: int) -> dict:
