@@ -326,7 +326,7 @@ has_pair() {
 # The stand-in recipe id the pins give (what scripts/image labels the stand-in with).
 recipe_id() {
   mkdir -p "${BATS_TEST_TMPDIR}/recipe"
-  PYTHONPATH="${REPO}/tools" python3 -m rlaunch.config.images standin trl "${BATS_TEST_TMPDIR}/recipe" | sed -n 's/^id=//p'
+  PYTHONPATH="${REPO}/tools" python3 -m rlaunch.plan.imagebuild standin trl "${BATS_TEST_TMPDIR}/recipe" | sed -n 's/^id=//p'
 }
 
 @test "BASE=standin: mmdebstrap from the pins, the stand-in built and labelled under the base's name" {

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 
 from rlaunch.config import images
+from rlaunch.plan import imagebuild
 from rlaunch.config import pins  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.full]
@@ -124,13 +125,13 @@ def test_the_image_runs_the_jobs_first_steps(built):
 
 def test_labels_and_names_come_from_the_pins(built):
     assert built["build"].returncode == 0
-    recipe = images.standin("trl", VERSIONS)
+    recipe = imagebuild.standin("trl", VERSIONS)
     standin = labels(OFFICIAL)  # the stand-in, under the pinned base's own name
-    assert standin[images.STANDIN_LABEL] == OFFICIAL
-    assert standin[images.STANDIN_RECIPE_LABEL] == recipe["id"]
+    assert standin[imagebuild.STANDIN_LABEL] == OFFICIAL
+    assert standin[imagebuild.STANDIN_RECIPE_LABEL] == recipe["id"]
     assert "NOT " + OFFICIAL in standin["org.opencontainers.image.description"]
     image = labels(REF)  # the rlaunch image, named from the pins
-    assert image[images.STANDIN_LABEL] == OFFICIAL
+    assert image[imagebuild.STANDIN_LABEL] == OFFICIAL
     assert image["org.opencontainers.image.base.name"] == OFFICIAL
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert image["org.opencontainers.image.revision"] == head
@@ -144,5 +145,5 @@ def test_push_of_the_standin_based_image_is_refused_naming_why(built):
     proc = built["push"]
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert (f"refusing to push registry.invalid/rlaunch-e2e/{REF.rsplit('/', 1)[1]}: it is built on a local "
-            f"stand-in for {OFFICIAL} (label {images.STANDIN_LABEL})") in proc.stderr
+            f"stand-in for {OFFICIAL} (label {imagebuild.STANDIN_LABEL})") in proc.stderr
     assert "pushing " not in proc.stderr

@@ -93,18 +93,17 @@ def test_setup_prepares_once(tmp_path):
 
 
 def test_install_on_the_official_base_image_only_and_at_the_pin():
-    from rlaunch import frameworks
     from rlaunch.config import load as config
     from rlaunch.config import pins
+    from rlaunch.plan import imagecheck
 
-    verl = frameworks.get("verl")
     official = config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-inst", "INFRA": "gcp"})
-    lines = verl.install(official)
+    lines = imagecheck.install_lines(official)
     version = pins.get_str("frameworks.verl.version")
     # the requirement the plan's image check resolves: verl with the rollout engine's extra, and Ray's pin
     assert f"verl[verl-core,vllm]=={version}" in " ".join(lines)
     assert f"ray[default]=={pins.get_str('ray')}" in " ".join(lines)
-    assert verl.install(config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-inst", "INFRA": "gcp"},
+    assert imagecheck.install_lines(config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t-inst", "INFRA": "gcp"},
                                     "framework.image=rlaunch")) == []
 
 

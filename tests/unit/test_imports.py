@@ -5,13 +5,20 @@ functions are only of heavy optional dependencies.
 The layers, in data-flow order (a module may import its own package and any layer below it):
 
     base        rlaunch/__init__, errors, firecli, progress: used by every stage
+    registry    what rlaunch launches and where, as declarations: the frameworks' registry and their
+                facts (frameworks/__init__, base, accel, topology, loaders, each frameworks/<name>/
+                __init__) and the infrastructures' (backends/__init__, each backends/<name>/__init__).
+                Standard library only; a registry finds its packages on disk and loads an adapter or
+                a backend by name, so adding one is its package plus its config layer
     config      load, spec, knobs, dotted, pins, images: the experiment's inputs as data
     validate    offline validators of what a backend renders (CRDs, the API server, SkyPilot)
-    plan        render, artifacts, memory, inputs, imagecheck, pipindex, tracking: what a launch will be
-    job         what runs on the cluster head: attempts, checkpoints, nodewatch, data
-    verify      preflight, postflight, collective, accel, smoke, image, report, layouts
+    job         what runs on the cluster head and the records it leaves: attempts, checkpoints,
+                nodewatch, data, phases, layouts, files
+    plan        rules, render, artifacts, memory, inputs, imagecheck, tracking: what a launch will be
+    verify      preflight, postflight, collective, accel, smoke, image, report: the checks
     rehearsal   the CPU training stand-in (the TRL framework's program)
-    frameworks  one package per framework: its facts and adapters (they use the libraries below)
+    frameworks  each framework's adapter, memory model and postflight checks (they use the libraries
+                below)
     backends    base, then one package per infrastructure; no backend imports another
     runs        lookup, listing, board, compare, summary: operator tools over existing runs
     cli         the top-level command line; nothing imports it
@@ -24,16 +31,18 @@ list only shrinks.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 TOOLS = Path(__file__).resolve().parents[2] / "tools"
 
-LAYERS = ["base", "config", "validate", "plan", "job", "verify", "rehearsal", "frameworks", "backends",
-          "runs", "cli"]
+LAYERS = ["base", "registry", "config", "validate", "job", "plan", "verify", "rehearsal", "frameworks",
+          "backends", "runs", "cli"]
 BASE = {"rlaunch", "rlaunch.errors", "rlaunch.firecli", "rlaunch.progress", "rlaunch.__main__"}
-# A module whose layer is not its package's: the run-file readers that job/ and the frameworks share
-# sit below job/ (verify.files).
-MODULE_LAYER = {"rlaunch.verify.files": "config", "rlaunch.__main__": "cli"}
+MODULE_LAYER = {"rlaunch.__main__": "cli"}
+# The registries' own modules (besides each framework's and each backend's package __init__).
+REGISTRY = {"rlaunch.frameworks", "rlaunch.frameworks.base", "rlaunch.frameworks.accel",
+            "rlaunch.frameworks.topology", "rlaunch.frameworks.loaders", "rlaunch.backends"}
 # Imports that may stay inside a function: heavy or optional dependencies a command must not pay
 # for (or may lack) unless it uses them.
 HEAVY = {"sky", "ray", "kubernetes", "torch", "transformers", "datasets", "huggingface_hub", "matplotlib",
@@ -45,38 +54,11 @@ HEAVY = {"sky", "ray", "kubernetes", "torch", "transformers", "datasets", "huggi
 # (importer, imported) edges that break the layering today, to be removed (issue 32, Build 1/3).
 KNOWN: set[tuple[str, str]] = {
     ('rlaunch.backends.local.backend', 'rlaunch.runs.summary'),
-    ('rlaunch.config.images', 'rlaunch.plan.imagecheck'),
-    ('rlaunch.config.images', 'rlaunch.plan.render'),
-    ('rlaunch.config.load', 'rlaunch.backends'),
-    ('rlaunch.config.load', 'rlaunch.frameworks'),
-    ('rlaunch.config.load', 'rlaunch.plan.inputs'),
-    ('rlaunch.config.modelfacts', 'rlaunch.frameworks.topology'),
-    ('rlaunch.config.spec', 'rlaunch.frameworks'),
-    ('rlaunch.job.checkpoints', 'rlaunch.verify.layouts'),
-    ('rlaunch.plan.artifacts', 'rlaunch.frameworks'),
-    ('rlaunch.plan.artifacts', 'rlaunch.frameworks.accel'),
-    ('rlaunch.plan.imagecheck', 'rlaunch.frameworks'),
-    ('rlaunch.plan.inputs', 'rlaunch.frameworks'),
-    ('rlaunch.plan.inputs', 'rlaunch.job.data'),
-    ('rlaunch.plan.memory', 'rlaunch.backends.skypilot.backend'),
-    ('rlaunch.plan.memory', 'rlaunch.frameworks'),
-    ('rlaunch.plan.memory', 'rlaunch.frameworks.topology'),
-    ('rlaunch.verify', 'rlaunch.frameworks'),
-    ('rlaunch.verify.accel', 'rlaunch.frameworks.accel'),
-    ('rlaunch.verify.image', 'rlaunch.frameworks'),
-    ('rlaunch.verify.layouts', 'rlaunch.frameworks'),
-    ('rlaunch.verify.postflight', 'rlaunch.frameworks'),
-    ('rlaunch.verify.preflight', 'rlaunch.frameworks'),
-    ('rlaunch.verify.preflight', 'rlaunch.frameworks.accel'),
-    ('rlaunch.verify.smoke', 'rlaunch.frameworks'),
 }
 # Internal imports still inside functions, as (importer, imported).
 KNOWN_LOCAL: set[tuple[str, str]] = {
     ('rlaunch.backends.aistudio.backend', 'rlaunch.config.spec'),
     ('rlaunch.backends.aistudio.backend', 'rlaunch.plan.tracking'),
-    ('rlaunch.backends.base', 'rlaunch.backends'),
-    ('rlaunch.backends.base', 'rlaunch.config.load'),
-    ('rlaunch.backends.base', 'rlaunch.plan.artifacts'),
     ('rlaunch.backends.kuberay.backend', 'rlaunch.backends.kuberay.registry'),
     ('rlaunch.backends.kuberay.backend', 'rlaunch.frameworks'),
     ('rlaunch.backends.kuberay.backend', 'rlaunch.plan.imagecheck'),
@@ -95,31 +77,6 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('rlaunch.backends.skypilot.backend', 'rlaunch.plan.catalog'),
     ('rlaunch.backends.skypilot.backend', 'rlaunch.plan.render'),
     ('rlaunch.backends.skypilot.backend', 'rlaunch.validate.skypilot'),
-    ('rlaunch.cli.commands', 'dataclasses'),
-    ('rlaunch.cli.commands', 'importlib'),
-    ('rlaunch.cli.commands', 'rlaunch.backends'),
-    ('rlaunch.cli.commands', 'rlaunch.backends.local.jobs'),
-    ('rlaunch.cli.commands', 'rlaunch.config.knobs'),
-    ('rlaunch.cli.commands', 'rlaunch.config.load'),
-    ('rlaunch.cli.commands', 'rlaunch.config.modelfacts'),
-    ('rlaunch.cli.commands', 'rlaunch.config.spec'),
-    ('rlaunch.cli.commands', 'rlaunch.firecli'),
-    ('rlaunch.cli.commands', 'rlaunch.frameworks'),
-    ('rlaunch.cli.commands', 'rlaunch.plan.imagecheck'),
-    ('rlaunch.cli.commands', 'rlaunch.plan.inputs'),
-    ('rlaunch.cli.commands', 'rlaunch.plan.memory'),
-    ('rlaunch.cli.commands', 'rlaunch.plan.render'),
-    ('rlaunch.cli.commands', 'rlaunch.runs.board'),
-    ('rlaunch.cli.commands', 'rlaunch.runs.compare'),
-    ('rlaunch.cli.commands', 'rlaunch.runs.listing'),
-    ('rlaunch.cli.commands', 'rlaunch.runs.lookup'),
-    ('rlaunch.cli.commands', 'rlaunch.runs.summary'),
-    ('rlaunch.config.images', 'configparser'),
-    ('rlaunch.config.images', 'rlaunch.plan.imagecheck'),
-    ('rlaunch.config.images', 'rlaunch.plan.render'),
-    ('rlaunch.config.load', 'rlaunch.backends'),
-    ('rlaunch.config.load', 'rlaunch.config.overrides'),
-    ('rlaunch.config.load', 'rlaunch.frameworks'),
     ('rlaunch.config.modelfacts', 'rlaunch.frameworks.topology'),
     ('rlaunch.config.spec', 'json'),
     ('rlaunch.config.spec', 'pathlib'),
@@ -127,28 +84,15 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('rlaunch.frameworks', 'rlaunch.frameworks.topology'),
     ('rlaunch.frameworks.areal.memory', 'rlaunch.frameworks.areal.adapter'),
     ('rlaunch.frameworks.areal.memory', 'rlaunch.frameworks.areal.allocation'),
-    ('rlaunch.frameworks.base', 'rlaunch.frameworks.loaders'),
-    ('rlaunch.frameworks.base', 'rlaunch.plan.imagecheck'),
-    ('rlaunch.frameworks.loaders', 'concurrent.futures'),
-    ('rlaunch.frameworks.loaders', 'rlaunch.errors'),
-    ('rlaunch.frameworks.loaders', 'rlaunch.frameworks'),
-    ('rlaunch.frameworks.rlinf.postflight', 'rlaunch.verify.layouts'),
+    ('rlaunch.frameworks.rlinf.postflight', 'rlaunch.job.layouts'),
     ('rlaunch.frameworks.rlinf.postflight', 'rlaunch.verify.postflight'),
     ('rlaunch.frameworks.trl.adapter', 'rlaunch.errors'),
     ('rlaunch.frameworks.trl.adapter', 'rlaunch.rehearsal.train'),
     ('rlaunch.frameworks.trl.postflight', 'rlaunch.rehearsal.train'),
     ('rlaunch.frameworks.verl.cpu.reload_probe', 'rlaunch.frameworks.verl.cpu.model'),
-    ('rlaunch.frameworks.verl.postflight', 'rlaunch.verify.layouts'),
+    ('rlaunch.frameworks.verl.postflight', 'rlaunch.job.layouts'),
     ('rlaunch.job.attempts', 'rlaunch.job.checkpoints'),
-    ('rlaunch.plan.imagecheck', 'rlaunch.config.knobs'),
-    ('rlaunch.plan.imagecheck', 'rlaunch.plan.pipindex'),
-    ('rlaunch.plan.imagecheck', 'shlex'),
-    ('rlaunch.plan.inputs', 'rlaunch.config.hub'),
-    ('rlaunch.plan.inputs', 'rlaunch.frameworks'),
-    ('rlaunch.plan.memory', 'copy'),
-    ('rlaunch.plan.memory', 'rlaunch.backends.skypilot.backend'),
-    ('rlaunch.plan.memory', 'rlaunch.frameworks'),
-    ('rlaunch.plan.memory', 'rlaunch.frameworks.topology'),
+    ('rlaunch.job.layouts', 'rlaunch.frameworks'),
     ('rlaunch.rehearsal.evaluate', 'rlaunch.rehearsal.tiny'),
     ('rlaunch.rehearsal.train', 'resource'),
     ('rlaunch.rehearsal.train', 'rlaunch.job.attempts'),
@@ -158,14 +102,11 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('rlaunch.rehearsal.train', 'rlaunch.rehearsal.plot'),
     ('rlaunch.rehearsal.train', 'rlaunch.rehearsal.tiny'),
     ('rlaunch.rehearsal.train', 'rlaunch.verify.postflight'),
-    ('rlaunch.runs.board', 'rlaunch.backends.kuberay.backend'),
-    ('rlaunch.runs.board', 'rlaunch.progress'),
     ('rlaunch.runs.compare', 'rlaunch.frameworks'),
+    ('rlaunch.runs.compare', 'rlaunch.job.layouts'),
     ('rlaunch.runs.compare', 'rlaunch.progress'),
-    ('rlaunch.runs.compare', 'rlaunch.verify.layouts'),
     ('rlaunch.runs.compare', 'rlaunch.verify.postflight'),
     ('rlaunch.runs.compare', 'rlaunch.verify.report'),
-    ('rlaunch.runs.listing', 'rlaunch.backends'),
     ('rlaunch.runs.summary', 'rlaunch.verify.smoke'),
     ('rlaunch.validate.crds', 'rlaunch.firecli'),
     ('rlaunch.validate.pinned_files', 'urllib.error'),
@@ -190,7 +131,6 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('rlaunch.verify.collective', 'threading'),
     ('rlaunch.verify.image', 'rlaunch.errors'),
     ('rlaunch.verify.image', 'rlaunch.frameworks'),
-    ('rlaunch.verify.layouts', 'rlaunch.frameworks'),
     ('rlaunch.verify.postflight', 'rlaunch.frameworks'),
     ('rlaunch.verify.postflight', 'shutil'),
     ('rlaunch.verify.preflight', 'hashlib'),
@@ -212,12 +152,11 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
 }
 # Import cycles today, each as the sorted modules of one strongly connected component.
 KNOWN_CYCLES: set[tuple[str, ...]] = {
-    ('rlaunch.backends', 'rlaunch.backends.base', 'rlaunch.config.load'),
-    ('rlaunch.frameworks', 'rlaunch.frameworks.base', 'rlaunch.frameworks.loaders', 'rlaunch.plan.imagecheck'),
     ('rlaunch.verify.accel', 'rlaunch.verify.preflight'),
 }
 
 
+@functools.lru_cache(maxsize=1)
 def modules() -> dict[str, tuple[Path, bool]]:
     out = {}
     for path in sorted((TOOLS / "rlaunch").rglob("*.py")):
@@ -265,7 +204,11 @@ def layer(mod: str) -> int:
         return LAYERS.index(MODULE_LAYER[mod])
     if mod in BASE:
         return 0
-    return LAYERS.index(mod.split(".")[1])
+    parts = mod.split(".")
+    is_pkg = modules().get(mod, (None, False))[1]
+    if mod in REGISTRY or (is_pkg and len(parts) == 3 and parts[1] in ("frameworks", "backends")):
+        return LAYERS.index("registry")
+    return LAYERS.index(parts[1])
 
 
 def internal() -> list[tuple[str, str, str, bool]]:

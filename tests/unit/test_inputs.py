@@ -1,4 +1,4 @@
-"""rlaunch.plan.inputs: one place says where the model and dataset live, for every framework. Pinned
+"""rlaunch.config.inputs: one place says where the model and dataset live, for every framework. Pinned
 revisions by default; model.path / data.path (the seeds' layout) move what the framework loads, what
 preflight checks and what setup prepares together."""
 
@@ -11,7 +11,7 @@ import yaml
 
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
-from rlaunch.plan import inputs
+from rlaunch.config import inputs
 from rlaunch.backends.aistudio import backend as aistudio
 from rlaunch.backends.kuberay import backend as kuberay
 from rlaunch.errors import ConfigError

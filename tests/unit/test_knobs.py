@@ -111,7 +111,7 @@ def test_an_accepted_infra_spec_takes_effect(infra, value, rendered):
 def test_infra_spec_must_match_infra_and_be_for_skypilot():
     with pytest.raises(ConfigError, match=r"a gcp infra string .* for INFRA=gcp, or INFRA=sky"):
         load(INFRA="gcp", INFRA_SPEC="aws/us-east-1")
-    with pytest.raises(ConfigError, match=r"only for INFRA=sky, gcp, aws, azure, k8s .*INFRA=local does not"):
+    with pytest.raises(ConfigError, match=r"only for INFRA=gcp, aws, azure, k8s, sky .*INFRA=local does not"):
         load(INFRA_SPEC="gcp")
 
 

@@ -1,6 +1,7 @@
 """rlaunch's exit codes, the one list every command, the rendered job and the templates use, and the
 errors a user gets before anything is launched: RlaunchError and its ConfigError and CheckError exit
-EXIT_USAGE, MissingPrerequisite exits EXIT_MISSING. Standard library only: pins and knobs import it
+EXIT_USAGE, MissingPrerequisite exits EXIT_MISSING; and UsageError, the job's tools' bad command line
+(exit EXIT_USAGE). Standard library only: pins and knobs import it
 on a bare python3."""
 
 EXIT_FAILED = 1  # it ran, and what it checked failed (a run, a verification, a report)
@@ -30,6 +31,11 @@ class CheckError(RlaunchError):
     def __init__(self, check: str, message: str):
         self.check = check
         super().__init__(f"check {check}: {message}")
+
+
+class UsageError(Exception):
+    """Bad command-line input to one of the job's tools (preflight, postflight, layouts' --path):
+    one line on stderr and exit EXIT_USAGE."""
 
 
 class MissingPrerequisite(RlaunchError):

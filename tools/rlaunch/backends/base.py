@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlaunch import backends
+from rlaunch.config.load import NEEDED_SECRETS
 from rlaunch.errors import ConfigError, MissingPrerequisite
+from rlaunch.plan import artifacts
 
 
 @dataclass(frozen=True)
@@ -71,9 +74,6 @@ class LaunchPlan:
     @classmethod
     def render(cls, spec, out: Path | None = None) -> "LaunchPlan":
         """The plan of `spec` without its checks (render only): what tests and `make render` hold."""
-        from rlaunch import backends
-        from rlaunch.plan import artifacts
-
         backend = backends.get(spec["infra"]["name"])
         files = artifacts.finish(spec, backend.render(spec))
         return cls(spec, Path(out or spec["run"]["out"]), files)
@@ -97,7 +97,8 @@ class Backend:
         """Held for the whole launch, before anything is rendered or written: refuses a run id
         this launch must not (re)use. Here: nothing to hold, and RESUME=1 is the local launch's."""
         if resume:
-            raise ConfigError("RESUME", "1", f"INFRA=local only; on {spec['infra']['name']}, {self.resume_hint}")
+            where = ", ".join(n for n in backends.names() if backends.infra(n).resume)
+            raise ConfigError("RESUME", "1", f"INFRA={where} only; on {spec['infra']['name']}, {self.resume_hint}")
         yield
 
     # Where a launch's secrets come from: this shell's environment, sent by name to the nodes (False:
@@ -106,8 +107,6 @@ class Backend:
 
     def require_secrets(self, spec: dict) -> None:
         """Before anything is created: every name in spec.secrets is set here (exit 3 naming it)."""
-        from rlaunch.config.load import NEEDED_SECRETS
-
         missing = [name for name in spec["secrets"] if not os.environ.get(name)] if self.secrets_from_env else []
         if missing:
             why = {name: f"{key}=true" for key, name in NEEDED_SECRETS}

@@ -17,12 +17,25 @@ import dataclasses
 import json
 import os
 import time
+from importlib import metadata
 from pathlib import Path
 
-from rlaunch import ROOT
+from rlaunch import ROOT, backends, firecli, frameworks
 from rlaunch.backends.base import LaunchPlan
+from rlaunch.backends.local import jobs
+from rlaunch.config import inputs, modelfacts
+from rlaunch.config import load as config
+from rlaunch.config.knobs import RULES, from_env
+from rlaunch.config.load import KNOBS, available
+from rlaunch.config.spec import Spec
 from rlaunch.errors import ConfigError
 from rlaunch.job import phases
+from rlaunch.plan import imagecheck, memory
+from rlaunch.plan.render import shjoin
+from rlaunch.runs import board, compare
+from rlaunch.runs import listing as runs
+from rlaunch.runs import lookup as runref
+from rlaunch.runs.summary import closing_summary, markdown_summary
 
 # Where status/logs/down find the last launch; tests point it elsewhere.
 LAST_RUN = Path(os.environ.get("RLAUNCH_LAST_RUN") or ROOT / "build" / "last-run")
@@ -30,8 +43,6 @@ PLAN_TXT = LaunchPlan.PLAN_TXT  # what `make plan` printed, beside the artifacts
 
 
 def _knobs(kw: dict) -> dict[str, str]:
-    from rlaunch.config.load import KNOBS
-
     out = {}
     for name, value in kw.items():
         if name not in KNOBS:
@@ -43,16 +54,12 @@ def _knobs(kw: dict) -> dict[str, str]:
 
 def _with_env(given: dict, names) -> dict:
     """The knobs `make` exported (RLAUNCH_KNOB_*) among `names`, then the flags given here over them."""
-    from rlaunch.config.knobs import from_env
-
     out = {k: v for k, v in from_env().items() if k in names}
     out.update({k: v for k, v in given.items() if v not in (None, "")})
     return out
 
 
 def _spec(preset: str, set_: str, out: str, knobs: dict, rules: bool = True):
-    from rlaunch.config import load as config
-
     if not isinstance(set_, str):  # fire reads --SET='[a, b]' as a list
         set_ = " ".join(map(str, set_))
     given = _with_env({"PRESET": preset, "SET": set_, "OUT": out, **knobs}, {"PRESET", "SET", *config.KNOBS})
@@ -61,8 +68,6 @@ def _spec(preset: str, set_: str, out: str, knobs: dict, rules: bool = True):
 
 
 def _render(spec: dict) -> tuple[object, dict[str, str]]:
-    from rlaunch import backends
-
     return backends.get(spec["infra"]["name"]), LaunchPlan.render(spec).files
 
 
@@ -76,13 +81,9 @@ def _write(out: Path, files: dict[str, str]) -> None:
 
 
 def _summary(spec: dict, backend, files: dict[str, str], checks: list[str]) -> str:
-    from rlaunch import frameworks
-
     c, p = spec["cluster"], spec["paths"]
     fw = frameworks.get(spec["framework"]["name"])
     gpus = f"{c['gpus_per_node']} x {c['accelerator']}" if c["gpus_per_node"] else "CPU only"
-    from rlaunch.plan.render import shjoin
-
     lines = [
         f"plan for run {spec['run']['id']} (preset {spec['preset']})",
         f"  infra       {spec['infra']['name']}" + (f" ({spec['infra']['sky_infra']})"
@@ -111,9 +112,7 @@ def _summary(spec: dict, backend, files: dict[str, str], checks: list[str]) -> s
 
 
 def _inputs_lines(spec: dict) -> list[str]:
-    """The inputs layout the run expects on the shared storage (rlaunch.plan.inputs)."""
-    from rlaunch.plan import inputs
-
+    """The inputs layout the run expects on the shared storage (rlaunch.config.inputs)."""
     found = inputs.layout(spec) or ["none on the shared storage (the job makes its own)"]
     return [f"  {'inputs' if i == 0 else '':<12}{line}" for i, line in enumerate(found)]
 
@@ -124,8 +123,6 @@ class Frameworks:
     def list(self, validated=False, image=False):
         """The framework names, one a line; --validated: those with their own config loader;
         --image: those with an rlaunch image (a Dockerfile)."""
-        from rlaunch import frameworks
-
         names = [n for n in frameworks.names()
                  if (not _flag(validated) or frameworks.descriptor(n).validator)
                  and (not _flag(image) or frameworks.descriptor(n).images.dockerfile)]
@@ -137,18 +134,12 @@ class Frameworks:
 
     def show(self, name):
         """NAME's descriptor as JSON: CPU rule, metric modules, validator, images."""
-        import dataclasses
-
-        from rlaunch import frameworks
-
         print(json.dumps(dataclasses.asdict(frameworks.descriptor(str(name))), indent=2))
 
     def requires(self, name, site, torch, ray):
         """The lock inputs of NAME's validator venv (scripts/setup-validators): each package its
         loader needs, with the specifier NAME's own metadata (found in SITE, a site-packages that
         holds NAME alone) gives it, torch and ray at the pins given (TORCH, RAY), one a line."""
-        from importlib import metadata
-
         from packaging.requirements import Requirement
         from packaging.utils import canonicalize_name as _canonical
 
@@ -170,8 +161,6 @@ class Frameworks:
 
 
 def _validator_needs(name) -> tuple[str, ...]:
-    from rlaunch import frameworks
-
     validator = frameworks.descriptor(str(name)).validator
     if validator is None:
         raise ConfigError("framework.name", name, "a framework with its own config loader: "
@@ -204,11 +193,6 @@ class Cli:
 
     def _plan(self, spec: dict):
         """The LaunchPlan: rendered, checked offline, written to OUT with plan.txt, printed."""
-        from rlaunch.config import modelfacts
-        from rlaunch.plan import imagecheck
-        from rlaunch import frameworks
-        from rlaunch.plan import memory
-
         backend, files = _render(spec)
         # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
         checks = [modelfacts.check(spec), memory.check(spec), *backend.check(spec, files)]
@@ -226,8 +210,6 @@ class Cli:
 
     def launch(self, PRESET="", SET="", OUT="", RESUME="", **knobs):  # noqa: N803
         """Plan, then act: form the cluster / submit, follow, verify. RESUME=1 continues RUN_ID."""
-        from rlaunch import backends
-
         resume = _resume(_with_env({"RESUME": RESUME}, {"RESUME"}).get("RESUME", ""))
         spec = _spec(PRESET, SET, OUT, knobs)
         _smoke_guard(spec)
@@ -251,8 +233,6 @@ class Cli:
         spec_path = out_dir / "spec.json"
         if not spec_path.exists():
             return None, out_dir
-        from rlaunch.config.spec import Spec
-
         return Spec.read(spec_path), out_dir
 
     def _which(self, RUN_ID="", OUT="", PRESET="", SET="", **knobs) -> tuple[dict, Path | None]:  # noqa: N803
@@ -261,8 +241,6 @@ class Cli:
         The cached spec (OUT, build/<RUN_ID>, or the last launch) is used when it is for the INFRA
         asked (or none is asked); otherwise INFRA and RUN_ID make a spec from the config, and the
         backend asks the infrastructure."""
-        from rlaunch.config.load import KNOBS
-
         given = _with_env({"RUN_ID": RUN_ID, "OUT": OUT, **_knobs(knobs)}, set(KNOBS))
         run_id, infra = str(given.get("RUN_ID", "")), str(given.get("INFRA", ""))
         cached, out_dir = self._existing(run_id, str(given.get("OUT", "")))
@@ -275,14 +253,12 @@ class Cli:
                               + "; `make runs` lists the runs the infrastructures know")
         if not infra:
             raise ConfigError("INFRA", "", f"the infrastructure run {run_id} is on: this machine has no "
-                              f"{out_dir / 'spec.json'} to tell (local, gcp, aws, azure, k8s, sky, kuberay, "
-                              "aistudio; `make runs` lists the runs each infrastructure knows)")
+                              f"{out_dir / 'spec.json'} to tell ({', '.join(backends.names())}; `make runs` lists "
+                              "the runs each infrastructure knows)")
         return _spec(PRESET, SET, "", {**knobs, "RUN_ID": run_id}, rules=False), None
 
     def _act(self, verb: str, **kw):
         spec, out_dir = self._which(**kw)
-        from rlaunch import backends
-
         return _exit(getattr(backends.get(spec["infra"]["name"]), verb)(spec, out_dir))
 
     def status(self, **kw):
@@ -301,8 +277,6 @@ class Cli:
         """Open the Ray dashboard from this machine: a forward (local, KubeRay) or the endpoint."""
         port = _port(_with_env({"PORT": PORT}, {"PORT"}).get("PORT", ""))
         spec, out_dir = self._which(**kw)
-        from rlaunch import backends
-
         return _exit(backends.get(spec["infra"]["name"]).dashboard(spec, out_dir, port=port))
 
     def ssh(self, **kw):
@@ -315,22 +289,19 @@ class Cli:
 
     def _on_sky(self, verb: str, **kw):
         spec, out_dir = self._which(**kw)
-        from rlaunch import backends
-
-        backend = backends.get(spec["infra"]["name"])
-        if not hasattr(backend, verb):
-            raise ConfigError("INFRA", spec["infra"]["name"], "a SkyPilot infrastructure (gcp, aws, azure, k8s, "
-                              f"sky): `make {verb.replace('_', '-')}` uses the ssh alias SkyPilot writes; "
-                              "`make status` and `make dashboard` work on every infrastructure")
-        return _exit(getattr(backend, verb)(spec, out_dir))
+        name = spec["infra"]["name"]
+        if not backends.infra(name).ssh:
+            with_ssh = ", ".join(n for n in backends.names() if backends.infra(n).ssh)
+            raise ConfigError("INFRA", name, f"a SkyPilot infrastructure ({with_ssh}): `make {verb.replace('_', '-')}` "
+                              "uses the ssh alias SkyPilot writes; `make status` and `make dashboard` work on every "
+                              "infrastructure")
+        return _exit(getattr(backends.get(name), verb)(spec, out_dir))
 
     def summary(self, **kw):
         """The closing summary of the last (or RUN_ID's) launch, from its run directory. In a GitHub
         Actions job ($GITHUB_STEP_SUMMARY set) it is also appended there as Markdown, with the
         verification table."""
         spec, out_dir = self._which(**kw)
-        from rlaunch.runs.summary import closing_summary, markdown_summary
-
         run_dir, out = Path(spec["paths"]["run_dir"]), out_dir or Path(spec["run"]["out"])
         print(closing_summary(spec, run_dir, out))
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -340,17 +311,11 @@ class Cli:
 
     def runs(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
         """Every rlaunch run the reachable infrastructures know (INFRA=... for one), one line each."""
-        from rlaunch.runs import listing as runs
-        from rlaunch.config.load import KNOBS
-
         infra = str(_with_env(_knobs(knobs), set(KNOBS)).get("INFRA", ""))
         print(runs.report(runs.collect(infra, lambda name: _spec(PRESET, SET, "", {**knobs, "INFRA": name}, rules=False))))
 
     def tensorboard(self, RUN_ID="", OUT="", RUNS="", RUN_DIR="", PORT="", **_ignored):  # noqa: N803
         """Serve TensorBoard on localhost for a run (default: the last launch) or several side by side."""
-        from rlaunch.runs import board
-        from rlaunch.runs import lookup as runref
-
         given = _with_env({"RUN_ID": RUN_ID, "OUT": OUT, "RUNS": RUNS, "RUN_DIR": RUN_DIR, "PORT": PORT},
                           {"RUN_ID", "OUT", "RUNS", "RUN_DIR", "PORT"})
         refs = runref.split_refs(given.get("RUNS", "")) + ([str(given["RUN_DIR"])] if given.get("RUN_DIR") else [])
@@ -366,9 +331,6 @@ class Cli:
 
     def compare(self, RUNS="", OUT="", **_ignored):  # noqa: N803
         """One PNG of the runs' reward curves (smoothed, labelled by id and differing config), and a table."""
-        from rlaunch.runs import compare
-        from rlaunch.runs import lookup as runref
-
         given = _with_env({"RUNS": RUNS, "OUT": OUT}, {"RUNS", "OUT"})
         refs, out = str(given.get("RUNS", "")), str(given.get("OUT", "")).strip()
         found = runref.find_all(refs)
@@ -385,8 +347,6 @@ class Cli:
 
     def job(self, action, address, submission_id, **kw):
         """submit | follow | status | stop a Ray job (used inside the cluster's network)."""
-        from rlaunch.backends.local import jobs
-
         fn = {"submit": jobs.submit, "follow": jobs.follow, "status": jobs.status, "stop": jobs.stop}
         if action not in fn:
             raise ConfigError("job", action, "submit, follow, status or stop")
@@ -394,8 +354,6 @@ class Cli:
 
     def presets(self):
         """List the presets."""
-        from rlaunch.config.load import available
-
         print("\n".join(available("presets")))
 
     def config(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
@@ -417,8 +375,6 @@ def _smoke_guard(spec: dict) -> None:
 
 def _resume(value) -> bool:
     """RESUME= as typed: empty or 0 is a new run, 1 continues RUN_ID (rlaunch.config.knobs' rule)."""
-    from rlaunch.config.knobs import RULES
-
     text = str(value).strip().lower()
     text = {"true": "1", "false": "0"}.get(text, text)  # fire reads --RESUME=1 as True
     problem = RULES["RESUME"](text) if text else None
@@ -443,6 +399,4 @@ def _exit(code) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlaunch import firecli
-
     return firecli.run(Cli, "rlaunch", "rlaunch", argv)

@@ -25,6 +25,7 @@ import shlex
 import sys
 from typing import Callable, Mapping
 
+from rlaunch import backends
 from rlaunch.errors import ConfigError
 
 ENV_PREFIX = "RLAUNCH_KNOB_"
@@ -38,10 +39,12 @@ KNOBS = {
     "OUT": "run.out", "SMOKE": "train.smoke", "REHEARSE": "train.rehearse",
     "IMAGE": "framework.image_ref", "REGISTRY": "framework.registry",
 }
-INFRAS = ["local", "gcp", "aws", "azure", "k8s", "sky", "kuberay", "aistudio"]
+# The infrastructures' registry is standard library only, as this module is.
+INFRAS = backends.names()
 ALGOS = ["grpo", "ppo"]
-# Infrastructures that SkyPilot launches: INFRA_SPEC (a SkyPilot infra string) applies to these only.
-SKY_INFRAS = {"sky": "", "gcp": "gcp", "aws": "aws", "azure": "azure", "k8s": "kubernetes"}
+# Infrastructures that SkyPilot launches -> their cloud: INFRA_SPEC (a SkyPilot infra string) applies
+# to these only.
+SKY_INFRAS = backends.sky_clouds()
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -22,15 +22,10 @@ from typing import Any
 
 import yaml
 
-from rlaunch import CONFIGS, ROOT
-from rlaunch.config import hub
-from rlaunch.config import dotted
-from rlaunch.config import images
-from rlaunch.plan import inputs
+from rlaunch import CONFIGS, ROOT, backends, frameworks
+from rlaunch.config import dotted, hub, images, inputs, pins, rehearse, spec
+from rlaunch.config import overrides as _overrides  # load() has a parameter of that name
 from rlaunch.config import knobs as _knobs
-from rlaunch.config import pins
-from rlaunch.config import rehearse
-from rlaunch.config import spec
 from rlaunch.errors import ConfigError
 from rlaunch.config.knobs import KNOBS, RUN_ID_RE  # noqa: F401 - re-exported: the CLI and tests read them here
 from rlaunch.config.spec import ENUMS, SECRET_NAME, Spec  # noqa: F401 - re-exported (tests, the CLI)
@@ -248,11 +243,8 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
         sources[key] = "SET"
     for key, value in names.items():
         _set(cfg, key, value, "")
-    from rlaunch import frameworks
-    from rlaunch.config import overrides
-
     # Overrides of what rlaunch owns become rlaunch's keys (or stop here), so every check sees them.
-    overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS})
+    _overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS})
     rewrites = []
     if rehearsing:
         if preset_infra != "local":
@@ -309,7 +301,7 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     model_path, data_path = data["model"]["path"], data["data"]["path"]
     if model_path.startswith("/"):
         _check(_knobs.path_problem, "model.path", model_path, sources)
-    if data_path.startswith("/"):  # a relative one: rlaunch.plan.inputs.check says where it must be
+    if data_path.startswith("/"):  # a relative one: rlaunch.config.inputs.check says where it must be
         _check(_knobs.path_problem, "data.path", data_path, sources)
     data["pins"] = _pins(data)
     # model.path=<org>/<name>[@rev]: a model like a pinned one (rlaunch.config.hub), unless it is the pin's own id.
@@ -319,7 +311,7 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     if not data["model"]["path"]:
         data["model"]["path"] = data["pins"]["model"].get("hf_id", "")
     data["paths"] = _paths(data)
-    # What the framework loads (rlaunch.plan.inputs decides it): the model directory, or another hub id.
+    # What the framework loads (rlaunch.config.inputs decides it): the model directory, or another hub id.
     data["paths"]["model"] = inputs.model_path(data)
     data["derived"] = {
         "ray_nodes": cluster["nodes"] + (1 if cpu_only_head(data) else 0),
@@ -336,8 +328,6 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
     """Every rule that reads several keys together, in one pass before anything is rendered: the
     config's own, the framework's topology rules, then the infrastructure's. The first broken rule
     is one ConfigError naming the key to change."""
-    from rlaunch import backends, frameworks
-
     sources = sources or {}
     data = spec_.dump()
     storage, cluster = data["storage"], data["cluster"]
@@ -406,8 +396,6 @@ def head_ray_cpus(data: dict) -> int | None:
     framework needs Ray CPUs on the head (verl's TransferQueue): then the head pod's CPUs."""
     if not cpu_only_head(data):
         return None
-    from rlaunch import frameworks
-
     name = data["framework"]["name"]
     rule = frameworks.descriptor(name).cpu_rule
     if rule is None or rule.where != "head":
@@ -443,7 +431,7 @@ def restarts(data: dict) -> str:
         backoff = infra["kuberay"]["backoff_limit"]
         return f"infra.kuberay.backoff_limit={backoff} (the operator retries the RayJob)" if backoff > 0 else ""
     # AIStudio's form says "auto restart: off": a preempted task there fails, it does not restart.
-    if infra["spot"] and infra["name"] in _knobs.SKY_INFRAS:
+    if infra["spot"] and backends.infra(infra["name"]).spot:
         return "SPOT=1 (SkyPilot's managed job recovers a preempted cluster)"
     return ""
 

@@ -313,7 +313,7 @@ class Paths(Section):
     ckpt_dir: str
     data_dir: str        # data.path, else the pinned dataset (one directory per revision)
     model_dir: str       # an absolute model.path, else the pinned model's directory ("" without model.name)
-    model: str           # what the framework loads (rlaunch.plan.inputs.model_path): a model directory, or a hub id
+    model: str           # what the framework loads (rlaunch.config.inputs.model_path): a model directory, or a hub id
 
 
 class Derived(Section):

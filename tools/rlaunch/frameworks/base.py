@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from rlaunch.frameworks import loaders
+
 # Rendered job scripts export this as the directory that holds spec.json and the files below, so
 # commands can point at them wherever the backend put them ("${RLAUNCH_ARTIFACTS}/rlinf.yaml").
 ARTIFACTS = "${RLAUNCH_ARTIFACTS}"
@@ -99,7 +101,7 @@ class Descriptor:
     @property
     def loader(self) -> Path | None:
         """<package>/loader.py, run by frameworks/loader_main.py in the validator venv."""
-        return HERE / self.name / "loader.py" if self.validator else None
+        return loaders.script(self.name) if self.validator else None
 
 
 class Framework:
@@ -108,7 +110,7 @@ class Framework:
     # framework.overrides keys that rlaunch owns: mapped onto its keys or refused (rlaunch.config.overrides).
     owned: dict = {}
     name = ""
-    # True: the framework reads the dataset's hub snapshot as is (rlaunch.plan.inputs lays it out so).
+    # True: the framework reads the dataset's hub snapshot as is (rlaunch.config.inputs lays it out so).
     dataset_snapshot = False
 
     def command(self, spec) -> list[str]:
@@ -128,16 +130,6 @@ class Framework:
         """Directories the job's Python imports from beyond its site-packages (the image's, e.g.
         RLinf's /opt/Megatron-LM): on PYTHONPATH after the framework's checkout, before anything else."""
         return []
-
-    def install(self, spec) -> list[str]:
-        """Idempotent shell lines run on EVERY node before Ray starts, when the image lacks the
-        framework or the Ray pin (SkyPilot nodes on an upstream image): what the plan's image
-        check resolved (rlaunch.plan.imagecheck.installs)."""
-        from rlaunch.plan import imagecheck
-
-        if spec["framework"]["image"] != "official":
-            return []  # the rlaunch image was built with them (docker/<framework>: FRAMEWORK_INSTALL)
-        return imagecheck.install_lines(spec)
 
     def setup(self, spec) -> list[str]:
         """Idempotent shell lines that prepare data on the shared mount."""
@@ -174,8 +166,6 @@ class Framework:
 
     def loader_check(self, spec, files: dict[str, str]) -> str:
         """Run the framework's own config loader; return a one-line result."""
-        from rlaunch.frameworks import loaders
-
         request = self.loader_request(spec)
         if request is None:
             return "no loader for this framework"

@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rlaunch import ROOT
+from rlaunch.errors import CheckError
 
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE / "loader_main.py"
@@ -60,23 +62,24 @@ def prefetch(framework: str, requests: list[dict]) -> None:
 
 def prefetch_all(by_framework: dict[str, list[dict]]) -> None:
     """One loader process per framework, all at once: the plan's wall time is the slowest loader."""
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=max(len(by_framework), 1)) as pool:
         list(pool.map(lambda item: run(*item), by_framework.items()))
 
 
-def _spawn(framework: str, requests: list[dict]) -> list[dict]:
-    from rlaunch.frameworks import descriptor
+def script(framework: str) -> Path:
+    """frameworks/<name>/loader.py: the framework's own loader, run by loader_main.py in its venv."""
+    return HERE / framework / "loader.py"
 
-    script = descriptor(framework).loader
+
+def _spawn(framework: str, requests: list[dict]) -> list[dict]:
+    script_ = script(framework)
     timeout = float(os.environ.get("RLAUNCH_LOADER_TIMEOUT_S", "300"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
     env.update({"PYTHONNOUSERSITE": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled",
                 "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"})
     try:
         # -P: never import from the current directory (a Ray temp dir named `ray` in /tmp shadows ray).
-        proc = subprocess.run([str(venv_python(framework)), "-P", str(HARNESS), str(script)],
+        proc = subprocess.run([str(venv_python(framework)), "-P", str(HARNESS), str(script_)],
                               input=json.dumps({"requests": requests}), capture_output=True, text=True,
                               timeout=timeout, env=env, cwd=str(HERE))
     except subprocess.TimeoutExpired:
@@ -96,8 +99,6 @@ def _spawn(framework: str, requests: list[dict]) -> list[dict]:
 
 def result_line(framework: str, result: dict) -> str:
     """One plan line for a loader result; a rejection is a CheckError naming the framework's key."""
-    from rlaunch.errors import CheckError
-
     if result.get("skipped"):
         return f"{framework} loader {result['skipped']}"
     if not result.get("ok"):

@@ -27,7 +27,7 @@ import socket
 import sys
 from pathlib import Path
 
-from rlaunch.verify.files import read_jsonl
+from rlaunch.job.files import read_jsonl
 
 FILE = "attempts.jsonl"
 MARK = "rlaunch-job: attempt "  # the first line of every attempt in job.log and train.log

@@ -20,8 +20,8 @@ import json
 import re
 from pathlib import Path
 
-from rlaunch.verify import layouts
-from rlaunch.verify.files import safetensors_problem
+from rlaunch.job import layouts
+from rlaunch.job.files import safetensors_problem
 
 TRL_DIR = "checkpoint"  # HF Trainer's output_dir in the run directory (final/ is beside the steps)
 TRL_STEP = re.compile(r"checkpoint-(\d+)")

@@ -30,10 +30,9 @@ import sys
 from pathlib import Path
 
 from rlaunch.config import pins
+from rlaunch.config.inputs import CONVERTED, MANIFEST
 from rlaunch.errors import ConfigError, MissingPrerequisite
 
-CONVERTED = ("gsm8k", "math")
-MANIFEST = "SHA256SUMS"
 GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
 

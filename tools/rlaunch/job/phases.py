@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlaunch.verify.files import read_jsonl
+from rlaunch.job.files import read_jsonl
 
 FILE = "phases.jsonl"
 ENV = "RLAUNCH_LAUNCH_PHASES"  # the launcher's phases, as JSON, in the job's env

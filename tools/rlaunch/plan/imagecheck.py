@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -38,7 +39,9 @@ from typing import Any
 
 from rlaunch import ROOT, frameworks
 from rlaunch.config import pins
+from rlaunch.config.knobs import SKY_INFRAS
 from rlaunch.errors import RlaunchError
+from rlaunch.plan.pipindex import MetadataIndex
 
 # Held at the image's version in the resolution: replacing one breaks the image's CUDA build.
 PROTECTED = ("torch", "torchvision", "torchaudio", "vllm", "sglang", "flash-attn", "ray")
@@ -128,8 +131,6 @@ def installs(spec: dict, versions: dict | None = None) -> list[str]:
     lacks it, and the `ray` pin where the image's Ray is another. Only where something installs:
     docker/<framework> (framework.image=rlaunch) and SkyPilot's install step on the official image
     (Framework.install). KubeRay and AIStudio run the official image as it is, and so any IMAGE=."""
-    from rlaunch.config.knobs import SKY_INFRAS
-
     versions = pins.load_versions() if versions is None else versions
     kind = spec["framework"]["image"]
     if spec["framework"].get("image_ref") or (kind == "official" and spec["infra"]["name"] not in SKY_INFRAS):
@@ -147,10 +148,12 @@ def installs(spec: dict, versions: dict | None = None) -> list[str]:
 
 
 def install_lines(spec: dict, versions: dict | None = None) -> list[str]:
-    """The shell line for `installs`. Idempotent as pip is: a requirement the image already
-    satisfies at that exact version is left alone, without a download."""
-    import shlex
-
+    """Idempotent shell lines run on EVERY node before Ray starts, when the image lacks the framework
+    or the Ray pin (SkyPilot nodes on an upstream image): pip of `installs`, which leaves a requirement
+    the image already satisfies at that exact version alone, without a download. None on an rlaunch
+    image: it was built with them (docker/<framework>: FRAMEWORK_INSTALL)."""
+    if spec["framework"]["image"] != "official":
+        return []
     reqs = installs(spec, versions)
     return ["python3 -m pip install --no-cache-dir " + " ".join(shlex.quote(r) for r in reqs)] if reqs else []
 
@@ -245,8 +248,6 @@ def _pip_argv(inputs: dict, index_url: str, report: Path, target: Path) -> list[
 
 
 def _index():
-    from rlaunch.plan.pipindex import MetadataIndex
-
     fixture = os.environ.get("RLAUNCH_IMAGECHECK_INDEX", "")
     return MetadataIndex(Path(fixture) if fixture else cache_dir() / "index", offline=bool(fixture))
 

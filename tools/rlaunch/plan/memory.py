@@ -19,14 +19,16 @@ bound (`bound` returns None, the plan says so).
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
 from dataclasses import dataclass, field
 
+from rlaunch import frameworks
+from rlaunch.config import knobs, modelfacts, pins
+from rlaunch.frameworks import topology
 from rlaunch.plan import catalog
-from rlaunch.config import modelfacts
-from rlaunch.config import pins
 from rlaunch.errors import CheckError, ConfigError
 
 GB = 10**9
@@ -116,8 +118,6 @@ def gb(nbytes: float) -> str:
 
 
 def effective(spec: dict) -> dict[str, str]:
-    from rlaunch.frameworks import topology
-
     return topology.parse_overrides(spec["framework"]["overrides"])
 
 
@@ -140,8 +140,6 @@ def gpu_memory(spec: dict) -> tuple[int, str]:
 
 def _phases(name: str):
     """The framework's phases function (frameworks/<name>/memory.py), or None."""
-    from rlaunch import frameworks
-
     module = frameworks.descriptor(name).memory
     return module.phases if module else None
 
@@ -152,13 +150,12 @@ def host_memory(spec: dict) -> tuple[int | None, str]:
     A request floor is never the machine: SkyPilot's `memory: N+` gets an instance with at least N
     GiB, so the machine is the smallest instance its catalog offers for the task."""
     c, infra = spec["cluster"], spec["infra"]["name"]
-    if infra in ("gcp", "aws", "azure", "sky", "k8s"):
-        from rlaunch.backends.skypilot import backend as skypilot
-
-        cloud = skypilot.cloud(spec)
+    if infra in knobs.SKY_INFRAS:
+        infra_string = spec["infra"]["sky_infra"] or infra
+        cloud = knobs.sky_cloud(infra_string)
         if cloud in ("", "kubernetes"):
             return None, f"the machine is not known ({'any cloud' if not cloud else 'a Kubernetes pod'} via SkyPilot)"
-        parts = skypilot.infra_string(spec).split("/")
+        parts = infra_string.split("/")
         got = catalog.instances(cloud, c["accelerator"], c["gpus_per_node"],
                                 f"{c['cpus_per_node']}+" if c["cpus_per_node"] else None,
                                 f"{c['memory_gb']}+" if c["memory_gb"] else None,
@@ -211,8 +208,6 @@ def why_none(spec: dict) -> str:
 
 
 def _with(spec: dict, **changes) -> dict:
-    import copy
-
     out = spec.dump() if hasattr(spec, "dump") else copy.deepcopy(spec)  # a frozen Spec: its data
     for dotted, value in changes.items():
         node = out
@@ -225,8 +220,6 @@ def _with(spec: dict, **changes) -> dict:
 
 def _offloads(name: str) -> bool:
     """The framework's bound counts train.offload (its memory module says OFFLOAD = True)."""
-    from rlaunch import frameworks
-
     return bool(getattr(frameworks.descriptor(name).memory, "OFFLOAD", False))
 
 
@@ -237,8 +230,6 @@ def _fits(trial: Bound | None) -> bool:
 def _tp_lever(spec: dict, b: Bound) -> str:
     """The smallest larger rollout tensor parallel that fits, where the engine's weights are a term:
     a divisor of the GPUs per node that the model's heads allow."""
-    from rlaunch.frameworks import topology
-
     key, now = topology.rollout_tp_of(spec)
     facts = modelfacts.of(spec)
     if key != "rollout.tp" or isinstance(facts, str) or \

@@ -19,7 +19,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from rlaunch import ROOT
+from rlaunch import ROOT, backends, progress
 from rlaunch.errors import MissingPrerequisite
 from rlaunch.runs.lookup import Run, require_local
 
@@ -58,8 +58,6 @@ def link_farm(named: dict[str, Path], farm: Path) -> Path:
 
 
 def wait_until_answering(url: str, proc: subprocess.Popen, log: Path, deadline_s: float) -> None:
-    from rlaunch import progress
-
     deadline = time.monotonic() + deadline_s
     with progress.Wait("tensorboard", deadline_s, "starting") as wait:
         while True:
@@ -117,10 +115,9 @@ def serve_dirs(named: dict[str, Path], port: int | None, farm: Path) -> int:
 
 
 def serve(runs: list[Run], port: int | None) -> int:
-    if len(runs) == 1 and not runs[0].local and runs[0].spec["infra"]["name"] == "kuberay":
-        from rlaunch.backends.kuberay import backend as kuberay
-
-        return kuberay.BACKEND.tensorboard(runs[0].spec, DEFAULT_PORT if port is None else port)
+    if len(runs) == 1 and not runs[0].local and backends.infra(runs[0].spec["infra"]["name"]).tensorboard:
+        # Not on this machine: the run's infrastructure serves it from the cluster.
+        return backends.get(runs[0].spec["infra"]["name"]).tensorboard(runs[0].spec, DEFAULT_PORT if port is None else port)
     named = {run.id: event_dir(require_local(run)) for run in runs}
     name = "-".join(named)
     if len(name) > 100:

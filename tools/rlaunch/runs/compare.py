@@ -1,7 +1,7 @@
 """Runs side by side: one PNG of their reward curves and a table of how each went.
 
 Each run is read from its run directory (rlaunch.runs.lookup): the reward per step from the framework's
-own metrics (rlaunch.verify.layouts says where), the verdict from verification.json, the config
+own metrics (rlaunch.job.layouts says where), the verdict from verification.json, the config
 from the spec.json job.sh copied there. Curves are labelled with the run id and the config keys
 whose values differ between the runs, so the picture says what was changed.
 """
@@ -55,7 +55,8 @@ def reward_series(spec: dict, run_dir: Path) -> list[tuple[int, float]]:
     """(step, mean reward) per step from the framework's own metrics (its package's postflight says
     where); else any TensorBoard reward tag under the run directory; [] when none were written."""
     from rlaunch import frameworks
-    from rlaunch.verify import layouts, postflight
+    from rlaunch.job import layouts
+    from rlaunch.verify import postflight
 
     where = layouts.defaults(spec, run_dir)
     points = frameworks.descriptor(spec["framework"]["name"]).postflight.rewards(where, run_dir)

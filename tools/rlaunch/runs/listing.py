@@ -12,12 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from rlaunch import backends
 from rlaunch.backends.base import Run
 from rlaunch.errors import MissingPrerequisite
-
-# The backend families, each asked once, with the INFRA= value whose config says where to ask.
-FAMILIES = {"local": "local", "skypilot": "gcp", "kuberay": "kuberay", "aistudio": "aistudio"}
-SKYPILOT_INFRAS = ("gcp", "aws", "azure", "k8s", "sky")
 
 
 @dataclass
@@ -29,17 +26,17 @@ class Collected:
 
 
 def family(infra: str) -> str:
-    return "skypilot" if infra in SKYPILOT_INFRAS else infra
+    """The backend package that launches INFRA=infra: each is asked once."""
+    return backends.infra(infra).backend
 
 
 def collect(infra: str, spec_for: Callable[[str], dict]) -> Collected:
     """Ask each infrastructure (or only INFRA's) once; spec_for(infra) gives the settings of where."""
-    from rlaunch import backends
-
     out = Collected()
-    families = [family(infra)] if infra else list(FAMILIES)
-    for name in families:
-        asked_as = infra or FAMILIES[name]
+    # Each family asked as its first INFRA= value, whose config says where to ask.
+    families = backends.families()
+    for name in [family(infra)] if infra else list(families):
+        asked_as = infra or families[name]
         backend = backends.get(asked_as)
         try:
             answer = backend.runs(spec_for(asked_as))

@@ -6,9 +6,8 @@
 - postflight: reads what the framework wrote (logs, metrics, TensorBoard, checkpoints, resolved
   config) and checks the run really trained; writes verification.json.
 - accel: applies the framework/accelerator rules' workarounds on every node, before preflight.
-- layouts: where a run's outputs are (the logs every framework shares; each framework's own layout
-  and checks are in its package, frameworks/<name>/postflight.py); report: check records, tables,
-  JSON reports.
+- report: check records, tables, JSON reports. Where a run's outputs are, and the readers of them,
+  are job/'s (layouts, files): the job writes them, every check reads them.
 
 Each runs as `python -m rlaunch.verify.<stage>` (job.sh, `make verify`); `--help` says how.
 """

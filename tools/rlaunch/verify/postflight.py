@@ -35,11 +35,12 @@ from pathlib import Path
 
 from rlaunch.job import attempts as _attempts
 from rlaunch.config import dotted
-from rlaunch.verify import layouts
-from rlaunch.verify.files import (  # noqa: F401 - the frameworks' checks read them from here too
+from rlaunch.job import layouts
+from rlaunch.job.files import (  # noqa: F401 - the frameworks' checks read them from here too
     ANSI, head_bytes, is_finite, log_text, nonempty, read_json, read_jsonl, read_scalars, read_yaml,
     safetensors_problem)
-from rlaunch.verify.report import UsageError, all_passed, check, load_spec, skipped, stage_main, write_json
+from rlaunch.errors import UsageError
+from rlaunch.verify.report import all_passed, check, load_spec, skipped, stage_main, write_json
 
 PROG = "postflight"
 THRESHOLDS = {"reward_last_min": 0.9, "reward_gain_min": 0.5, "greedy_min": 0.9}

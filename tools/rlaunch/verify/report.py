@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 # Exit codes of `preflight` and `postflight`: 0 passed, EXIT_FAILED a check failed, EXIT_USAGE bad arguments.
-from rlaunch.errors import EXIT_FAILED, EXIT_USAGE
+from rlaunch.errors import EXIT_FAILED, EXIT_USAGE, UsageError
 
 
 def check(name: str, passed: bool, detail: str, node: str | None = None) -> dict:
@@ -100,10 +100,6 @@ def load_spec(path: Path) -> dict:
     if not isinstance(spec, dict) or "framework" not in spec:
         raise UsageError(f"--spec {path}: not an rlaunch spec (no 'framework' key)")
     return spec
-
-
-class UsageError(Exception):
-    """Bad command-line input: one line on stderr and exit 2."""
 
 
 # ---------------------------------------------------------------- a stage's command line

@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from rlaunch.errors import EXIT_USAGE
-from rlaunch.verify.report import UsageError, load_spec, write_json
+from rlaunch.errors import UsageError
+from rlaunch.verify.report import load_spec, write_json
 
 PROG = "smoke"
 REPORT = "smoke.json"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rlaunch import ROOT, frameworks, verify
 from rlaunch.plan import artifacts
-from rlaunch.plan import inputs as run_inputs
+from rlaunch.config import inputs as run_inputs
 from rlaunch.job.data import MANIFEST, manifest_text
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.frameworks import accel
@@ -83,7 +83,7 @@ def checkout(spec: dict) -> dict | None:
 
 def manifests(spec: dict) -> list[dict]:
     """Input directories that must match their SHA256SUMS: the model and the dataset where
-    rlaunch.plan.inputs puts them (the pinned revision's directories, or model.path / data.path), each with
+    rlaunch.config.inputs puts them (the pinned revision's directories, or model.path / data.path), each with
     the files it must list (the adapter's inputs there, the model's config, tokenizer and weights)."""
     items = sorted(run_inputs.of(spec), key=lambda item: item.what != "model")
     return [{"what": item.what, "dir": item.dir, "required": list(item.required)} for item in items]

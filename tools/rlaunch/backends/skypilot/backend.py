@@ -37,8 +37,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlaunch import ROOT, frameworks
-from rlaunch.plan import artifacts
+from rlaunch import ROOT, backends, frameworks
+from rlaunch.config import knobs
+from rlaunch.plan import artifacts, imagecheck
 from rlaunch.backends.skypilot import extras as skyextras
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.plan.render import render_template, shjoin
@@ -48,8 +49,6 @@ ARTIFACTS_MOUNT = "/rlaunch/run"
 IMAGE_HOME = "/opt/rlaunch"  # where rlaunch images (docker/<framework>) carry the repository
 # The store of the bucket SkyPilot creates when the config names none; k8s follows the seed (gcs).
 DEFAULT_STORE = {"gcp": "gcs", "aws": "s3", "azure": "azure", "kubernetes": "gcs"}
-# The cloud part of an infra string, as `sky check` names it.
-CLOUD_ALIASES = {"k8s": "kubernetes"}
 # `sky jobs cancel` when there is nothing to cancel: no controller, or no such job.
 NOTHING_TO_CANCEL = ("All managed jobs should have finished", "No running job found", "not up")
 # `sky jobs queue` when the jobs controller is not up: then no managed job is in progress.
@@ -58,7 +57,7 @@ RUN_LABEL = "rlaunch-run"  # on every cluster of a run: `make runs` picks rlaunc
 FINISHED_JOB_STATES = {"SUCCEEDED", "CANCELLED", "FAILED", "FAILED_SETUP", "FAILED_PRECHECKS",
                        "FAILED_NO_RESOURCE", "FAILED_CONTROLLER"}
 # SkyPilot's cloud names (`sky status` records) -> the INFRA= value.
-INFRA_OF_CLOUD = {"gcp": "gcp", "aws": "aws", "azure": "azure", "kubernetes": "k8s"}
+INFRA_OF_CLOUD = {cloud: name for name, cloud in backends.sky_clouds().items() if cloud}
 
 
 def infra_string(spec: dict) -> str:
@@ -68,8 +67,7 @@ def infra_string(spec: dict) -> str:
 
 def cloud(spec: dict) -> str:
     """'gcp', 'aws', 'azure', 'kubernetes', another SkyPilot cloud, or '' for the wildcard '*'."""
-    first = infra_string(spec).split("/", 1)[0].lower()
-    return "" if first == "*" else CLOUD_ALIASES.get(first, first)
+    return knobs.sky_cloud(infra_string(spec))
 
 
 def on_k8s(spec: dict) -> bool:
@@ -78,8 +76,7 @@ def on_k8s(spec: dict) -> bool:
 
 def cluster_name(spec: dict) -> str:
     """The SkyPilot cluster (and managed job) name: the run id, which must start with a letter."""
-    run_id = spec["run"]["id"]
-    return run_id if run_id[0].isalpha() else f"r-{run_id}"
+    return backends.infra(spec["infra"]["name"]).cluster_name(spec["run"]["id"])
 
 
 def storage_entry(spec: dict) -> dict[str, str]:
@@ -250,7 +247,7 @@ class SkyPilot(Backend):
             launch_command="sky " + shjoin(launch_argv(spec, spec["run"]["out"])),
             setup=bool(setup_lines),
             run=render_template("skypilot/run.sh.j2", spec=spec, spot=spec["infra"]["spot"],
-                                install=frameworks.get(spec["framework"]["name"]).install(spec)),
+                                install=imagecheck.install_lines(spec)),
             **_resources(spec))
         return files
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import yaml
 
-from rlaunch.plan import inputs as run_inputs
+from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
 from rlaunch.frameworks import topology

@@ -19,7 +19,7 @@ import yaml
 
 from rlaunch.config import dotted
 from rlaunch.config import pins
-from rlaunch.plan import inputs as run_inputs
+from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
 from rlaunch.frameworks import topology
@@ -119,7 +119,7 @@ class Rlinf(Framework):
                 # auto: the highest checkpoints/global_step_N under logger.log_path (the run directory);
                 # rlaunch.job.checkpoints sets incomplete ones aside before a restart.
                 "max_tokens_per_mbs": seq, "resume_dir": "auto", "per_worker_log": True,
-                # output_dir/experiment_name is the run directory (verify/layouts.py).
+                # output_dir/experiment_name is the run directory (job/layouts.py).
                 "experiment_name": run["id"], "output_dir": posixpath.dirname(paths["run_dir"]),
             },
             "algorithm": {

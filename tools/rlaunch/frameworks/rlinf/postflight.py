@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 from rlaunch.config import dotted
-from rlaunch.verify.layouts import log_files
+from rlaunch.job.layouts import log_files
 from rlaunch.verify.postflight import (check_lr, check_step_target, check_topology, log_text, nonempty, read_yaml,
     target_steps, tensorboard_check)
 from rlaunch.frameworks.rlinf.adapter import ADAPTER, CONFIG_DIR, CONFIG_NAME
@@ -37,7 +37,7 @@ TAGS = {
 
 
 def layout(spec, run_dir: Path) -> dict[str, Path | str]:
-    from rlaunch.verify.layouts import relocate
+    from rlaunch.job.layouts import relocate
 
     run_dir = Path(run_dir)
     return {"main_log": run_dir / "log" / "main.log", "tensorboard": run_dir / "tensorboard",

@@ -8,7 +8,7 @@ mount (a relative default_local_dir lands in Ray's per-job working dir, seed 002
 
 from __future__ import annotations
 
-from rlaunch.plan import inputs as run_inputs
+from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
 from rlaunch.frameworks import topology
@@ -18,7 +18,7 @@ from rlaunch.frameworks.verl.cpu import prepare as cpu_prepare
 from rlaunch.frameworks.verl.cpu import rewrites as cpu_rewrites
 
 ENTRY = ["python3", "-m", "verl.trainer.main_ppo"]
-METRICS = "metrics.jsonl"  # under paths.log_dir; postflight reads it (verify/layouts.py)
+METRICS = "metrics.jsonl"  # under paths.log_dir; postflight reads it (job/layouts.py)
 
 
 def _b(value: bool) -> str:

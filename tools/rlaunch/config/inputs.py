@@ -22,10 +22,14 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from rlaunch.job import data as _data
+from rlaunch import frameworks
+from rlaunch.config import hub
 from rlaunch.errors import ConfigError
 
-MANIFEST = _data.MANIFEST
+MANIFEST = "SHA256SUMS"
+# The datasets rlaunch's own preparation (rlaunch.job.data) converts to the framework's rows; any
+# other is the hub snapshot as it is.
+CONVERTED = ("gsm8k", "math")
 # A model directory holds at least these (*.ext: at least one file with that suffix).
 MODEL_FILES = ("config.json", "tokenizer_config.json", "*.safetensors")
 PY = '"${RLAUNCH_PYTHON:-python3}"'
@@ -43,8 +47,6 @@ class Input:
 
 
 def _adapter(spec: dict):
-    from rlaunch import frameworks
-
     return frameworks.get(spec["framework"]["name"])
 
 
@@ -102,7 +104,7 @@ def of(spec: dict) -> list[Input]:
         name = spec["data"]["dataset"]
         if getattr(adapter, "dataset_snapshot", False):
             fetch = (f"--dataset={name}", "--snapshot")
-        elif name in _data.CONVERTED or pin.get("file"):
+        elif name in CONVERTED or pin.get("file"):
             fetch = (f"--dataset={name}",)
         else:
             fetch = ()
@@ -180,7 +182,5 @@ def layout(spec: dict) -> list[str]:
         else:
             how = f"{item.source}: put it there yourself; {MANIFEST} computed once if missing"
         lines += [f"{item.what:<8}{item.dir}/  ({holds})", f"{'':<8}{how}"]
-    from rlaunch.config import hub
-
     moving = hub.warning(spec["pins"]["model"])
     return lines + ([f"WARNING {moving}"] if moving else [])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlaunch.verify.report import UsageError
+from rlaunch.errors import UsageError
 
 # Lines that mean a run failed, whatever its exit code says; name -> substring.
 FATAL_MARKERS = {
