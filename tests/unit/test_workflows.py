@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rlaunch import backends
 from rlaunch.config import pins
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -246,11 +247,20 @@ def test_no_expression_inside_run(name):
             assert "${{" not in step.get("run", ""), f"{name}: step {step.get('name')!r} interpolates into run:"
 
 
+@pytest.mark.parametrize("name", ["launch.yml", "down.yml"])
+def test_the_skypilot_clouds_the_workflows_name_are_the_registry_s(name):
+    """Their bash tells a SkyPilot launch by INFRA: the registry's SkyPilot clouds (sky aside: not an option)."""
+    found = re.findall(r'\^\(([a-z0-9|]+)\)\$', (ROOT / ".github" / "workflows" / name).read_text())
+    assert found == ["|".join(n for n, cloud in backends.sky_clouds().items() if cloud)], found
+
+
 def test_launch_inputs_are_typed_as_agreed():
     inputs = load("launch.yml")["on"]["workflow_dispatch"]["inputs"]
     assert set(inputs) == set(MAKE_VARS)
     assert inputs["infra"]["type"] == "choice"
-    assert inputs["infra"]["options"] == ["local", "gcp", "aws", "azure", "k8s", "kuberay", "aistudio"]
+    # Held to the infrastructures' registry: every one but sky (any cloud), which needs INFRA_SPEC,
+    # an input the workflow does not have.
+    assert inputs["infra"]["options"] == [name for name in backends.names() if name != "sky"]
     assert inputs["algo"]["options"] == ["grpo", "ppo"]
     assert {k: inputs[k]["type"] for k in ("preset", "nodes", "gpus_per_node", "spot", "run_id")} == {
         "preset": "string", "nodes": "number", "gpus_per_node": "number", "spot": "boolean", "run_id": "string"}
