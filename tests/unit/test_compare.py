@@ -66,7 +66,7 @@ def test_unknown_run_is_bad_input_naming_the_key(tmp_path):
 def test_a_run_dir_on_a_bucket_says_where_it_is_and_how_to_get_it(tmp_path):
     run_dir = fake_run(tmp_path, "r-cloud", [0.1], storage_source="gs://bucket/rl")
     run = runref.find(str(run_dir))
-    remote = runref.Run(run.id, {**run.spec, "paths": {**run.spec["paths"],
+    remote = runref.RunDir(run.id, {**run.spec, "paths": {**run.spec["paths"],
                                                      "run_dir": run.spec["storage"]["mount"] + "/runs/x/r-cloud"}},
                       Path("/nonexistent/r-cloud"))
     with pytest.raises(MissingPrerequisite, match=r"it is at gs://bucket/rl/runs/x/r-cloud\).*sync"):

@@ -9,7 +9,7 @@ import pytest
 
 from rlaunch.cli import commands as cli
 from rlaunch.config import load as config
-from rlaunch.runs.summary import closing_summary, markdown_summary
+from rlaunch.verify.summary import closing_summary, markdown_summary
 
 CHECKS = [{"name": "steps", "passed": True, "detail": "300/300 steps"},
           {"name": "learning", "passed": False, "detail": "reward 0.10 -> 0.20 | below 0.9", "node": "10.0.0.2"}]

@@ -35,7 +35,7 @@ from rlaunch.plan.render import shjoin
 from rlaunch.runs import board, compare
 from rlaunch.runs import listing as runs
 from rlaunch.runs import lookup as runref
-from rlaunch.runs.summary import closing_summary, markdown_summary
+from rlaunch.verify.summary import closing_summary, markdown_summary
 
 # Where status/logs/down find the last launch; tests point it elsewhere.
 LAST_RUN = Path(os.environ.get("RLAUNCH_LAST_RUN") or ROOT / "build" / "last-run")

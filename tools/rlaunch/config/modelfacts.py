@@ -26,6 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from rlaunch.config import pins
+from rlaunch.frameworks import topology
 
 ROOT = Path(__file__).resolve().parents[3]
 CACHE = ROOT / "build" / "model-facts"
@@ -249,7 +250,6 @@ def check(spec: dict) -> str:
     if isinstance(facts, str):
         return (f"model: warning: its facts are not known, so the memory bound and the attention-heads rules "
                 f"(rollout tensor parallel, Ulysses) did not run: {facts}")
-    from rlaunch.frameworks import topology
 
     topology.attention_heads(spec, facts.heads, facts.kv_heads)
     return facts.line()

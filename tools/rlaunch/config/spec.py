@@ -17,7 +17,9 @@ code on the nodes and the reports get spec.json itself, a plain dict, and both r
 from __future__ import annotations
 
 import difflib
+import json
 import typing
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -25,6 +27,7 @@ from pydantic.fields import FieldInfo
 
 from rlaunch import frameworks
 from rlaunch.config import knobs
+from rlaunch.errors import ConfigError
 
 # Only these look like secrets; the config may name them, never hold them.
 SECRET_NAME = r"^[A-Z][A-Z0-9_]*$"
@@ -336,20 +339,13 @@ class Spec(Config):
     derived: Derived
 
     def json_text(self) -> str:
-        import json
-
         return json.dumps(self.dump(), indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def read(cls, path, **changes: dict) -> "Spec":
         """A launch's spec.json (status, logs, down of a run launched before), `changes` merged into
         its sections first; one this rlaunch cannot read is a ConfigError naming the file."""
-        import json
-        from pathlib import Path
-
         from pydantic import ValidationError
-
-        from rlaunch.errors import ConfigError
 
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from rlaunch.errors import ConfigError
+from rlaunch.frameworks import topology
 from rlaunch.frameworks.base import ARTIFACTS, CpuRule, Descriptor, Framework, Images, Validator
 
 HERE = Path(__file__).resolve().parent
@@ -55,8 +56,6 @@ def get(name: str) -> Framework:
 def check(spec) -> None:
     """The framework's topology rules (config.check's pass): the descriptor's CPU rule, then the
     adapter's own."""
-    from rlaunch.frameworks import topology
-
     fw = descriptor(spec["framework"]["name"])
     if fw.cpu_rule is not None:
         topology.ray_cpus(spec, fw.cpu_rule, fw.name)

@@ -75,6 +75,9 @@ class Descriptor:
     step_modules: tuple[str, ...] = ("ray",)
     validator: Validator | None = None
     images: Images = field(default_factory=Images)
+    # True: it calls wandb.init without an id, so every attempt logs into one W&B run only when the
+    # job's env carries WANDB_RUN_ID and WANDB_RESUME (rlaunch.plan.tracking).
+    wandb_id_from_env: bool = False
 
     def module(self, part: str) -> ModuleType:
         return importlib.import_module(f"rlaunch.frameworks.{self.name}.{part}")

@@ -27,6 +27,7 @@ import socket
 import sys
 from pathlib import Path
 
+from rlaunch.job import checkpoints
 from rlaunch.job.files import read_jsonl
 
 FILE = "attempts.jsonl"
@@ -89,8 +90,6 @@ def describe_loss(loss: dict) -> str:
 
 def start(spec: dict, run_dir: Path) -> dict:
     """Record the attempt that starts now; print its mark (and append it to train.log)."""
-    from rlaunch.job import checkpoints
-
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     attempt = current(run_dir) + 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rlaunch import frameworks
 from rlaunch.errors import UsageError
 
 # Lines that mean a run failed, whatever its exit code says; name -> substring.
@@ -42,8 +43,6 @@ def relocate(spec, key: str, run_dir: Path, default: str) -> Path:
 
 def defaults(spec, run_dir: Path) -> dict[str, Path | str]:
     """Every location postflight reads for this spec's framework, keyed as --path accepts them."""
-    from rlaunch import frameworks
-
     out: dict[str, Path | str] = {"log_dir": relocate(spec, "log_dir", Path(run_dir), "logs")}
     out.update(frameworks.descriptor(spec["framework"]["name"]).postflight.layout(spec, Path(run_dir)))
     return out

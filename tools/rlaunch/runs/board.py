@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rlaunch import ROOT, backends, progress
 from rlaunch.errors import MissingPrerequisite
-from rlaunch.runs.lookup import Run, require_local
+from rlaunch.runs.lookup import RunDir, require_local
 
 DEFAULT_PORT = 6006
 START_DEADLINE_S = 120.0  # TensorBoard imports and its first scan of the event files
@@ -114,7 +114,7 @@ def serve_dirs(named: dict[str, Path], port: int | None, farm: Path) -> int:
     return 0
 
 
-def serve(runs: list[Run], port: int | None) -> int:
+def serve(runs: list[RunDir], port: int | None) -> int:
     if len(runs) == 1 and not runs[0].local and backends.infra(runs[0].spec["infra"]["name"]).tensorboard:
         # Not on this machine: the run's infrastructure serves it from the cluster.
         return backends.get(runs[0].spec["infra"]["name"]).tensorboard(runs[0].spec, DEFAULT_PORT if port is None else port)

@@ -14,10 +14,14 @@ import json
 import math
 from pathlib import Path
 
-from rlaunch import ROOT
+from rlaunch import ROOT, frameworks
 from rlaunch.config.load import _flat as flatten  # dotted key -> value, as SET names keys
+from rlaunch.job import layouts
+from rlaunch.progress import seconds
 from rlaunch.rehearsal.plot import moving_average
-from rlaunch.runs.lookup import Run, require_local
+from rlaunch.runs.lookup import RunDir, require_local
+from rlaunch.verify import postflight
+from rlaunch.verify.report import table as fixed_table
 
 # Keys that differ between any two runs and say nothing about the experiment.
 NOT_CONFIG = ("run.id", "run.out", "paths.")
@@ -26,7 +30,7 @@ MAX_LABEL_KEYS = 4  # a legend entry stays one line; the table lists every diffe
 
 @dataclasses.dataclass
 class Row:
-    run: Run
+    run: RunDir
     steps: list[int]
     rewards: list[float]
     target: int | None
@@ -54,10 +58,6 @@ def _jsonl(path: Path) -> list[dict]:
 def reward_series(spec: dict, run_dir: Path) -> list[tuple[int, float]]:
     """(step, mean reward) per step from the framework's own metrics (its package's postflight says
     where); else any TensorBoard reward tag under the run directory; [] when none were written."""
-    from rlaunch import frameworks
-    from rlaunch.job import layouts
-    from rlaunch.verify import postflight
-
     where = layouts.defaults(spec, run_dir)
     points = frameworks.descriptor(spec["framework"]["name"]).postflight.rewards(where, run_dir)
     if not points:
@@ -87,7 +87,7 @@ def wall_seconds(run_dir: Path) -> float | None:
     return max(0.0, end.stat().st_mtime - start.stat().st_mtime)
 
 
-def read(run: Run) -> Row:
+def read(run: RunDir) -> Row:
     run_dir = require_local(run)
     points = reward_series(run.spec, run_dir)
     target = run.spec.get("train", {}).get("steps") or None
@@ -175,9 +175,6 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 
 def table(rows: list[Row], keys: list[str]) -> str:
-    from rlaunch.progress import seconds
-    from rlaunch.verify.report import table as fixed_table
-
     lines = []
     cells = []
     for row in rows:
@@ -196,14 +193,14 @@ def table(rows: list[Row], keys: list[str]) -> str:
     return "\n".join(lines)
 
 
-def default_out(runs: list[Run]) -> Path:
+def default_out(runs: list[RunDir]) -> Path:
     name = "-vs-".join(r.id for r in runs)
     if len(name) > 120:
         name = f"{runs[0].id}-and-{len(runs) - 1}-more-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
     return ROOT / "build" / "compare" / f"{name}.png"
 
 
-def compare(runs: list[Run], out: Path | None = None) -> tuple[Path, str]:
+def compare(runs: list[RunDir], out: Path | None = None) -> tuple[Path, str]:
     rows = [read(run) for run in runs]
     keys = differing([r.run.spec for r in rows])
     path = plot(rows, keys, Path(out) if out else default_out(runs))

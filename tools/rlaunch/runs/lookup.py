@@ -18,7 +18,11 @@ from rlaunch.errors import ConfigError, MissingPrerequisite
 
 
 @dataclasses.dataclass(frozen=True)
-class Run:
+class RunDir:
+    """A run found from this machine by its id or a directory: its spec and where its outputs are
+    (what `make tensorboard` and `make compare` read). Not backends.base.Run, which is a run as its
+    infrastructure reports it."""
+
     id: str
     spec: dict
     run_dir: Path  # where its outputs are on this machine (may not exist: see `local`)
@@ -45,7 +49,7 @@ def _load(path: Path) -> dict | None:
     return spec if isinstance(spec, dict) and "paths" in spec and "run" in spec else None
 
 
-def find(ref: str, key: str = "RUN_ID", root: Path = ROOT) -> Run:
+def find(ref: str, key: str = "RUN_ID", root: Path = ROOT) -> RunDir:
     """The run `ref` names; a reference that names nothing is bad input (exit 2)."""
     ref = str(ref).strip()
     path = Path(ref)
@@ -54,15 +58,15 @@ def find(ref: str, key: str = "RUN_ID", root: Path = ROOT) -> Run:
         if spec is None:
             raise ConfigError(key, ref, "a run directory or artifacts directory holding spec.json")
         if (path / "job.sh").is_file():  # the artifacts directory: outputs are in the run dir
-            return Run(spec["run"]["id"], spec, Path(spec["paths"]["run_dir"]))
-        return Run(spec["run"]["id"], spec, path.resolve())
+            return RunDir(spec["run"]["id"], spec, Path(spec["paths"]["run_dir"]))
+        return RunDir(spec["run"]["id"], spec, path.resolve())
     spec = _load(root / "build" / ref / "spec.json")
     if spec is not None:
-        return Run(ref, spec, Path(spec["paths"]["run_dir"]))
+        return RunDir(ref, spec, Path(spec["paths"]["run_dir"]))
     for spec_path in sorted((root / "build" / "storage" / "runs").glob(f"*/{ref}/spec.json")):
         spec = _load(spec_path)
         if spec is not None:
-            return Run(ref, spec, spec_path.parent)
+            return RunDir(ref, spec, spec_path.parent)
     raise ConfigError(key, ref, f"a run id with build/{ref}/spec.json or a run directory under "
                       "build/storage/runs/, or the path of a run directory")
 
@@ -75,7 +79,7 @@ def split_refs(text: str, key: str = "RUNS") -> list[str]:
         raise ConfigError(key, text, f"{str(err).lower()}: {key} is split like a shell command line") from None
 
 
-def find_all(refs: list[str] | str, key: str = "RUNS") -> list[Run]:
+def find_all(refs: list[str] | str, key: str = "RUNS") -> list[RunDir]:
     """The runs of a list of references, or of RUNS's text; each run once."""
     items = split_refs(refs, key) if isinstance(refs, str) else list(refs)
     runs = [find(ref, key) for ref in items]
@@ -86,7 +90,7 @@ def find_all(refs: list[str] | str, key: str = "RUNS") -> list[Run]:
     return runs
 
 
-def require_local(run: Run) -> Path:
+def require_local(run: RunDir) -> Path:
     """The run directory on this machine, or exit 3 saying where it is and how to get it here."""
     if run.local:
         return run.run_dir

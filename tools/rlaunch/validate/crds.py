@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from rlaunch import ROOT
+from rlaunch import ROOT, firecli
 from rlaunch.config import pins
 from rlaunch.errors import ConfigError, MissingPrerequisite
 from rlaunch.validate import pinned_files
@@ -213,8 +213,6 @@ def _each(kinds, line) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlaunch import firecli
-
     return firecli.run(Commands, "rlaunch.validate.crds", "crds", argv)
 
 

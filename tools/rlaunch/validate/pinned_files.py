@@ -9,6 +9,8 @@ import hashlib
 import os
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from rlaunch.errors import MissingPrerequisite, RlaunchError
@@ -60,9 +62,6 @@ def in_place(target: Path) -> None:
 def download(url: str, target: Path, sha256: str, label: str, hint: str) -> bytes:
     """url's verified bytes. One that cannot be reached is recorded beside target and raised as
     MissingPrerequisite (exit 3) ending with hint (how to get the file otherwise)."""
-    import urllib.error
-    import urllib.request  # only `make crds` and `make upstream` need http: plan reads local files
-
     try:
         with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310
             data = response.read()

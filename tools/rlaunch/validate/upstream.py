@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlaunch import ROOT
+from rlaunch import ROOT, firecli
 from rlaunch.config import pins
 from rlaunch.errors import ConfigError, MissingPrerequisite
 from rlaunch.validate import pinned_files
@@ -189,8 +189,6 @@ def _each(frameworks, line) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlaunch import firecli
-
     return firecli.run(Commands, "rlaunch.validate.upstream", "upstream", argv)
 
 

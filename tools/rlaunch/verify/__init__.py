@@ -6,6 +6,8 @@
 - postflight: reads what the framework wrote (logs, metrics, TensorBoard, checkpoints, resolved
   config) and checks the run really trained; writes verification.json.
 - accel: applies the framework/accelerator rules' workarounds on every node, before preflight.
+- summary: the closing summary of a run (what `make launch` prints last, and `make summary`), from
+  its reports and records.
 - report: check records, tables, JSON reports. Where a run's outputs are, and the readers of them,
   are job/'s (layouts, files): the job writes them, every check reads them.
 
@@ -14,9 +16,9 @@ Each runs as `python -m rlaunch.verify.<stage>` (job.sh, `make verify`); `--help
 
 from __future__ import annotations
 
+from rlaunch import frameworks
+
 
 def job_modules(framework: str) -> list[str]:
     """What the job's own steps import for this framework (its descriptor's step_modules)."""
-    from rlaunch import frameworks
-
     return list(frameworks.descriptor(framework).step_modules)

@@ -20,7 +20,8 @@ import json
 import subprocess
 import sys
 
-from rlaunch.errors import EXIT_FAILED, EXIT_USAGE
+from rlaunch import frameworks
+from rlaunch.errors import ConfigError, EXIT_FAILED, EXIT_USAGE
 
 PROG = "image-check"
 STEP_TIMEOUT_S = 300  # a cold import of torch + transformers on a loaded 2-core machine stays well under
@@ -68,8 +69,6 @@ def step_probe(framework: str, want_version: str) -> tuple[bool, str]:
 
 
 def step_entrypoint(framework: str) -> tuple[bool | None, str]:
-    from rlaunch import frameworks
-
     entry = frameworks.descriptor(framework).images.entrypoint_help
     if not entry:
         return None, f"entrypoint: the {framework} adapter names no entrypoint --help to run yet"
@@ -101,8 +100,6 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else 0
-    from rlaunch import frameworks
-    from rlaunch.errors import ConfigError
 
     try:
         frameworks.descriptor(args.framework)

@@ -30,16 +30,18 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
-from rlaunch.job import attempts as _attempts
+from rlaunch import frameworks
 from rlaunch.config import dotted
+from rlaunch.errors import UsageError
+from rlaunch.job import attempts as _attempts
 from rlaunch.job import layouts
 from rlaunch.job.files import (  # noqa: F401 - the frameworks' checks read them from here too
     ANSI, head_bytes, is_finite, log_text, nonempty, read_json, read_jsonl, read_scalars, read_yaml,
     safetensors_problem)
-from rlaunch.errors import UsageError
 from rlaunch.verify.report import all_passed, check, load_spec, skipped, stage_main, write_json
 
 PROG = "postflight"
@@ -161,8 +163,6 @@ STORAGE_FULL_BYTES = 1 << 20  # less than this free on the run directory's files
 
 def storage_full(path: Path) -> str | None:
     """`<mount> is full: N KiB free of M MiB` when the filesystem holding path is (nearly) full."""
-    import shutil
-
     path = Path(path)
     while not path.exists() and path != path.parent:
         path = path.parent
@@ -286,8 +286,6 @@ def tensorboard_check(root: Path, required: dict[str, str] | None = None) -> tup
 def run(spec: dict, run_dir: Path, report_path: Path, *, exit_code: int | None,
         paths: dict[str, str] | None = None) -> dict:
     """Check a finished run's outputs; write and return the verification report."""
-    from rlaunch import frameworks
-
     name = spec["framework"]["name"]
     if name not in frameworks.names():
         raise UsageError(f"framework.name={name!r}: postflight knows {', '.join(frameworks.names())}")

@@ -6,9 +6,11 @@ the reports stay readable by `jq` and by the other launch paths without importin
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -110,9 +112,6 @@ def stage_main(prog: str, doc: str, arguments: list[tuple[tuple, dict]], run, ar
     (the usage from its docstring), `run(args)` -> (report, lines to print before its checks, the
     closing line when they pass). A UsageError is one line and exit 2; a failed check prints the
     table, then the first failure, exit 1."""
-    import argparse
-    import sys
-
     parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=doc.split("Usage:")[1])

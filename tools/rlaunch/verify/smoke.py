@@ -18,8 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from rlaunch.errors import EXIT_USAGE
-from rlaunch.errors import UsageError
+from rlaunch import frameworks
+from rlaunch.errors import EXIT_USAGE, UsageError
 from rlaunch.verify.report import load_spec, write_json
 
 PROG = "smoke"
@@ -27,8 +27,6 @@ REPORT = "smoke.json"
 
 
 def measure(spec: dict, run_dir: Path) -> dict:
-    from rlaunch import frameworks
-
     own = getattr(frameworks.descriptor(spec["framework"]["name"]).postflight, "smoke", None)
     got = own(spec, run_dir) if own else {"steps": None, "s_per_step": None, "peak_memory": {}, "duration_s": None}
     full = spec["train"]["steps"]

@@ -27,13 +27,14 @@ import tempfile
 from pathlib import Path
 
 from rlaunch import ROOT, frameworks, verify
-from rlaunch.plan import artifacts
+from rlaunch.backends.base import Answer, Backend, Run
 from rlaunch.config import inputs as run_inputs
-from rlaunch.job.data import MANIFEST, manifest_text
+from rlaunch.config.spec import Spec
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.frameworks import accel
+from rlaunch.job.data import MANIFEST, manifest_text
+from rlaunch.plan import artifacts, tracking
 from rlaunch.plan.render import render_template, with_header
-from rlaunch.backends.base import Answer, Backend, Run
 
 LAUNCHES = "rlaunch/launches"
 # rlaunch's own files a run needs on the cluster (the job's preflight/postflight and their config).
@@ -107,8 +108,6 @@ def pins_env(spec: dict) -> dict[str, str]:
 
 def job_env(spec: dict) -> dict[str, str]:
     """Non-secret env of the driver and of every Ray worker: the adapter's, offline, NCCL, PYTHONPATH."""
-    from rlaunch.plan import tracking
-
     env = {k: str(v) for k, v in _adapter(spec).env(spec).items()}
     env.update(tracking.wandb_env(spec))
     env.update({k: v for k, v in OFFLINE_ENV.items() if k not in env})
@@ -467,8 +466,6 @@ def _storage_root(spec: dict) -> Path:
 
 def _read_spec(path: Path, asked):
     """A launch's spec.json, with the storage where this machine sees it; None if there is none."""
-    from rlaunch.config.spec import Spec
-
     if not path.is_file():
         return None
     return Spec.read(path, infra={"install_root": str(install_root(asked))})

@@ -30,13 +30,15 @@ import threading
 import time
 from pathlib import Path
 
-from rlaunch import ROOT, SCRIPTS, frameworks
-from rlaunch.frameworks import topology
-from rlaunch.plan import artifacts
-from rlaunch.job import attempts, phases
+from rlaunch import ROOT, SCRIPTS, frameworks, progress
+from rlaunch.backends.base import Answer, Backend, Run
+from rlaunch.backends.local import forward
 from rlaunch.config import load as config
 from rlaunch.errors import EXIT_NODE_LOST, ConfigError, MissingPrerequisite, RlaunchError
-from rlaunch.backends.base import Answer, Backend, Run
+from rlaunch.frameworks import topology
+from rlaunch.job import attempts, checkpoints, phases
+from rlaunch.plan import artifacts, tracking
+from rlaunch.verify.summary import closing_summary
 
 LOCAL_CLUSTER = SCRIPTS / "local-cluster"
 LIST_ASKED = "scripts/local-cluster list (namespaces rl-* in `ip netns list`, /tmp/rl*/cluster.json)"
@@ -92,8 +94,6 @@ def _rehearsal_bin(spec: dict) -> Path:
 
 
 def _job_env(spec: dict, info: dict) -> dict[str, str]:
-    from rlaunch.plan import tracking
-
     env = {
         "RLAUNCH_HOME": str(ROOT), "RLAUNCH_PYTHON": sys.executable,
         "PYTHONPATH": str(ROOT / "tools"), "PYTHONUNBUFFERED": "1",
@@ -125,8 +125,6 @@ FAST_GRACE_S = "0"
 
 def _resume_hint(spec: dict) -> str:
     """`make launch RUN_ID=x RESUME=1` continues it from step N (its last complete checkpoint)."""
-    from rlaunch.job import checkpoints
-
     try:
         found, _ = checkpoints.latest(spec, Path(spec["paths"]["run_dir"]))
     except (OSError, KeyError, ValueError):
@@ -242,8 +240,6 @@ class Local(Backend):
         return artifacts.common(spec)
 
     def check(self, spec: dict, files: dict[str, str]) -> list[str]:
-        from rlaunch import frameworks
-
         return [frameworks.get(spec["framework"]["name"]).loader_check(spec, files)]
 
     def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
@@ -391,8 +387,6 @@ class Local(Backend):
     def _form(self, spec: dict, out: Path) -> int:
         """`local-cluster up`, its output relayed above one progress line: nodes joined out of
         expected (from the head's ray-up log) and the time against the formation deadline."""
-        from rlaunch import progress
-
         if not LOCAL_CLUSTER.exists():
             raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
         env = {**os.environ, **_cluster_env(spec, out)}
@@ -422,7 +416,6 @@ class Local(Backend):
 
     def _summary(self, spec: dict, out: Path) -> None:
         run_dir = Path(spec["paths"]["run_dir"])
-        from rlaunch.runs.summary import closing_summary
 
         print(closing_summary(spec, run_dir, out))
 
@@ -489,8 +482,6 @@ class Local(Backend):
     def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
         """Forward 127.0.0.1:<port> on the host to the head's dashboard until Ctrl-C: the nodes stay
         off the host's network. On loopback the dashboard already listens on 127.0.0.1."""
-        from rlaunch.backends.local import forward
-
         info = self._info(spec)
         target_port = int(info["dashboard_port"])
         run_id = spec["run"]["id"]

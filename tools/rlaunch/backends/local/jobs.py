@@ -4,10 +4,13 @@ environment into the job's runtime env in memory: never through argv or a file."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
 import time
+
+from rlaunch import progress
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 
@@ -49,10 +52,6 @@ def submit(address: str, submission_id: str, entrypoint: str, env_json="{}", sec
 def follow(address: str, submission_id: str, deadline_s: float = 3600) -> int:
     """Say while the job is pending, then stream its log until it ends (training progress as one
     live line on a terminal: rlaunch.progress); exit 0 only if Ray says SUCCEEDED."""
-    import asyncio
-
-    from rlaunch import progress
-
     client = _client(address)
     started = time.monotonic()
     if wait_pending(client, submission_id, deadline_s) == "PENDING":
@@ -82,8 +81,6 @@ def follow(address: str, submission_id: str, deadline_s: float = 3600) -> int:
 def wait_pending(client, submission_id: str, deadline_s: float, poll_s: float = 0.5) -> str:
     """Poll until the job leaves PENDING (Ray is still setting up its runtime env or waiting for
     resources), showing so; returns the status it reached, PENDING at the deadline."""
-    from rlaunch import progress
-
     info = client.get_job_info(submission_id)
     if str(info.status) != "PENDING":
         return str(info.status)

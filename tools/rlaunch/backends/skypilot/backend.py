@@ -38,12 +38,13 @@ import sys
 from pathlib import Path
 
 from rlaunch import ROOT, backends, frameworks
-from rlaunch.config import knobs
-from rlaunch.plan import artifacts, imagecheck
-from rlaunch.backends.skypilot import extras as skyextras
-from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
-from rlaunch.plan.render import render_template, shjoin
 from rlaunch.backends.base import Answer, Backend, Run
+from rlaunch.backends.skypilot import extras as skyextras
+from rlaunch.config import knobs
+from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
+from rlaunch.plan import artifacts, catalog, imagecheck
+from rlaunch.plan.render import parse_back, render_template, shjoin
+from rlaunch.validate import skypilot as v
 
 ARTIFACTS_MOUNT = "/rlaunch/run"
 IMAGE_HOME = "/opt/rlaunch"  # where rlaunch images (docker/<framework>) carry the repository
@@ -139,8 +140,6 @@ def _resources(spec: dict) -> dict:
 def resources_line(spec: dict) -> str:
     """The instance type SkyPilot's catalog would pick for the task (the cheapest that satisfies it)
     and the whole cluster's hourly price, on demand and spot, from the same catalog."""
-    from rlaunch.plan import catalog
-
     c, where = spec["cluster"], cloud(spec)
     wanted = ", ".join(f"{k} {v}" for k, v in _resources(spec).items() if k in ("accelerators", "cpus", "memory") and v)
     if not c["gpus_per_node"] or where in ("", "kubernetes"):
@@ -254,9 +253,6 @@ class SkyPilot(Backend):
     # --- check (offline) -----------------------------------------------------------------------
 
     def check(self, spec: dict, files: dict[str, str]) -> list[str]:
-        from rlaunch.plan.render import parse_back
-        from rlaunch.validate import skypilot as v
-
         task = v.parse_task(files["task.yaml"])
         fw = frameworks.get(spec["framework"]["name"])
         framework_files = {}

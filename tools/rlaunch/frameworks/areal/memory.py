@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import re
 
+from rlaunch.frameworks.areal.adapter import ADAPTER as adapter
+from rlaunch.frameworks.areal.allocation import allocation_gpus
 from rlaunch.plan.memory import Phase, dtype_bytes, effective, gb, gpu_memory
 
 
 def phases(spec: dict, n: dict[str, int]) -> tuple[list[Phase], list[str]]:
-    from rlaunch.frameworks.areal.adapter import ADAPTER as adapter
-    from rlaunch.frameworks.areal.allocation import allocation_gpus
-
     exp, eff = adapter.experiment(spec), effective(spec)
     rollout_default, actor_default = adapter.backends(spec)
     actor_alloc = str(eff.get("actor.backend", actor_default))

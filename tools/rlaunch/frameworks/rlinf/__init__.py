@@ -11,4 +11,5 @@ FRAMEWORK = Descriptor(
     validator=Validator(needs=("torch", "hydra-core", "ray", "numpy")),
     images=Images(dockerfile="docker/rlinf/Dockerfile",
                   why_none="rlinf {version} runs from the pinned checkout (no published wheel)"),
+    wandb_id_from_env=True,  # wandb.init without an id
 )

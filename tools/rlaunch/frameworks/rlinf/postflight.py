@@ -20,12 +20,13 @@ import re
 from pathlib import Path
 
 from rlaunch.config import dotted
-from rlaunch.job.layouts import log_files
+from rlaunch.frameworks.rlinf.adapter import ADAPTER, CONFIG_DIR, CONFIG_NAME
+from rlaunch.frameworks.rlinf.placement import placement_ranks
+from rlaunch.job.layouts import log_files, relocate
 from rlaunch.verify.postflight import (check_lr, check_step_target, check_topology, log_text, nonempty, read_yaml,
     target_steps, tensorboard_check)
-from rlaunch.frameworks.rlinf.adapter import ADAPTER, CONFIG_DIR, CONFIG_NAME
+from rlaunch.verify.postflight import read_scalars
 from rlaunch.verify.report import check
-from rlaunch.frameworks.rlinf.placement import placement_ranks
 
 STEP = r"Step limit given by max_steps=(\d+) reached"
 TAGS = {
@@ -37,8 +38,6 @@ TAGS = {
 
 
 def layout(spec, run_dir: Path) -> dict[str, Path | str]:
-    from rlaunch.job.layouts import relocate
-
     run_dir = Path(run_dir)
     return {"main_log": run_dir / "log" / "main.log", "tensorboard": run_dir / "tensorboard",
             "ckpt_dir": relocate(spec, "ckpt_dir", run_dir, "checkpoints"),
@@ -49,8 +48,6 @@ def layout(spec, run_dir: Path) -> dict[str, Path | str]:
 
 def rewards(where: dict, run_dir: Path) -> list[tuple[int, float]]:
     """(step, reward) from TensorBoard's TAGS["reward"] anywhere under the run directory."""
-    from rlaunch.verify.postflight import read_scalars
-
     root = Path(run_dir)
     return read_scalars(root).get(TAGS["reward"], []) if any(root.rglob("events.out.tfevents.*")) else []
 

@@ -12,5 +12,6 @@ FRAMEWORK = Descriptor(
     step_modules=("ray", "yaml"),
     validator=Validator(needs=("hydra-core",)),
     images=Images(dockerfile="docker/verl/Dockerfile", requirement="verl[verl-core,{rollout}]=={version}",
-                  installs=True),  # verlai/verl images have the engine, not verl
+                  installs=True),  # verlai/verl images have the engine, not verl,
+    wandb_id_from_env=True,  # wandb.init without an id
 )

@@ -18,8 +18,8 @@ import re
 from pathlib import Path
 
 from rlaunch.frameworks import topology
-from rlaunch.job import attempts
-from rlaunch.job.layouts import log_files
+from rlaunch.job import attempts, layouts
+from rlaunch.job.layouts import log_files, relocate
 from rlaunch.verify.postflight import (check_lr, check_series, check_step_target, check_topology, is_finite,
     log_text, nonempty, read_jsonl, read_yaml, target_steps)
 from rlaunch.verify.report import check
@@ -37,8 +37,6 @@ METRIC_NAMES = {
 
 
 def layout(spec, run_dir: Path) -> dict[str, Path | str]:
-    from rlaunch.job.layouts import relocate
-
     run_dir = Path(run_dir)
     return {"metrics": run_dir / METRICS, "ckpt_dir": relocate(spec, "ckpt_dir", run_dir, "checkpoints"),
             "resolved_config": run_dir / "hydra" / ".hydra" / "config.yaml"}
@@ -176,8 +174,6 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
 def smoke(spec, run_dir: Path) -> dict:
     """SMOKE=1's numbers (rlaunch.verify.smoke): the file logger's timing_s/step after step 1 and
     perf/max_memory_reserved_gb (rank 0's node); the wall time is the steps' sum."""
-    from rlaunch.job import layouts
-
     rows = [r for _, r in verl_rows(layouts.resolve(spec, run_dir), run_dir)[0]]
     steps = [r.get("timing_s/step") for r in rows[1:] if isinstance(r.get("timing_s/step"), (int, float))]
     peak = max((r["perf/max_memory_reserved_gb"] for r in rows

@@ -12,6 +12,8 @@ import os
 import sys
 import time
 
+from rlaunch.frameworks.verl.cpu.model import write_tiny_model
+
 # The model runner in this process, where the probe can reach it (verl's own servers run vLLM's
 # engine core in its own process; the plugin entry point loads there too).
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -24,8 +26,6 @@ def main(workdir: str) -> int:
     import torch
     from transformers import AutoModelForCausalLM
     from vllm import LLM, SamplingParams
-
-    from rlaunch.frameworks.verl.cpu.model import write_tiny_model
 
     started = time.monotonic()
     path = write_tiny_model(os.path.join(workdir, "tiny-qwen2"))

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from rlaunch.job import attempts, phases
+from rlaunch.verify.smoke import lines as smoke_lines
 
 
 def _read(path: Path) -> dict:
@@ -46,8 +47,6 @@ def _facts(spec: dict, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]],
         rows.append(("greedy score", f"{evaluation.get('greedy_correct')}/{evaluation.get('greedy_total')}"))
     smoke = _read(run_dir / "smoke.json")
     if smoke:
-        from rlaunch.verify.smoke import lines as smoke_lines
-
         rows += [("smoke", line.removeprefix("smoke: ")) for line in smoke_lines(smoke)]
     if verification:
         failed = [c["name"] for c in verification.get("checks", []) if not c.get("passed")]
