@@ -43,16 +43,17 @@ def guarded(name, globals=None, locals=None, fromlist=(), level=0):
 
 
 builtins.__import__ = guarded
-from rlaunch.verify import accel, postflight, preflight
+from rlaunch import verify
+from rlaunch.verify import accel, cluster, postflight, preflight
 
 spec = json.loads(Path(spec_path).read_text())
 rules = [r.as_dict() for r in preflight.rules_for(spec)]
 # The workaround step: its node code and its verdict.
-accel.ship_by_value()
+cluster.ship_by_value(accel)
 answer = {"rules": {r["name"]: accel.hide_metadata(list(r["hide"])) for r in rules}}
 accel.evaluate(rules, [{"node_id": "n1", "ip": "10.0.0.1"}], {"n1": answer})
 # Preflight: the env and inputs it gives the probes, the node code, every check on a node's answer.
-preflight.task_env(spec)
+verify.task_env(spec)
 inputs = preflight.default_inputs(spec)
 preflight._ship_by_value()
 probe = {"node_id": "n1", "node_ip": "10.0.0.1", "python": "3.11.9", "python_executable": sys.executable,

@@ -5,6 +5,7 @@
   writes preflight.json.
 - postflight: reads what the framework wrote (logs, metrics, TensorBoard, checkpoints, resolved
   config) and checks the run really trained; writes verification.json.
+- cluster: the round on every node that accel, preflight and collective share (Ray, pinned tasks).
 - accel: applies the framework/accelerator rules' workarounds on every node, before preflight.
 - summary: the closing summary of a run (what `make launch` prints last, and `make summary`), from
   its reports and records.
@@ -22,3 +23,11 @@ from rlaunch import frameworks
 def job_modules(framework: str) -> list[str]:
     """What the job's own steps import for this framework (its descriptor's step_modules)."""
     return list(frameworks.descriptor(framework).step_modules)
+
+
+def task_env(spec) -> dict[str, str]:
+    """The job's non-secret env (the framework's, then the run's NCCL settings): what the Ray tasks of
+    accel, preflight and the collective get as their runtime_env, so they see what the job will see."""
+    from rlaunch import frameworks
+
+    return frameworks.job_env(spec)

@@ -26,6 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+from rlaunch import verify
+from rlaunch.frameworks import accel as accel_rules
+from rlaunch.verify import cluster
 from rlaunch.verify.report import check, load_spec, positive_timeout, stage_main, write_json
 
 PROG = "accelerator"
@@ -168,13 +171,6 @@ def _apply(ctx: dict) -> dict:
 # ---------------------------------------------------------------- on the driver
 
 
-def ship_by_value() -> None:
-    from ray import cloudpickle
-
-    if __name__ != "__main__":
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
 def evaluate(rules: list[dict], nodes: list[dict], results: dict[str, dict]) -> list[dict]:
     """One check per rule: applied on every node, or the first node where it was not, and why."""
     label = {n["node_id"]: n.get("ip") or n["node_id"][:12] for n in nodes}
@@ -200,30 +196,19 @@ def evaluate(rules: list[dict], nodes: list[dict], results: dict[str, dict]) -> 
 
 
 def run(spec: dict, report_path: Path, timeout_s: float | None = None) -> dict:
-    from rlaunch.frameworks import accel
-    from rlaunch.verify import preflight
-
-    rules = [r.as_dict() for r in accel.rules_for(spec)]
-    if timeout_s is None:
-        timeout_s = float(os.environ.get("RLAUNCH_PREFLIGHT_TIMEOUT_S") or preflight.DEFAULT_TIMEOUT_S)
+    rules = [r.as_dict() for r in accel_rules.rules_for(spec)]
+    timeout_s = cluster.round_timeout(timeout_s)
     started = time.monotonic()
     nodes, results = [], {}
     if rules:
         try:
-            connected = preflight._connect(timeout_s)
-            try:
-                ship_by_value()
-                nodes = preflight.cluster_nodes()
-                results = preflight._round(_apply, nodes, {"rules": rules}, preflight.task_env(spec), timeout_s)
-            finally:
-                if connected:
-                    import ray
-
-                    ray.shutdown()
+            with cluster.joined(timeout_s):
+                cluster.ship_by_value(sys.modules[__name__])
+                nodes = cluster.alive_nodes()
+                results = cluster.on_every_node(_apply, nodes, {"rules": rules}, verify.task_env(spec), timeout_s)
             checks = evaluate(rules, nodes, results)
         except (ConnectionError, TimeoutError) as err:
-            address = os.environ.get("RAY_ADDRESS") or "auto"
-            checks = [check("ray cluster", False, f"cannot connect to RAY_ADDRESS={address}: {err}")]
+            checks = [check("ray cluster", False, cluster.unreachable(err))]
     else:
         checks = []
     label = {n["node_id"]: n["ip"] for n in nodes}

@@ -24,10 +24,19 @@ Env: RLAUNCH_COLLECTIVE_TIMEOUT_S (default 20): the deadline of the whole collec
 
 from __future__ import annotations
 
+import datetime
+import fcntl
 import json
 import os
+import socket
+import struct
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+from rlaunch.verify import cluster
+from rlaunch.verify.report import check
 
 DEFAULT_TIMEOUT_S = 20.0
 CONNECT_S = 5.0  # one TCP connect between two nodes
@@ -41,8 +50,6 @@ JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # how Ray's job supervisor hands the
 
 def _interfaces() -> dict[str, dict]:
     """name -> {"ipv4": [addresses, in the kernel's order], "up": bool}."""
-    import socket
-
     try:
         import psutil
 
@@ -51,9 +58,6 @@ def _interfaces() -> dict[str, dict]:
                        "up": bool(stats.get(name) and stats[name].isup)}
                 for name, addrs in psutil.net_if_addrs().items()}
     except ImportError:  # Ray's default install has psutil; a bare one may not: the primary address
-        import fcntl
-        import struct
-
         out = {}
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             for _, name in socket.if_nameindex():
@@ -69,8 +73,6 @@ def _interfaces() -> dict[str, dict]:
 
 def _route_interface(head_ip: str, interfaces: dict[str, dict]) -> tuple[str, str]:
     """(interface, source address) of this node's route to the head; ("", why) when there is none."""
-    import socket
-
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         try:
             sock.connect((head_ip, 9))  # UDP: the kernel picks the route and the source, sends nothing
@@ -132,8 +134,6 @@ class Member:
 
     def prepare(self, head_ip: str, backends: list[str]) -> dict:
         import ray
-        import socket
-        import threading
 
         interfaces = _interfaces()
         out = {"node_ip": ray.util.get_node_ip_address(), "interfaces": interfaces, "backends": {}}
@@ -157,7 +157,6 @@ class Member:
 
     def probe(self, own: dict, peers: list[dict], timeout_s: float) -> dict[str, str]:
         """Connect from `own` address to each peer's listener: peer label -> "ok" or the error."""
-        from concurrent.futures import ThreadPoolExecutor
 
         def one(peer):
             return peer["label"], _connect(own["addr"], peer["addr"], peer["port"], timeout_s)
@@ -166,16 +165,12 @@ class Member:
             return dict(pool.map(one, peers))
 
     def free_port(self, addr: str) -> int:
-        import socket
-
         with socket.socket() as sock:  # Ray Train's and verl's way: a free port on the master's address
             sock.bind((addr, 0))
             return sock.getsockname()[1]
 
     def all_reduce(self, settings: dict[str, str], master: str, port: int, rank: int, world: int,
                    gpus: bool, timeout_s: float) -> dict:
-        import datetime
-
         import torch
         import torch.distributed as dist
 
@@ -208,8 +203,6 @@ def _accept(sock) -> None:
 
 
 def _connect(src: str, dst: str, port: int, timeout_s: float) -> str:
-    import socket
-
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.settimeout(timeout_s)
     try:
@@ -296,9 +289,6 @@ def _label(node: dict) -> str:
 def run(spec: dict, nodes: list[dict], env: dict[str, str], timeout_s: float | None = None) -> dict:
     """The collective on the connected cluster: {"checks", "exports", "interfaces", "seconds"}."""
     import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from rlaunch.verify.report import check
 
     timeout_s = float(timeout_s or os.environ.get("RLAUNCH_COLLECTIVE_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
     started = time.monotonic()
@@ -315,27 +305,15 @@ def run(spec: dict, nodes: list[dict], env: dict[str, str], timeout_s: float | N
     actor_cls = ray.remote(Member)
     actors = {}
     for n in members_of:
-        options = {"num_cpus": 0, "num_gpus": 1 if gpus else 0, "max_restarts": 0,
-                   "scheduling_strategy": NodeAffinitySchedulingStrategy(n["node_id"], soft=False)}
-        if env:
-            options["runtime_env"] = {"env_vars": env}
+        options = cluster.pinned(n["node_id"], env, num_gpus=1 if gpus else 0, max_restarts=0)
         actors[_label(n)] = actor_cls.options(**options).remote()
 
     def left() -> float:
         return max(0.1, deadline - time.monotonic())
 
     def gather(refs: dict[str, object], what: str) -> tuple[dict, dict]:
-        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=left())
-        done, errors = {}, {}
-        for label, ref in refs.items():
-            if ref not in ready:
-                errors[label] = f"no answer to {what} within the {timeout_s:g} s deadline"
-                continue
-            try:
-                done[label] = ray.get(ref)
-            except Exception as err:  # noqa: BLE001 - a node's failure is a finding
-                errors[label] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:400]
-        return done, errors
+        done, errors = cluster.gather(refs, left(), f"no answer to {what} within the {timeout_s:g} s deadline")
+        return done, {label: why[:400] for label, why in errors.items()}
 
     try:
         prepared, errors = gather({k: a.prepare.remote(head["ip"], backends) for k, a in actors.items()},

@@ -48,7 +48,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from rlaunch.verify import accel
+from rlaunch import verify
+from rlaunch.verify import accel, cluster, collective
 from rlaunch.verify.accel import runtime_probe
 from rlaunch.verify.report import (UsageError, all_passed, check, load_spec, positive_timeout, skipped, stage_main, table,
                      write_json)
@@ -57,11 +58,10 @@ PROG = "preflight"
 NODE_IP = "{node_ip}"  # in a path: replaced on each node by that node's IP
 PROBE_DIR = ".preflight"  # under run_dir: one token file per node, left as evidence
 MANIFEST = "SHA256SUMS"
-DEFAULT_TIMEOUT_S = 120.0
 
 
 # ---------------------------------------------------------------- on every node (Ray tasks)
-# These functions are shipped to the nodes by value (see _ship_by_value): they use only the standard
+# These functions are shipped to the nodes by value (see collect): they use only the standard
 # library, Ray and this section (constants included), never the rest of rlaunch.
 
 
@@ -324,13 +324,6 @@ def expected_nodes(spec: dict) -> int:
     return spec["derived"]["ray_nodes"]
 
 
-def task_env(spec: dict) -> dict[str, str]:
-    """The job's non-secret env, from the framework adapter: the probes see what the job will see."""
-    from rlaunch import frameworks
-
-    return frameworks.job_env(spec)
-
-
 def default_inputs(spec: dict) -> list[str]:
     """Without --input: what the framework adapter says must be on the shared storage before the run
     (`inputs(spec)`, e.g. the pinned model dir and dataset file); none if it says nothing."""
@@ -340,119 +333,29 @@ def default_inputs(spec: dict) -> list[str]:
 
 
 def _ship_by_value() -> None:
-    """Make cloudpickle send this module's functions as code: the nodes need not import rlaunch."""
-    from ray import cloudpickle
-
-    from rlaunch.verify import collective
-
-    module = sys.modules[__name__]
-    if __name__ != "__main__":  # __main__ functions already travel by value
-        cloudpickle.register_pickle_by_value(module)
-    cloudpickle.register_pickle_by_value(collective)
-    accel.ship_by_value()  # the rules' node-side probe
-
-
-def _wait_for_gcs(address: str, timeout_s: float) -> None:
-    """ray.init retries an unreachable GCS for minutes: give it a deadline of our own first."""
-    import socket
-
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or "://" in address:
-        return  # "auto" (the local cluster's file) fails fast by itself; ray:// is not ours to probe
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            socket.create_connection((host, int(port)), timeout=2).close()
-            return
-        except OSError as err:
-            if time.monotonic() >= deadline:
-                raise ConnectionError(f"{address} not reachable after {timeout_s:.0f} s ({err})") from None
-            time.sleep(0.5)
-
-
-def _connect(timeout_s: float) -> bool:
-    """Join the cluster at RAY_ADDRESS; True if this call connected (and so should disconnect)."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    address = os.environ.get("RAY_ADDRESS") or "auto"
-    _wait_for_gcs(address, min(timeout_s, 30.0))
-    ray.init(address=address, logging_level="WARNING", log_to_driver=False, configure_logging=False)
-    return True
-
-
-def cluster_nodes() -> list[dict]:
-    import ray
-
-    nodes = []
-    for n in ray.nodes():
-        if not n.get("Alive"):
-            continue
-        res = n.get("Resources", {})
-        nodes.append({"node_id": n["NodeID"], "ip": n["NodeManagerAddress"],
-                      "hostname": n.get("NodeManagerHostname", ""),
-                      "is_head": "node:__internal_head__" in res,
-                      "cpus": res.get("CPU", 0), "gpus": res.get("GPU", 0)})
-    # Head first, then by IP: the order a reader expects in the table.
-    return sorted(nodes, key=lambda n: (not n["is_head"], [int(p) if p.isdigit() else 0 for p in n["ip"].split(".")]))
-
-
-def _round(fn, nodes: list[dict], ctx: dict, env: dict, timeout_s: float) -> dict[str, dict]:
-    """Run fn(ctx) once on every node (hard affinity, 0 CPUs); node_id -> result or {"error"}."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    remote = ray.remote(fn)
-    refs = {}
-    for node in nodes:
-        options = {"num_cpus": 0, "max_retries": 0,
-                   "scheduling_strategy": NodeAffinitySchedulingStrategy(node["node_id"], soft=False)}
-        if env:
-            options["runtime_env"] = {"env_vars": env}
-        refs[node["node_id"]] = remote.options(**options).remote(ctx)
-    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
-    ready = set(ready)
-    out = {}
-    for node_id, ref in refs.items():
-        if ref not in ready:
-            ray.cancel(ref, force=True)
-            out[node_id] = {"error": f"no answer within {timeout_s:.0f} s"}
-            continue
-        try:
-            out[node_id] = ray.get(ref)
-        except Exception as err:  # noqa: BLE001 - a node's failure is a finding, not a crash
-            out[node_id] = {"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}
-    return out
+    cluster.ship_by_value(sys.modules[__name__], collective, accel)  # accel: the rules' node-side probe
 
 
 def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict], dict, dict, dict]:
     """Both probe rounds and the collective on the running cluster: (nodes, probes by node_id, peers
     by node_id, the collective's result)."""
-    connected = _connect(timeout_s)
-    try:
+    with cluster.joined(timeout_s):
         _ship_by_value()
-        nodes = cluster_nodes()
+        nodes = cluster.alive_nodes()
         tokens = {n["node_id"]: secrets.token_hex(16) for n in nodes}
-        env = task_env(spec)
+        env = verify.task_env(spec)
         ctx = {"framework": spec["framework"]["name"], "inputs": inputs, "run_dir": spec["paths"]["run_dir"],
                "tokens": tokens, "expect_gpus": spec["cluster"]["gpus_per_node"] > 0,
                "nvlink": nvlink_expected(spec),
                "rules": [r.as_dict() for r in rules_for(spec)], "child_timeout_s": max(timeout_s - 10, 5)}
-        probes = _round(_probe, nodes, ctx, env, timeout_s)
+        probes = cluster.on_every_node(_probe, nodes, ctx, env, timeout_s)
         # Round 2 only after every token is written (round 1 finished everywhere): no race, no polling.
-        peers = _round(_read_peers, nodes, {"run_dir": ctx["run_dir"], "tokens": tokens}, env, timeout_s)
+        peers = cluster.on_every_node(_read_peers, nodes, {"run_dir": ctx["run_dir"], "tokens": tokens}, env,
+                                      timeout_s)
         if os.environ.get("RLAUNCH_PREFLIGHT_COLLECTIVE", "1") == "0":
             network = {"checks": [skipped("collective", "RLAUNCH_PREFLIGHT_COLLECTIVE=0")], "exports": {}}
         else:
-            from rlaunch.verify import collective
-
             network = collective.run(spec, nodes, env)
-    finally:
-        if connected:
-            import ray
-
-            ray.shutdown()
     return nodes, probes, peers, network
 
 
@@ -585,8 +488,7 @@ def check_nvlink(spec: dict, gpu_probes: dict[str, dict]) -> list[dict]:
 
 
 def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[dict]:
-    cluster = spec["cluster"]
-    want = cluster["gpus_per_node"]
+    want = spec["cluster"]["gpus_per_node"]
     if want <= 0:
         return [skipped("gpus", "cluster.gpus_per_node=0")]
     heads = {_label(n) for n in nodes if n["is_head"]}
@@ -599,10 +501,11 @@ def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[d
                      else f"{want} GPUs on each of {len(gpu_probes)} nodes", node=wrong[0][0] if wrong else None))
     models = {ip: ", ".join(p["gpu"]["models"]) or "none" for ip, p in gpu_probes.items()}
     out.append(_same_everywhere("gpu model", models, "GPU"))
-    accel = cluster.get("accelerator", "")
-    off = [ip for ip, m in models.items() if not _is_accelerator(m, accel)]
+    accelerator = spec["cluster"].get("accelerator", "")
+    off = [ip for ip, m in models.items() if not _is_accelerator(m, accelerator)]
     if off:
-        out.append(check("gpu type", False, f"{models[off[0]]} is not cluster.accelerator={accel}", node=off[0]))
+        out.append(check("gpu type", False, f"{models[off[0]]} is not cluster.accelerator={accelerator}",
+                         node=off[0]))
     drivers = {ip: ", ".join(p["gpu"]["drivers"]) or "unknown" for ip, p in gpu_probes.items()}
     out.append(_same_everywhere("gpu driver", drivers, "driver"))
     no_cuda = {ip: why for ip, p in gpu_probes.items() if (why := _cuda_short(p, want))}
@@ -778,17 +681,14 @@ def run(spec: dict, report_path: Path, *, expect_nodes: int | None = None,
     inputs=None: the framework adapter's inputs(spec), if it has that method."""
     inputs = default_inputs(spec) if inputs is None else [str(p) for p in inputs]
     expected = expect_nodes if expect_nodes is not None else expected_nodes(spec)
-    if timeout_s is None:
-        timeout_s = float(os.environ.get("RLAUNCH_PREFLIGHT_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
+    timeout_s = cluster.round_timeout(timeout_s)
     started = time.monotonic()
     try:
         nodes, probes, peers, network = collect(spec, inputs, timeout_s)
         checks = evaluate(spec, nodes, probes, peers, expected, inputs) + network["checks"]
     except (ConnectionError, TimeoutError) as err:  # no cluster at RAY_ADDRESS: a finding, one line
         nodes, probes, peers, network = [], {}, {}, {}
-        address = os.environ.get("RAY_ADDRESS") or "auto"
-        checks = [check("ray cluster", False, f"cannot connect to RAY_ADDRESS={address}: "
-                                              f"{str(err).splitlines()[0] if str(err) else type(err).__name__}")]
+        checks = [check("ray cluster", False, cluster.unreachable(err))]
     by_ip = {n["node_id"]: n for n in nodes}
     report = {
         "passed": all_passed(checks),
