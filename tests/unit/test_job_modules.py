@@ -44,10 +44,11 @@ def guarded(name, globals=None, locals=None, fromlist=(), level=0):
 
 builtins.__import__ = guarded
 from rlaunch import verify
-from rlaunch.verify import accel, cluster, postflight, preflight
+from rlaunch.frameworks import accel as accel_rules
+from rlaunch.verify import accel, cluster, postflight, preflight, probes
 
 spec = json.loads(Path(spec_path).read_text())
-rules = [r.as_dict() for r in preflight.rules_for(spec)]
+rules = [r.as_dict() for r in accel_rules.rules_for(spec)]
 # The workaround step: its node code and its verdict.
 cluster.ship_by_value(accel)
 answer = {"rules": {r["name"]: accel.hide_metadata(list(r["hide"])) for r in rules}}
@@ -55,11 +56,11 @@ accel.evaluate(rules, [{"node_id": "n1", "ip": "10.0.0.1"}], {"n1": answer})
 # Preflight: the env and inputs it gives the probes, the node code, every check on a node's answer.
 verify.task_env(spec)
 inputs = preflight.default_inputs(spec)
-preflight._ship_by_value()
+cluster.ship_by_value(*preflight.NODE_CODE)
 probe = {"node_id": "n1", "node_ip": "10.0.0.1", "python": "3.11.9", "python_executable": sys.executable,
          "env": {"NCCL_IB_DISABLE": "1"}, "framework": {"version": "1", "commit": ""},
          "gpu": {"count": 0, "models": [], "drivers": [], "cuda": {"available": None, "count": 0}},
-         "inputs": [preflight._probe_input(p) for p in inputs], "storage": {"path": run_dir + "/.preflight/n1"},
+         "inputs": [probes.probe_input(p) for p in inputs], "storage": {"path": run_dir + "/.preflight/n1"},
          "accelerator": {r["name"]: accel.runtime_probe(r, False, 5) for r in rules}}
 node = {"node_id": "n1", "ip": "10.0.0.1", "hostname": "h", "is_head": True, "cpus": 16, "gpus": 0}
 preflight.evaluate(spec, [node], {"n1": probe}, {"n1": {"seen": {}, "storage": run_dir}}, 1, inputs)

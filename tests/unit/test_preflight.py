@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch.verify import preflight, report
+from rlaunch.verify import preflight, probes as on_node, report
 from needs import missing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,8 +230,8 @@ Legend:
 
 def gb200_probe(i: int, *, state="Completed", status="Success", clique="32766", cell="OK") -> dict:
     out = probe(i, gpus=4, model="NVIDIA GB200", env={})
-    out["gpu"]["nvlink"] = {"fabric": preflight.parse_fabric(SMI_Q.format(state=state, status=status, clique=clique)),
-                            "p2p_not_ok": preflight.parse_p2p(P2P.format(cell=cell))}
+    out["gpu"]["nvlink"] = {"fabric": on_node.parse_fabric(SMI_Q.format(state=state, status=status, clique=clique)),
+                            "p2p_not_ok": on_node.parse_p2p(P2P.format(cell=cell))}
     return out
 
 
@@ -244,11 +244,11 @@ def gb200_spec(tmp_path):
 
 
 def test_nvidia_smi_fabric_and_p2p_are_parsed():
-    fabric = preflight.parse_fabric(SMI_Q.format(state="Completed", status="Success", clique="7"))
+    fabric = on_node.parse_fabric(SMI_Q.format(state="Completed", status="Success", clique="7"))
     assert fabric == [{"state": "Completed", "status": "Success", "cliqueid": "7",
                        "clusteruuid": "5a3d8f2e-0000-4000-8000-00000000abcd"}]
-    assert preflight.parse_p2p(P2P.format(cell="OK")) == []
-    assert preflight.parse_p2p(P2P.format(cell="NS")) == ["GPU0-GPU1: NS", "GPU1-GPU0: NS"]
+    assert on_node.parse_p2p(P2P.format(cell="OK")) == []
+    assert on_node.parse_p2p(P2P.format(cell="NS")) == ["GPU0-GPU1: NS", "GPU1-GPU0: NS"]
 
 
 def test_gb200_nodes_in_one_completed_fabric_pass(gb200_spec):
@@ -269,7 +269,7 @@ def test_a_gb200_node_off_the_fabric_is_named(gb200_spec, odd, name, needle):
 
 def test_nvlink_probe_on_a_node_without_gpus_is_recorded_as_skipped(gb200_spec, monkeypatch):
     monkeypatch.setattr("shutil.which", lambda _: None)  # no nvidia-smi, no GPUs
-    assert preflight._gpu_info(False, nvlink=True)["nvlink"] == {"skipped": "no GPUs on this node"}
+    assert on_node.gpu_info(False, nvlink=True)["nvlink"] == {"skipped": "no GPUs on this node"}
     probes = [probe(i, gpus=4, model="NVIDIA GB200", env={}) for i in (1, 2, 3)]
     for p in probes:
         p["gpu"]["nvlink"] = {"skipped": "no GPUs on this node"}
@@ -385,26 +385,26 @@ def test_input_probe_file_dir_and_manifest(tmp_path):
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"weights")
     _sums(model)
-    assert preflight._probe_input(str(model))["problems"] == []
+    assert on_node.probe_input(str(model))["problems"] == []
     (model / "model.safetensors").write_bytes(b"")
-    assert "model.safetensors (listed in SHA256SUMS) missing or empty" in preflight._probe_input(str(model))["problems"]
+    assert "model.safetensors (listed in SHA256SUMS) missing or empty" in on_node.probe_input(str(model))["problems"]
 
     data = tmp_path / "data"
     data.mkdir()
     (data / "train.jsonl").write_text('{"q": 1}\n')
     _sums(data)
-    seen = preflight._probe_input(str(data / "train.jsonl"))
+    seen = on_node.probe_input(str(data / "train.jsonl"))
     assert seen["problems"] == [] and seen["sha256"] == hashlib.sha256(b'{"q": 1}\n').hexdigest()
     (data / "train.jsonl").write_text('{"q": 2}\n')  # altered after the manifest was written
-    assert preflight._probe_input(str(data / "train.jsonl"))["problems"] == ["does not match its SHA256SUMS entry"]
-    assert preflight._probe_input(str(tmp_path / "nope"))["problems"] == ["missing"]
+    assert on_node.probe_input(str(data / "train.jsonl"))["problems"] == ["does not match its SHA256SUMS entry"]
+    assert on_node.probe_input(str(tmp_path / "nope"))["problems"] == ["missing"]
 
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "a").write_text("1")
-    before = preflight._probe_input(str(plain))["digest"]
+    before = on_node.probe_input(str(plain))["digest"]
     (plain / "a").write_text("2")
-    assert preflight._probe_input(str(plain))["digest"] != before
+    assert on_node.probe_input(str(plain))["digest"] != before
 
 
 def _git_package(root: Path, package: str) -> str:
@@ -425,9 +425,9 @@ def test_framework_commit_only_from_the_frameworks_own_checkout(tmp_path, monkey
     (tmp_path / "project" / "venv" / "fakefw_b" / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path / "checkout"))
     monkeypatch.syspath_prepend(str(tmp_path / "project" / "venv"))
-    assert preflight._framework_info("fakefw_a") == {"version": "9.9", "commit": head}
-    assert preflight._framework_info("fakefw_b")["commit"] == ""
-    missing = preflight._framework_info("fakefw_nope")
+    assert on_node.framework_info("fakefw_a") == {"version": "9.9", "commit": head}
+    assert on_node.framework_info("fakefw_b")["commit"] == ""
+    missing = on_node.framework_info("fakefw_nope")
     assert missing["version"] == "absent" and "ModuleNotFoundError" in missing["error"]
 
 

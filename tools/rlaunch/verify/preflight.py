@@ -1,9 +1,9 @@
 """Preflight: check every node of the running Ray cluster before the expensive part starts.
 
-One Ray task is pinned to every alive node (hard node affinity, num_cpus=0 so a busy cluster still
-runs it). Each reports: node IP, hostname, Python, the framework's version and commit (imported if
-importable, else "absent"), GPUs (nvidia-smi; torch.cuda when GPUs are expected), CUDA_VISIBLE_DEVICES
-and NCCL_* env, the SHA256 of every input (and of SHA256SUMS manifests), and writes a random token
+One Ray task is pinned to every alive node (rlaunch.verify.cluster: hard node affinity, num_cpus=0
+so a busy cluster still runs it). Each (rlaunch.verify.probes) reports: node IP, hostname, Python,
+the framework's version and commit (imported if importable, else "absent"), GPUs (nvidia-smi;
+torch.cuda when GPUs are expected), CUDA_VISIBLE_DEVICES and NCCL_* env, the SHA256 of every input (and of SHA256SUMS manifests), and writes a random token
 to <run_dir>/.preflight/<node_id>. A second round has every node read every other node's token: a
 node that cannot means the storage is not shared.
 
@@ -48,315 +48,15 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from rlaunch import verify
+from rlaunch import frameworks, verify
+from rlaunch.frameworks import accel as accel_rules
 from rlaunch.verify import accel, cluster, collective
-from rlaunch.verify.accel import runtime_probe
+from rlaunch.verify import probes as on_node
 from rlaunch.verify.report import (UsageError, all_passed, check, load_spec, positive_timeout, skipped, stage_main, table,
                      write_json)
 
 PROG = "preflight"
-NODE_IP = "{node_ip}"  # in a path: replaced on each node by that node's IP
-PROBE_DIR = ".preflight"  # under run_dir: one token file per node, left as evidence
-MANIFEST = "SHA256SUMS"
-
-
-# ---------------------------------------------------------------- on every node (Ray tasks)
-# These functions are shipped to the nodes by value (see collect): they use only the standard
-# library, Ray and this section (constants included), never the rest of rlaunch.
-
-
-def _sha256(path: str) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _manifest_entries(path: str) -> dict[str, str]:
-    """SHA256SUMS (`sha256sum` output): relative name -> digest."""
-    entries = {}
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            digest, _, name = line.strip().partition(" ")
-            if digest and name:
-                entries[name.lstrip(" *")] = digest
-    return entries
-
-
-def _probe_input(path: str) -> dict:
-    """What this node sees at one input path: a digest to compare across nodes, and problems."""
-    import os
-
-    out = {"path": path, "problems": []}
-    if not os.path.exists(path):
-        out["problems"].append("missing")
-        return out
-    if os.path.isfile(path):
-        out["size"] = os.path.getsize(path)
-        if out["size"] == 0:
-            out["problems"].append("empty")
-        out["digest"] = out["sha256"] = _sha256(path)
-        manifest = os.path.join(os.path.dirname(path), MANIFEST)
-        if os.path.isfile(manifest) and manifest != path:
-            out["manifest_sha256"] = _sha256(manifest)
-            listed = _manifest_entries(manifest).get(os.path.basename(path))
-            if listed and listed != out["sha256"]:
-                out["problems"].append("does not match its SHA256SUMS entry")
-        return out
-    # A directory: its SHA256SUMS stands for it (hashing a model's weights on every node would cost
-    # minutes); every listed file must exist and be non-empty. Without a manifest, hash everything.
-    manifest = os.path.join(path, MANIFEST)
-    if os.path.isfile(manifest):
-        entries = _manifest_entries(manifest)
-        out["digest"] = out["manifest_sha256"] = _sha256(manifest)
-        out["files"] = len(entries)
-        if not entries:
-            out["problems"].append("SHA256SUMS lists no files")
-        for name in sorted(entries):
-            full = os.path.join(path, name)
-            if not os.path.isfile(full) or os.path.getsize(full) == 0:
-                out["problems"].append(f"{name} (listed in SHA256SUMS) missing or empty")
-        return out
-    import hashlib
-
-    tree = hashlib.sha256()
-    count = 0
-    for root, dirs, files in os.walk(path):
-        dirs.sort()
-        for name in sorted(files):
-            full = os.path.join(root, name)
-            tree.update(os.path.relpath(full, path).encode() + b"\0" + _sha256(full).encode())
-            count += 1
-    out["digest"], out["files"] = tree.hexdigest(), count
-    if count == 0:
-        out["problems"].append("empty directory")
-    return out
-
-
-def _framework_info(name: str) -> dict:
-    """Version and commit of the framework as this node imports it; "absent" if it does not."""
-    import importlib
-    import importlib.metadata
-    import json
-    import os
-    import subprocess
-
-    info = {"version": "absent", "commit": ""}
-    try:
-        module = importlib.import_module(name)
-    except Exception as err:  # noqa: BLE001 - any import failure means the job would fail too
-        info["error"] = f"{type(err).__name__}: {err}"[:300]
-        return info
-    try:
-        info["version"] = importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        info["version"] = str(getattr(module, "__version__", "unknown"))
-    # A git checkout on PYTHONPATH (RLinf): its HEAD, but only if the package sits at the top of that
-    # checkout; a site-packages inside some other repository (a venv in a project) says nothing.
-    where = os.path.dirname(os.path.dirname(os.path.abspath(getattr(module, "__file__", "") or ".")))
-    try:
-        top, head = subprocess.run(["git", "-C", where, "rev-parse", "--show-toplevel", "HEAD"],
-                                   capture_output=True, text=True, timeout=20, check=True).stdout.split()
-        if os.path.realpath(top) != os.path.realpath(where):
-            raise ValueError(f"{where} is inside {top}, not a checkout of {name}")
-        info["commit"] = head
-    except (OSError, subprocess.SubprocessError, ValueError):
-        try:
-            direct = importlib.metadata.distribution(name).read_text("direct_url.json") or "{}"
-            info["commit"] = json.loads(direct).get("vcs_info", {}).get("commit_id", "")
-        except (importlib.metadata.PackageNotFoundError, ValueError):
-            pass
-    return info
-
-
-def parse_fabric(text: str) -> list[dict]:
-    """`nvidia-smi -q`'s Fabric section of each GPU (multi-node NVLink, GB200 NVL72): state, status,
-    clique id and cluster UUID, as printed."""
-    out, fabric, indent = [], None, 0
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped == "Fabric":
-            fabric, indent = {}, len(line) - len(line.lstrip())
-            out.append(fabric)
-            continue
-        if fabric is None:
-            continue
-        if stripped and len(line) - len(line.lstrip()) <= indent:
-            fabric = None
-            continue
-        key, sep, value = stripped.partition(":")
-        if sep and key.strip() in ("State", "Status", "CliqueId", "ClusterUUID"):
-            fabric.setdefault(key.strip().lower(), value.strip())
-    return out
-
-
-def parse_p2p(text: str) -> list[str]:
-    """`nvidia-smi topo -p2p n` (NVLink peer-to-peer between this node's GPUs): each pair whose status
-    is not OK, as 'GPU0-GPU1: NS'."""
-    gpu = re.compile(r"GPU\d+$")
-    lines = [line.split() for line in text.splitlines() if line.split() and gpu.match(line.split()[0])]
-    names = next((cells for cells in lines if all(gpu.match(c) for c in cells)), [])
-    rows = [cells for cells in lines if cells != names]
-    return [f"{row[0]}-{names[j]}: {cell}" for row in rows for j, cell in enumerate(row[1:len(names) + 1])
-            if cell not in ("X", "OK")]
-
-
-def _nvlink_info() -> dict:
-    """GB200: the NVLink fabric (MNNVL) each GPU joined and P2P between this node's GPUs."""
-    import subprocess
-
-    out = {}
-    for key, args, parse in (("fabric", ["nvidia-smi", "-q"], parse_fabric),
-                             ("p2p_not_ok", ["nvidia-smi", "topo", "-p2p", "n"], parse_p2p)):
-        try:
-            text = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True).stdout
-            out[key] = parse(text)
-        except (OSError, subprocess.SubprocessError) as err:
-            out["error"] = f"{' '.join(args)}: {err}"[:300]
-    return out
-
-
-def _gpu_info(expect_gpus: bool, nvlink: bool = False) -> dict:
-    import shutil
-    import subprocess
-
-    out = {"count": 0, "models": [], "drivers": [], "source": "none"}
-    if shutil.which("nvidia-smi"):
-        try:
-            rows = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                                  capture_output=True, text=True, timeout=60, check=True).stdout
-            parsed = [r.rsplit(",", 1) for r in rows.strip().splitlines() if "," in r]
-            out.update(count=len(parsed), models=sorted({n.strip() for n, _ in parsed}),
-                       drivers=sorted({d.strip() for _, d in parsed}), source="nvidia-smi")
-        except (OSError, subprocess.SubprocessError) as err:
-            out["error"] = f"nvidia-smi: {err}"[:300]
-    if nvlink:
-        out["nvlink"] = _nvlink_info() if out["count"] else {"skipped": "no GPUs on this node"}
-    # torch costs seconds to import: only where GPUs are expected does CUDA's view matter.
-    if expect_gpus:
-        try:
-            import torch
-
-            out["cuda"] = {"available": torch.cuda.is_available(), "count": torch.cuda.device_count()}
-            if out["source"] == "none" and out["cuda"]["count"]:
-                names = {torch.cuda.get_device_name(i) for i in range(out["cuda"]["count"])}
-                out.update(count=out["cuda"]["count"], models=sorted(names), source="torch")
-        except ImportError:
-            out["cuda"] = {"available": None, "count": 0, "error": "torch not importable"}
-    return out
-
-
-def _expand(path: str, node_ip: str) -> str:
-    return path.replace(NODE_IP, node_ip)
-
-
-def _probe(ctx: dict) -> dict:
-    """Round 1 on one node: facts, input digests, and this node's storage token written."""
-    import os
-    import platform
-    import socket
-    import sys
-
-    import ray
-
-    node_ip = ray.util.get_node_ip_address()
-    out = {
-        "node_id": ray.get_runtime_context().get_node_id(),
-        "node_ip": node_ip,
-        "hostname": socket.gethostname(),
-        "python": platform.python_version(),
-        "python_executable": sys.executable,
-        "env": {k: v for k, v in sorted(os.environ.items())
-                if k.startswith("NCCL_") or k == "CUDA_VISIBLE_DEVICES"},
-    }
-    out["framework"] = _framework_info(ctx["framework"])
-    out["gpu"] = _gpu_info(ctx["expect_gpus"], ctx.get("nvlink", False))
-    if ctx.get("rules"):  # the framework/accelerator rules, after the job applied their workaround
-        out["accelerator"] = {r["name"]: runtime_probe(r, ctx["expect_gpus"], ctx["child_timeout_s"])
-                              for r in ctx["rules"]}
-    out["inputs"] = [_probe_input(_expand(p, node_ip)) for p in ctx["inputs"]]
-    storage = os.path.join(_expand(ctx["run_dir"], node_ip), PROBE_DIR)
-    path = os.path.join(storage, out["node_id"])
-    out["storage"] = {"path": path}
-    try:
-        os.makedirs(storage, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(ctx["tokens"][out["node_id"]])
-            fh.flush()
-            os.fsync(fh.fileno())  # the peers read it next; do not leave it in a page cache only
-    except OSError as err:
-        out["storage"]["error"] = f"{type(err).__name__}: {err}"
-    return out
-
-
-def _read_peers(ctx: dict) -> dict:
-    """Round 2 on one node: read every other node's token under this node's view of run_dir."""
-    import os
-
-    import ray
-
-    node_ip = ray.util.get_node_ip_address()
-    me = ray.get_runtime_context().get_node_id()
-    storage = os.path.join(_expand(ctx["run_dir"], node_ip), PROBE_DIR)
-    seen = {}
-    for peer, token in ctx["tokens"].items():
-        if peer == me:
-            continue
-        try:
-            with open(os.path.join(storage, peer), encoding="utf-8") as fh:
-                seen[peer] = "ok" if fh.read() == token else "different content"
-        except FileNotFoundError:
-            seen[peer] = "missing"
-        except OSError as err:
-            seen[peer] = f"{type(err).__name__}: {err}"
-    return {"node_id": me, "node_ip": node_ip, "storage": storage, "seen": seen}
-
-
-# ---------------------------------------------------------------- on the driver
-
-
-def expected_nodes(spec: dict) -> int:
-    """Ray nodes the spec asks for: cluster.nodes (AIStudio: its workers), plus a KubeRay CPU head
-    (decided once, in config.derive)."""
-    return spec["derived"]["ray_nodes"]
-
-
-def default_inputs(spec: dict) -> list[str]:
-    """Without --input: what the framework adapter says must be on the shared storage before the run
-    (`inputs(spec)`, e.g. the pinned model dir and dataset file); none if it says nothing."""
-    from rlaunch import frameworks
-
-    return [str(p) for p in frameworks.get(spec["framework"]["name"]).inputs(spec)]
-
-
-def _ship_by_value() -> None:
-    cluster.ship_by_value(sys.modules[__name__], collective, accel)  # accel: the rules' node-side probe
-
-
-def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict], dict, dict, dict]:
-    """Both probe rounds and the collective on the running cluster: (nodes, probes by node_id, peers
-    by node_id, the collective's result)."""
-    with cluster.joined(timeout_s):
-        _ship_by_value()
-        nodes = cluster.alive_nodes()
-        tokens = {n["node_id"]: secrets.token_hex(16) for n in nodes}
-        env = verify.task_env(spec)
-        ctx = {"framework": spec["framework"]["name"], "inputs": inputs, "run_dir": spec["paths"]["run_dir"],
-               "tokens": tokens, "expect_gpus": spec["cluster"]["gpus_per_node"] > 0,
-               "nvlink": nvlink_expected(spec),
-               "rules": [r.as_dict() for r in rules_for(spec)], "child_timeout_s": max(timeout_s - 10, 5)}
-        probes = cluster.on_every_node(_probe, nodes, ctx, env, timeout_s)
-        # Round 2 only after every token is written (round 1 finished everywhere): no race, no polling.
-        peers = cluster.on_every_node(_read_peers, nodes, {"run_dir": ctx["run_dir"], "tokens": tokens}, env,
-                                      timeout_s)
-        if os.environ.get("RLAUNCH_PREFLIGHT_COLLECTIVE", "1") == "0":
-            network = {"checks": [skipped("collective", "RLAUNCH_PREFLIGHT_COLLECTIVE=0")], "exports": {}}
-        else:
-            network = collective.run(spec, nodes, env)
-    return nodes, probes, peers, network
+NODE_CODE = (on_node, accel, collective)  # what runs on the nodes (accel: the rules' probe), shipped by value
 
 
 # ---------------------------------------------------------------- the checks (pure)
@@ -387,8 +87,6 @@ def _same_everywhere(name: str, values: dict[str, object], what: str) -> dict:
 
 def check_cpus(spec: dict, nodes: list[dict]) -> dict:
     """The framework's CPU rule (its descriptor) against the Ray CPUs each node registered."""
-    from rlaunch import frameworks
-
     rule = frameworks.descriptor(spec["framework"]["name"]).cpu_rule
     if rule is None:
         return skipped("ray cpus", f"no CPU rule for {spec['framework']['name']}")
@@ -537,17 +235,11 @@ def check_python_executable(spec: dict, probes: dict[str, dict]) -> dict:
     return check("python executable", True, f"under {bin_dir} on all {len(exes)} nodes")
 
 
-def rules_for(spec: dict) -> list:
-    from rlaunch.frameworks import accel as rules
-
-    return rules.rules_for(spec)
-
-
 def check_rules(spec: dict, probes: dict[str, dict]) -> list[dict]:
     """The framework/accelerator rules, asked of the job's Python on every node (frameworks/accel.py)."""
     gpus = spec["cluster"]["gpus_per_node"] > 0
     out = []
-    for rule in rules_for(spec):
+    for rule in accel_rules.rules_for(spec):
         name, why = rule.name, rule.cause
         seen = {ip: (p.get("accelerator") or {}).get(name) for ip, p in probes.items()}
         missing = next((ip for ip, s in seen.items() if s is None), None)
@@ -661,6 +353,44 @@ def evaluate(spec: dict, nodes: list[dict], probes: dict[str, dict], peers: dict
     checks += check_inputs(inputs, ok)
     checks.append(check_storage(ok, {k: v for k, v in peers.items() if ip_of[k] in ok}, ip_of))
     return checks
+
+
+# ---------------------------------------------------------------- on the driver
+
+
+def expected_nodes(spec: dict) -> int:
+    """Ray nodes the spec asks for: cluster.nodes (AIStudio: its workers), plus a KubeRay CPU head
+    (decided once, in config.derive)."""
+    return spec["derived"]["ray_nodes"]
+
+
+def default_inputs(spec: dict) -> list[str]:
+    """Without --input: what the framework adapter says must be on the shared storage before the run
+    (`inputs(spec)`, e.g. the pinned model dir and dataset file); none if it says nothing."""
+    return [str(p) for p in frameworks.get(spec["framework"]["name"]).inputs(spec)]
+
+
+def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict], dict, dict, dict]:
+    """Both probe rounds and the collective on the running cluster: (nodes, probes by node_id, peers
+    by node_id, the collective's result)."""
+    with cluster.joined(timeout_s):
+        cluster.ship_by_value(*NODE_CODE)
+        nodes = cluster.alive_nodes()
+        tokens = {n["node_id"]: secrets.token_hex(16) for n in nodes}
+        env = verify.task_env(spec)
+        ctx = {"framework": spec["framework"]["name"], "inputs": inputs, "run_dir": spec["paths"]["run_dir"],
+               "tokens": tokens, "expect_gpus": spec["cluster"]["gpus_per_node"] > 0,
+               "nvlink": nvlink_expected(spec),
+               "rules": [r.as_dict() for r in accel_rules.rules_for(spec)], "child_timeout_s": max(timeout_s - 10, 5)}
+        probes = cluster.on_every_node(on_node.probe, nodes, ctx, env, timeout_s)
+        # Round 2 only after every token is written (round 1 finished everywhere): no race, no polling.
+        peers = cluster.on_every_node(on_node.read_peers, nodes, {"run_dir": ctx["run_dir"], "tokens": tokens}, env,
+                                      timeout_s)
+        if os.environ.get("RLAUNCH_PREFLIGHT_COLLECTIVE", "1") == "0":
+            network = {"checks": [skipped("collective", "RLAUNCH_PREFLIGHT_COLLECTIVE=0")], "exports": {}}
+        else:
+            network = collective.run(spec, nodes, env)
+    return nodes, probes, peers, network
 
 
 def nodes_table(nodes: list[dict], probes: dict[str, dict]) -> str:
