@@ -21,8 +21,14 @@ node, the rule and its known cause); 2 bad arguments.
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata as md
+import json
 import os
+import re
+import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -36,19 +42,15 @@ HIDDEN = ".rlaunch-hidden"  # suffix of a hidden metadata directory
 PROBE_MARK = "RLAUNCH_RUNTIME_PROBE="
 
 # ---------------------------------------------------------------- on every node (Ray tasks)
-# Shipped by value like preflight's: the standard library and this section only.
+# Shipped by value like preflight's probes (verify.cluster.ship_by_value): the standard library, Ray
+# and this section only.
 
 
 def _normalized(name: str) -> str:
-    import re
-
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def _site_dirs(prefix: str) -> list[str]:
-    import sys
-    import sysconfig
-
     found = []
     for path in [sysconfig.get_paths().get(k, "") for k in ("purelib", "platlib")] + list(sys.path):
         real = os.path.realpath(path) if path else ""
@@ -69,10 +71,6 @@ def _hidden_copies(name: str, prefix: str) -> list[str]:
 
 def hide_metadata(names: list[str], prefix: str | None = None) -> list[dict]:
     """Hide each distribution from importlib.metadata in this Python's environment; one record each."""
-    import importlib
-    import importlib.metadata as md
-    import sys
-
     prefix = os.path.realpath(prefix or sys.prefix)
     out = []
     for name in names:
@@ -107,8 +105,6 @@ def hide_metadata(names: list[str], prefix: str | None = None) -> list[dict]:
 
 def _visible(name: str) -> str | None:
     """The version importlib.metadata finds for a distribution, None when it finds none."""
-    import importlib.metadata as md
-
     try:
         return md.version(name)
     except md.PackageNotFoundError:
@@ -138,10 +134,6 @@ print("%s" + json.dumps(out), flush=True)
 
 def runtime_probe(rule: dict, expect_gpus: bool, timeout_s: float) -> dict:
     """On one node, for one rule: what the job's Python sees (hidden packages, GPUs, imports)."""
-    import json
-    import subprocess
-    import sys
-
     out = {"python_executable": sys.executable, "visible": {n: _visible(n) for n in rule["hide"]}}
     if not expect_gpus:
         return out  # no GPU, no CUDA libraries: the GPU side is not asked (preflight says skipped)
