@@ -3,9 +3,10 @@
 One Ray task is pinned to every alive node (rlaunch.verify.cluster: hard node affinity, num_cpus=0
 so a busy cluster still runs it). Each (rlaunch.verify.probes) reports: node IP, hostname, Python,
 the framework's version and commit (imported if importable, else "absent"), GPUs (nvidia-smi;
-torch.cuda when GPUs are expected), CUDA_VISIBLE_DEVICES and NCCL_* env, the SHA256 of every input (and of SHA256SUMS manifests), and writes a random token
-to <run_dir>/.preflight/<node_id>. A second round has every node read every other node's token: a
-node that cannot means the storage is not shared.
+torch.cuda when GPUs are expected), CUDA_VISIBLE_DEVICES and NCCL_* env, the SHA256 of every input
+(and of SHA256SUMS manifests), and writes a random token to <run_dir>/.preflight/<node_id>. A
+second round has every node read every other node's token: a node that cannot means the storage is
+not shared.
 
 Checks: node count; probes answered; enough Ray CPUs for the framework (its descriptor's CPU rule:
 verl >= 10 on the head, its TransferQueue hangs silently with fewer; trl 1 per node for its one Ray
