@@ -29,9 +29,9 @@ STEP_TIMEOUT_S = 300  # a cold import of torch + transformers on a loaded 2-core
 PROBE = """
 import json, sys
 import ray
-from rlaunch.verify.preflight import _framework_info, _gpu_info
-print(json.dumps({"ray": ray.__version__, "framework": _framework_info(sys.argv[1]),
-                  "gpu": _gpu_info(True)}))
+from rlaunch.verify.probes import framework_info, gpu_info
+print(json.dumps({"ray": ray.__version__, "framework": framework_info(sys.argv[1]),
+                  "gpu": gpu_info(True)}))
 """
 
 
