@@ -72,40 +72,9 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('rlaunch.rehearsal.train', 'rlaunch.rehearsal.plot'),
     ('rlaunch.rehearsal.train', 'rlaunch.rehearsal.tiny'),
     ('rlaunch.rehearsal.train', 'rlaunch.verify.postflight'),
-    ('rlaunch.verify.accel', 'importlib'),
-    ('rlaunch.verify.accel', 'importlib.metadata'),
-    ('rlaunch.verify.accel', 'json'),
-    ('rlaunch.verify.accel', 're'),
-    ('rlaunch.verify.accel', 'rlaunch.frameworks.accel'),
-    ('rlaunch.verify.accel', 'rlaunch.verify.preflight'),
-    ('rlaunch.verify.accel', 'subprocess'),
-    ('rlaunch.verify.accel', 'sys'),
-    ('rlaunch.verify.accel', 'sysconfig'),
-    ('rlaunch.verify.collective', 'concurrent.futures'),
-    ('rlaunch.verify.collective', 'datetime'),
-    ('rlaunch.verify.collective', 'fcntl'),
-    ('rlaunch.verify.collective', 'rlaunch.verify.report'),
-    ('rlaunch.verify.collective', 'socket'),
-    ('rlaunch.verify.collective', 'struct'),
-    ('rlaunch.verify.collective', 'threading'),
-    ('rlaunch.verify.preflight', 'hashlib'),
-    ('rlaunch.verify.preflight', 'importlib'),
-    ('rlaunch.verify.preflight', 'importlib.metadata'),
-    ('rlaunch.verify.preflight', 'json'),
-    ('rlaunch.verify.preflight', 'os'),
-    ('rlaunch.verify.preflight', 'platform'),
-    ('rlaunch.verify.preflight', 'rlaunch.frameworks'),
-    ('rlaunch.verify.preflight', 'rlaunch.frameworks.accel'),
-    ('rlaunch.verify.preflight', 'rlaunch.verify.collective'),
-    ('rlaunch.verify.preflight', 'shutil'),
-    ('rlaunch.verify.preflight', 'socket'),
-    ('rlaunch.verify.preflight', 'subprocess'),
-    ('rlaunch.verify.preflight', 'sys'),
 }
 # Import cycles today, each as the sorted modules of one strongly connected component.
-KNOWN_CYCLES: set[tuple[str, ...]] = {
-    ('rlaunch.verify.accel', 'rlaunch.verify.preflight'),
-}
+KNOWN_CYCLES: set[tuple[str, ...]] = set()
 
 
 @functools.lru_cache(maxsize=1)

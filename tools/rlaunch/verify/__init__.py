@@ -28,6 +28,4 @@ def job_modules(framework: str) -> list[str]:
 def task_env(spec) -> dict[str, str]:
     """The job's non-secret env (the framework's, then the run's NCCL settings): what the Ray tasks of
     accel, preflight and the collective get as their runtime_env, so they see what the job will see."""
-    from rlaunch import frameworks
-
     return frameworks.job_env(spec)
