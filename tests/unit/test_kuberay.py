@@ -13,6 +13,7 @@ import yaml
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.backends.kuberay import backend as kr
+from rlaunch.backends.kuberay import names
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.validate import kuberay as validate
 
@@ -209,8 +210,8 @@ def test_the_rlaunch_image_is_required():
 
 def test_rayjob_name_is_a_dns1035_label_even_for_a_numeric_run_id():
     spec = config.load("rehearsal", {"INFRA": "kuberay", "RUN_ID": "42-a"})
-    assert kr.job_name(spec) == "r42-a"
-    assert validate.DNS1035.match(kr.job_name(spec))
+    assert names.job_name(spec) == "r42-a"
+    assert validate.DNS1035.match(names.job_name(spec))
 
 
 # ---------------------------------------------------------------- secrets
@@ -437,7 +438,7 @@ def test_dashboard_ingress_routes_to_the_head_services_dashboard_port_when_asked
     assert rule["host"] == "ray.example.com"
     (path,) = rule["http"]["paths"]
     assert (path["path"], path["pathType"]) == ("/", "Prefix")
-    assert path["backend"]["service"] == {"name": kr.head_service(spec), "port": {"number": 8266}}
+    assert path["backend"]["service"] == {"name": names.head_service(spec), "port": {"number": 8266}}
     assert any("WARNING: it has no login" in line for line in kr.BACKEND.plan(spec, files))
     _, files = render()
     assert "kuberay/ingress.yaml" not in files

@@ -23,6 +23,7 @@ from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.config import pins
 from rlaunch.backends.kuberay import backend as kuberay
+from rlaunch.backends.kuberay import names
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = "verl-ppo-gsm8k-0.5b"  # seed 002 on VKE: verl, the pinned Qwen2.5-0.5B-Instruct and GSM8K
@@ -94,7 +95,7 @@ def test_the_inputs_job_is_rendered_and_runs_setup_sh_on_the_shared_volume():
     assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "inp-secrets", "key": "HF_TOKEN"}}
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes[mounts["/data"]]["persistentVolumeClaim"]["claimName"] == kuberay.pvc_name(spec)
+    assert volumes[mounts["/data"]]["persistentVolumeClaim"]["claimName"] == names.pvc_name(spec)
     assert volumes[mounts["/opt/rlaunch-run"]]["configMap"]["items"] == [{"key": "setup.sh", "path": "setup.sh"}]
     # setup.sh travels in the artifacts ConfigMap, exactly as rendered.
     assert kuberay.configmap_manifest(spec, files)["data"]["setup.sh"] == files["setup.sh"]
@@ -235,7 +236,7 @@ def test_the_inputs_job_pod_fills_the_pvc_and_a_second_pod_downloads_nothing(hos
     objects = kh.kuberay_objects(spec, files)
     pvc = tmp_path / "pvc"
     with kh.RayJobRun(objects, workdir=tmp_path / "k8s", images=kh.default_images(spec),
-                      claims={kuberay.pvc_name(spec): pvc}) as run:
+                      claims={names.pvc_name(spec): pvc}) as run:
         hub = run._op.call(_start_hub, hub_tree(tmp_path / "hub"), run.net.operator_ip)
         try:
             pod = inputs_pod(files, hub.url)

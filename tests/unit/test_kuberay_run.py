@@ -29,6 +29,7 @@ import kuberay_harness as kh
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.backends.kuberay import backend as kuberay
+from rlaunch.backends.kuberay import names
 
 CLUSTER = "r-abcde"  # a RayCluster name as the operator would pick it: <rayjob>-<5 chars>
 FQDN = f"{CLUSTER}-head-svc.default.svc.cluster.local"
@@ -303,7 +304,7 @@ def test_a_pod_can_be_deleted_and_started_again(host_ok, tmp_path):
 def run_rayjob(tmp_path: Path, objects: list[dict], spec: dict, **kwargs) -> kh.JobResult:
     with kh.RayJobRun(objects, workdir=tmp_path / "k8s", images=kh.default_images(spec)) as run:
         result = run.execute(ready_s=300, job_s=900, **kwargs)
-        run_dir = run.claims[kuberay.pvc_name(spec)] / Path(spec["paths"]["run_dir"]).relative_to("/data")
+        run_dir = run.claims[names.pvc_name(spec)] / Path(spec["paths"]["run_dir"]).relative_to("/data")
         return result, run_dir
 
 
@@ -388,7 +389,7 @@ def test_a_rayjob_retry_on_a_fresh_cluster_resumes_the_run(host_ok, tmp_path):
                          f"train.steps=120 train.save_freq={save_freq} infra.kuberay.backoff_limit=1")
     assert rayjob(objects)["spec"]["backoffLimit"] == 1
     with kh.RayJobRun(objects, workdir=tmp_path / "k8s", images=kh.default_images(spec)) as run:
-        run_dir = run.claims[kuberay.pvc_name(spec)] / Path(spec["paths"]["run_dir"]).relative_to("/data")
+        run_dir = run.claims[names.pvc_name(spec)] / Path(spec["paths"]["run_dir"]).relative_to("/data")
         run.start_cluster()
         first_cluster = run.cluster
         run.wait_ready(300)

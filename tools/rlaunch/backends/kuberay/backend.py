@@ -46,14 +46,14 @@ from rlaunch.plan import artifacts
 from rlaunch.config import pins
 from rlaunch.backends.kuberay import gke
 from rlaunch.backends.kuberay import monitoring
+from rlaunch.backends.kuberay.names import (MANAGED_BY, RUN_LABEL, configmap_name, head_service, inputs_job_name,
+                                            job_name, labels, pvc_name, secret_name)
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.plan.render import render_template
 from rlaunch.backends.base import Answer, Backend, Run
 
 ARTIFACTS_MOUNT = "/opt/rlaunch-run"   # the ConfigMap's mount point in every pod
 RLAUNCH_HOME = "/opt/rlaunch"          # rlaunch's tools inside the rlaunch image
-MANAGED_BY = "rlaunch"
-RUN_LABEL = "rlaunch.io/run"
 ONE_PER_HOST_LABEL = "rlaunch.io/one-per-host"
 ARCH_LABEL = "kubernetes.io/arch"      # every pod runs on nodes of its image's architecture
 # Ray's default ports (not versions): client, metrics export, autoscaler and dashboard metrics.
@@ -86,39 +86,6 @@ INPUTS_RUNNER = """On KubeRay the inputs Job runs it (one pod: one writer), and
 # `make launch` applies the RayJob only once it succeeded: no GPU pod waits on a download."""
 # A RayJob that reached one of these holds no Ray cluster any more (only its small objects).
 FINISHED_DEPLOYMENTS = {"Complete", "Failed"}
-
-
-# ---------------------------------------------------------------- names
-
-
-def job_name(spec: dict) -> str:
-    """The RayJob's name: the run id, made a DNS-1035 label (it must start with a letter)."""
-    run_id = spec["run"]["id"]
-    return run_id if run_id[0].isalpha() else f"r{run_id}"[:47]
-
-
-def configmap_name(spec: dict) -> str:
-    return f"{job_name(spec)}-artifacts"
-
-
-def secret_name(spec: dict) -> str:
-    return f"{job_name(spec)}-secrets"
-
-
-def pvc_name(spec: dict) -> str:
-    return spec["storage"]["pvc"] or f"{job_name(spec)}-data"
-
-
-def inputs_job_name(spec: dict) -> str:
-    return f"{job_name(spec)}-inputs"
-
-
-def head_service(spec: dict) -> str:
-    return f"{job_name(spec)}-head-svc"  # the operator's name for a RayJob's head Service
-
-
-def labels(spec: dict) -> dict[str, str]:
-    return {"app.kubernetes.io/managed-by": MANAGED_BY, RUN_LABEL: spec["run"]["id"]}
 
 
 # ---------------------------------------------------------------- shape: the spec -> what to render

@@ -1,0 +1,37 @@
+"""The names and labels of a run's Kubernetes objects, derived from the run id (and storage.pvc) alone,
+so down/status/logs find them from the run id and the namespace without the rendered files."""
+
+from __future__ import annotations
+
+MANAGED_BY = "rlaunch"
+RUN_LABEL = "rlaunch.io/run"
+
+
+def job_name(spec: dict) -> str:
+    """The RayJob's name: the run id, made a DNS-1035 label (it must start with a letter)."""
+    run_id = spec["run"]["id"]
+    return run_id if run_id[0].isalpha() else f"r{run_id}"[:47]
+
+
+def configmap_name(spec: dict) -> str:
+    return f"{job_name(spec)}-artifacts"
+
+
+def secret_name(spec: dict) -> str:
+    return f"{job_name(spec)}-secrets"
+
+
+def pvc_name(spec: dict) -> str:
+    return spec["storage"]["pvc"] or f"{job_name(spec)}-data"
+
+
+def inputs_job_name(spec: dict) -> str:
+    return f"{job_name(spec)}-inputs"
+
+
+def head_service(spec: dict) -> str:
+    return f"{job_name(spec)}-head-svc"  # the operator's name for a RayJob's head Service
+
+
+def labels(spec: dict) -> dict[str, str]:
+    return {"app.kubernetes.io/managed-by": MANAGED_BY, RUN_LABEL: spec["run"]["id"]}
