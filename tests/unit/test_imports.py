@@ -57,7 +57,6 @@ KNOWN_LOCAL: set[tuple[str, str]] = {
     ('rlaunch.backends.kuberay.backend', 'rlaunch.frameworks'),
     ('rlaunch.backends.kuberay.backend', 'rlaunch.plan.imagecheck'),
     ('rlaunch.backends.kuberay.backend', 'rlaunch.plan.tracking'),
-    ('rlaunch.backends.kuberay.backend', 'rlaunch.progress'),
     ('rlaunch.backends.kuberay.backend', 'rlaunch.validate.kuberay'),
     ('rlaunch.backends.kuberay.monitoring', 'rlaunch.plan.imagecheck'),
     ('rlaunch.frameworks.trl.adapter', 'rlaunch.errors'),

@@ -17,6 +17,7 @@ from rlaunch.config import load as config
 from rlaunch.runs import listing as runs
 from rlaunch.backends.aistudio import backend as aistudio
 from rlaunch.backends.kuberay import backend as kuberay
+from rlaunch.backends.kuberay import kubectl
 from rlaunch.backends.local import backend as local
 from rlaunch.backends.skypilot import backend as skypilot
 from rlaunch.backends.base import Answer, Run
@@ -92,14 +93,14 @@ def test_kubectl_failures_name_what_is_missing(stderr, missing):
     import subprocess
 
     result = subprocess.CompletedProcess([], 1, "", stderr)
-    assert not kuberay.not_found(result)
-    assert kuberay.unreachable(result, "get x").what == missing
+    assert not kubectl.not_found(result)
+    assert kubectl.unreachable(result, "get x").what == missing
 
 
 def test_only_not_found_means_absent():
     import subprocess
 
-    assert kuberay.not_found(subprocess.CompletedProcess([], 1, "", 'Error from server (NotFound): rayjobs "x" not found'))
+    assert kubectl.not_found(subprocess.CompletedProcess([], 1, "", 'Error from server (NotFound): rayjobs "x" not found'))
 
 
 # ---------------------------------------------------------------- local

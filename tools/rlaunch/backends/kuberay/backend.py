@@ -36,7 +36,6 @@ import datetime as _dt
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -44,7 +43,9 @@ from pathlib import Path
 
 from rlaunch.plan import artifacts
 from rlaunch.config import pins
+from rlaunch import progress
 from rlaunch.backends.kuberay import gke
+from rlaunch.backends.kuberay import kubectl
 from rlaunch.backends.kuberay import monitoring
 from rlaunch.backends.kuberay.names import (MANAGED_BY, RUN_LABEL, configmap_name, head_service, inputs_job_name,
                                             job_name, labels, pvc_name, secret_name)
@@ -399,86 +400,6 @@ def secret_manifest(spec: dict, environ: dict[str, str]) -> dict:
             "data": data}
 
 
-# ---------------------------------------------------------------- kubectl
-
-
-def kubectl_bin() -> str:
-    return os.environ.get("RLAUNCH_KUBECTL", "kubectl")
-
-
-def _kubectl(args: list[str], stdin: str | None = None, capture: bool = True,
-             timeout: float | None = 120) -> subprocess.CompletedProcess:
-    """Run kubectl with an argv list; a value that must stay secret only ever travels on stdin."""
-    return subprocess.run([_require_kubectl(), *args], input=stdin, text=True, check=False, timeout=timeout,
-                          capture_output=capture)
-
-
-def _require_kubectl() -> str:
-    exe = shutil.which(kubectl_bin())
-    if not exe:
-        raise MissingPrerequisite("kubectl", "install kubectl (https://kubernetes.io/docs/tasks/tools/) and "
-                                  "fetch credentials: GKE `gcloud container clusters get-credentials CLUSTER "
-                                  "--location REGION`; VKE: the cluster's kubeconfig from the console")
-    return exe
-
-
-def _context_reachable() -> tuple[bool, str]:
-    """(reachable, why not): a current context whose API server answers /readyz."""
-    if not shutil.which(kubectl_bin()):
-        return False, "kubectl is not installed"
-    ctx = _kubectl(["config", "current-context"], timeout=30)
-    if ctx.returncode != 0:
-        return False, "kubectl has no current context"
-    ready = _kubectl(["get", "--raw", "/readyz", "--request-timeout=10s"], timeout=30)
-    if ready.returncode != 0:
-        return False, f"context {ctx.stdout.strip()} does not answer ({_first_line(ready.stderr)})"
-    return True, ctx.stdout.strip()
-
-
-def _first_line(text: str) -> str:
-    return (text or "").strip().splitlines()[0] if (text or "").strip() else "no output"
-
-
-def not_found(result: subprocess.CompletedProcess) -> bool:
-    """The API server itself said the object is not there."""
-    return "(NotFound)" in (result.stderr or "")
-
-
-def unreachable(result: subprocess.CompletedProcess, doing: str) -> MissingPrerequisite:
-    """Why kubectl could not answer, as the prerequisite that is missing."""
-    err = result.stderr or result.stdout or ""
-    if "current-context is not set" in err or "no configuration has been provided" in err or \
-            "localhost:8080 was refused" in err:
-        return MissingPrerequisite("a kubectl context", "GKE: `gcloud container clusters get-credentials CLUSTER "
-                                   "--location REGION`; VKE/other: set KUBECONFIG to the cluster's kubeconfig")
-    if "(Forbidden)" in err or "(Unauthorized)" in err or "must be logged in" in err:
-        return MissingPrerequisite(f"permission to {doing}", f"{_first_line(err)}; ask for RBAC on it, or use "
-                                   "a context that has it")
-    return MissingPrerequisite("a reachable Kubernetes cluster", f"kubectl {doing}: {_first_line(err)}; "
-                               "check `kubectl cluster-info`")
-
-
-def _ask(args: list[str], doing: str) -> subprocess.CompletedProcess:
-    """kubectl ARGS that must be answered: MissingPrerequisite when the cluster cannot answer."""
-    result = _kubectl(args)
-    if result.returncode != 0:
-        raise unreachable(result, doing)
-    return result
-
-
-def _current_context() -> str:
-    return _ask(["config", "current-context"], "read the current context").stdout.strip()
-
-
-def _api_resources() -> set[str]:
-    """The kinds this API server serves (`kubectl api-resources -o name`)."""
-    result = _kubectl(["api-resources", "-o", "name"])
-    # An aggregated API that is down makes kubectl exit 1 after listing all the others.
-    if result.returncode != 0 and not ("unable to retrieve the complete list" in result.stderr and result.stdout):
-        raise unreachable(result, "list the API server's resource kinds")
-    return set(result.stdout.split())
-
-
 def _timestamp(text: str) -> float | None:
     try:
         return _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
@@ -527,11 +448,6 @@ def _documents(files: dict[str, str]) -> list[tuple[str, dict]]:
             if doc is not None:
                 docs.append((f"{rel}#{i}" if i else rel, doc))
     return docs
-
-
-def _apply_stdin(namespace: str, manifest: dict) -> subprocess.CompletedProcess:
-    args = ["apply", "--server-side", "--field-manager=rlaunch", "--force-conflicts", "-n", namespace, "-f", "-"]
-    return _kubectl(args, stdin=json.dumps(manifest))
 
 
 # ---------------------------------------------------------------- the backend
@@ -593,7 +509,7 @@ class KubeRay(Backend):
         ns = spec["infra"]["namespace"]
         docs = [cm] + [doc for _, doc in _documents(files)]
         args = ["apply", "--dry-run=server", "--server-side", "--field-manager=rlaunch", "-n", ns, "-f", "-"]
-        result = _kubectl(args, stdin=yaml.safe_dump_all(docs, sort_keys=False))
+        result = kubectl.run(args, stdin=yaml.safe_dump_all(docs, sort_keys=False))
         if result.returncode != 0:
             raise CheckError("server-dry-run", f"kubectl apply --dry-run=server (context {context_name}): "
                              f"{result.stderr.strip() or result.stdout.strip()}")
@@ -645,15 +561,15 @@ class KubeRay(Backend):
     # -------------------------------------------------------- acting
 
     def _require(self, args: list[str], what: str, how: str) -> None:
-        result = _kubectl(args)
+        result = kubectl.run(args)
         if result.returncode != 0:
-            raise MissingPrerequisite(what, f"{how} ({_first_line(result.stderr)})")
+            raise MissingPrerequisite(what, f"{how} ({kubectl.first_line(result.stderr)})")
 
     def preflight(self, spec: dict, files: dict[str, str]) -> str:
         """Everything launch needs from the cluster, each with its own message; the context's name."""
         ns = spec["infra"]["namespace"]
-        _require_kubectl()
-        reachable, why = _context_reachable()
+        kubectl.require()
+        reachable, why = kubectl.context_reachable()
         if not reachable:
             if why == "kubectl has no current context":
                 raise MissingPrerequisite("a kubectl context", "GKE: `gcloud container clusters get-credentials "
@@ -704,10 +620,10 @@ class KubeRay(Backend):
         print(self._server_dry_run(spec, files, configmap_manifest(spec, files), context_name))
         steps: list[tuple[str, subprocess.CompletedProcess]] = []
         if secret is not None:
-            steps.append((f"Secret {secret_name(spec)}", _apply_stdin(ns, secret)))
+            steps.append((f"Secret {secret_name(spec)}", kubectl.apply_stdin(ns, secret)))
             if steps[-1][1].returncode != 0:
                 return _report_failure(steps[-1])
-        steps.append((f"ConfigMap {configmap_name(spec)}", _apply_stdin(ns, configmap_manifest(spec, files))))
+        steps.append((f"ConfigMap {configmap_name(spec)}", kubectl.apply_stdin(ns, configmap_manifest(spec, files))))
         if steps[-1][1].returncode != 0:
             return _report_failure(steps[-1])
         # With an inputs Job: everything else first, then the RayJob once the inputs are ready.
@@ -722,7 +638,7 @@ class KubeRay(Backend):
             args = ["apply", "--server-side", "--field-manager=rlaunch", "--force-conflicts", "-n", ns]
             for rel in batch:
                 args += ["-f", str(out / rel)]
-            result = _kubectl(args)
+            result = kubectl.run(args)
             print(result.stdout, end="")
             if result.returncode != 0:
                 return _report_failure(("manifests", result))
@@ -732,11 +648,11 @@ class KubeRay(Backend):
 
     def status(self, spec: dict, out: Path | None) -> int:
         ns, name = spec["infra"]["namespace"], job_name(spec)
-        job = _kubectl(["get", "rayjob", name, "-n", ns, "-o", "json"])
-        if job.returncode != 0 and not not_found(job):
-            raise unreachable(job, f"get RayJob {name} in namespace {ns}")
+        job = kubectl.run(["get", "rayjob", name, "-n", ns, "-o", "json"])
+        if job.returncode != 0 and not kubectl.not_found(job):
+            raise kubectl.unreachable(job, f"get RayJob {name} in namespace {ns}")
         if job.returncode != 0:
-            print(f"kuberay: no RayJob {name} in namespace {ns} ({_first_line(job.stderr)})")
+            print(f"kuberay: no RayJob {name} in namespace {ns} ({kubectl.first_line(job.stderr)})")
             return 1
         st = json.loads(job.stdout or "{}").get("status") or {}
         print(f"RayJob {name}: jobStatus={st.get('jobStatus') or 'PENDING'} "
@@ -744,14 +660,14 @@ class KubeRay(Backend):
               f"rayCluster={st.get('rayClusterName') or '-'} jobId={st.get('jobId') or '-'}")
         if st.get("message"):
             print(f"  message: {st['message']}")
-        pods = _kubectl(["get", "pods", "-n", ns, "-l", f"{RUN_LABEL}={spec['run']['id']}", "-o", "json"])
+        pods = kubectl.run(["get", "pods", "-n", ns, "-l", f"{RUN_LABEL}={spec['run']['id']}", "-o", "json"])
         if pods.returncode != 0:
             print(pods.stderr, end="", file=sys.stderr)
             return pods.returncode
         items = json.loads(pods.stdout or "{}").get("items") or []
         for pod in items:
-            print(_pod_row(pod))
-        for line in pull_errors(items):
+            print(kubectl.pod_row(pod))
+        for line in kubectl.pull_errors(items):
             print(f"  {line}")
         return 0
 
@@ -761,12 +677,10 @@ class KubeRay(Backend):
         ns, name = spec["infra"]["namespace"], job_name(spec)
         deadline_s = spec["cluster"]["formation_timeout_s"]
         deadline = time.monotonic() + deadline_s
-        from rlaunch import progress
-
         def submitter() -> subprocess.CompletedProcess:
-            found = _kubectl(["get", "job", name, "-n", ns, "-o", "name"])
-            if found.returncode != 0 and not not_found(found):
-                raise unreachable(found, f"get the submitter job {name} in namespace {ns}")
+            found = kubectl.run(["get", "job", name, "-n", ns, "-o", "name"])
+            if found.returncode != 0 and not kubectl.not_found(found):
+                raise kubectl.unreachable(found, f"get the submitter job {name} in namespace {ns}")
             return found
 
         if submitter().returncode != 0:
@@ -788,15 +702,15 @@ class KubeRay(Backend):
                     wait.update()  # off a terminal: the heartbeat line
                 wait.update("submitter job running; following its log")
         args = ["logs", "-f", f"job/{name}", "-n", ns, "--pod-running-timeout=10m"]
-        return _kubectl(args, capture=False, timeout=None).returncode
+        return kubectl.run(args, capture=False, timeout=None).returncode
 
     def _pull_errors(self, spec: dict) -> list[str]:
         """The run's pods that Kubernetes says cannot pull their image (none when it cannot say)."""
-        pods = _kubectl(["get", "pods", "-n", spec["infra"]["namespace"], "-l",
+        pods = kubectl.run(["get", "pods", "-n", spec["infra"]["namespace"], "-l",
                          f"{RUN_LABEL}={spec['run']['id']}", "-o", "json"])
         if pods.returncode != 0 or not pods.stdout.strip():
             return []
-        return pull_errors(json.loads(pods.stdout).get("items") or [])
+        return kubectl.pull_errors(json.loads(pods.stdout).get("items") or [])
 
     def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
         remote = spec["cluster"]["dashboard_port"]
@@ -804,7 +718,7 @@ class KubeRay(Backend):
         print(f"kuberay: Ray dashboard on http://localhost:{local} (Ctrl-C stops the port-forward)")
         args = ["port-forward", "-n", spec["infra"]["namespace"], f"service/{head_service(spec)}",
                 f"{local}:{remote}"]
-        return _kubectl(args, capture=False, timeout=None).returncode
+        return kubectl.run(args, capture=False, timeout=None).returncode
 
     def tensorboard(self, spec: dict, port: int) -> int:
         """TensorBoard next to the head, on the run directory of the cluster's shared volume, and
@@ -812,7 +726,7 @@ class KubeRay(Backend):
         our `kubectl exec` goes (stdin closes), so nothing is left running in the pod."""
         ns, run_dir = spec["infra"]["namespace"], spec["paths"]["run_dir"]
         selector = f"{RUN_LABEL}={spec['run']['id']},ray.io/node-type=head"
-        found = _kubectl(["get", "pods", "-n", ns, "-l", selector, "-o", "name"])
+        found = kubectl.run(["get", "pods", "-n", ns, "-l", selector, "-o", "name"])
         pod = (found.stdout.split() or [""])[0] if found.returncode == 0 else ""
         if not pod:
             raise MissingPrerequisite(
@@ -822,10 +736,10 @@ class KubeRay(Backend):
                 "make tensorboard RUN_DIR=...")
         serve = (f"python3 -m tensorboard.main --logdir {shlex.quote(run_dir)} --host 127.0.0.1 "
                  f"--port {TENSORBOARD_POD_PORT} & tb=$!; cat >/dev/null; kill $tb")
-        kubectl = _require_kubectl()
-        board = subprocess.Popen([kubectl, "exec", "-i", "-n", ns, pod, "--", "sh", "-c", serve],
+        exe = kubectl.require()
+        board = subprocess.Popen([exe, "exec", "-i", "-n", ns, pod, "--", "sh", "-c", serve],
                                  stdin=subprocess.PIPE)
-        forward = subprocess.Popen([kubectl, "port-forward", "-n", ns, pod, f"{port}:{TENSORBOARD_POD_PORT}"])
+        forward = subprocess.Popen([exe, "port-forward", "-n", ns, pod, f"{port}:{TENSORBOARD_POD_PORT}"])
         print(f"kuberay: TensorBoard of run {spec['run']['id']} ({pod}, {run_dir}): open "
               f"http://localhost:{port} (Ctrl-C stops it)", flush=True)
         rc = 0
@@ -850,14 +764,14 @@ class KubeRay(Backend):
         """Delete every object labelled with the run, after asking the API server which exist."""
         ns, run_id = spec["infra"]["namespace"], spec["run"]["id"]
         selector = f"{RUN_LABEL}={run_id}"
-        context = _current_context()
-        served = _api_resources()
+        context = kubectl.current_context()
+        served = kubectl.api_resources()
         kinds = [k for k in RUN_KINDS if k in served]
         cluster_kinds = [k for k in CLUSTER_KINDS if k in served]
         get = ["-l", selector, "-o", "name"]
-        found = _ask(["get", ",".join(kinds), "-n", ns, *get], f"list objects in namespace {ns}").stdout.split() \
+        found = kubectl.ask(["get", ",".join(kinds), "-n", ns, *get], f"list objects in namespace {ns}").stdout.split() \
             if kinds else []
-        found_pv = _ask(["get", ",".join(cluster_kinds), *get], "list persistent volumes").stdout.split() \
+        found_pv = kubectl.ask(["get", ",".join(cluster_kinds), *get], "list persistent volumes").stdout.split() \
             if cluster_kinds else []
         if not found and not found_pv:
             print(f"kuberay: nothing of run {run_id} in namespace {ns} of context {context}: `kubectl get "
@@ -870,7 +784,7 @@ class KubeRay(Backend):
         deletes = ([["delete", ",".join(kinds), "-n", ns, *common]] if found else []) + \
                   ([["delete", ",".join(cluster_kinds), *common]] if found_pv else [])
         for args in deletes:
-            result = _kubectl(args, timeout=360)
+            result = kubectl.run(args, timeout=360)
             print(result.stdout, end="")
             if result.returncode != 0:
                 print(f"kuberay: kubectl {' '.join(args[:2])} failed: {result.stderr.strip()}", file=sys.stderr)
@@ -882,53 +796,32 @@ class KubeRay(Backend):
     def runs(self, spec: dict) -> Answer:
         """RayJobs labelled by rlaunch in the current context: every namespace, or spec's when the
         context may not list them all."""
-        context = _current_context()
+        context = kubectl.current_context()
         query = ["rayjobs.ray.io", "-l", f"app.kubernetes.io/managed-by={MANAGED_BY}", "-o", "json"]
-        result = _kubectl(["get", "--all-namespaces", *query])
+        result = kubectl.run(["get", "--all-namespaces", *query])
         asked = f"kubectl get --all-namespaces {' '.join(query[:3])} (context {context})"
         note = ""
         if result.returncode != 0 and "(Forbidden)" in result.stderr:
             ns = spec["infra"]["namespace"]
-            result = _kubectl(["get", "-n", ns, *query])
+            result = kubectl.run(["get", "-n", ns, *query])
             asked = asked.replace("--all-namespaces", f"-n {ns}")
             note = f"kuberay: context {context} may not list RayJobs in every namespace: namespace {ns} only"
         if result.returncode != 0 and "doesn't have a resource type" in result.stderr:
             return Answer(asked, (), f"kuberay: context {context} has no RayJob kind (KubeRay is not installed)")
         if result.returncode != 0:
-            raise unreachable(result, "list RayJobs")
+            raise kubectl.unreachable(result, "list RayJobs")
         items = json.loads(result.stdout or "{}").get("items") or []
         return Answer(asked, tuple(rayjob_run(item) for item in items), note)
-
-
-def _job_state(status: dict) -> tuple[str, str]:
-    """(Complete | Failed | "", message) from a batch Job's status conditions."""
-    for cond in status.get("conditions") or []:
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
-            return cond["type"], cond.get("message") or cond.get("reason") or ""
-    return "", ""
 
 
 def wait_inputs(spec: dict) -> int:
     """Wait for the inputs Job to succeed, until infra.kuberay.inputs_timeout_s; 0 when it did. A failed
     or late Job: its log's tail, and the RayJob is not applied (no GPU pod was started)."""
-    from rlaunch import progress
-
     ns, name = spec["infra"]["namespace"], inputs_job_name(spec)
     deadline_s = spec["infra"]["kuberay"]["inputs_timeout_s"]
-    end = time.monotonic() + deadline_s
-    state, message = "", ""
-    with progress.Wait(f"kuberay: inputs Job {name}", deadline_s, "preparing the model and dataset on the "
-                       "shared volume (the RayJob is applied once they are ready)",
-                       out=progress.console(sys.stderr)) as wait:
-        while True:
-            found = _ask(["get", "job", name, "-n", ns, "-o", "json"], f"get the inputs Job {name}")
-            state, message = _job_state(json.loads(found.stdout or "{}").get("status") or {})
-            if state or time.monotonic() >= end:
-                wait.update(state or "deadline")
-                break
-            time.sleep(min(INPUTS_POLL_S, max(0.0, end - time.monotonic())))
-            wait.update()
-    tail = _kubectl(["logs", f"job/{name}", "-n", ns, "--tail=20"])
+    state, message = kubectl.wait_job(ns, name, f"inputs Job {name}", deadline_s, "preparing the model and dataset "
+                                      "on the shared volume (the RayJob is applied once they are ready)", INPUTS_POLL_S)
+    tail = kubectl.run(["logs", f"job/{name}", "-n", ns, "--tail=20"])
     if tail.returncode == 0 and tail.stdout.strip():
         print("\n".join(f"  {line}" for line in tail.stdout.rstrip().splitlines()))
     if state == "Complete":
@@ -940,32 +833,6 @@ def wait_inputs(spec: dict) -> int:
           f"kubectl logs job/{name} -n {ns}; after a fix, `make down RUN_ID={spec['run']['id']}` and launch "
           "again (whatever already verifies is kept)", file=sys.stderr)
     return 1
-
-
-PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
-
-
-def _pod_row(pod: dict) -> str:
-    """NAME READY STATUS NODE, as `kubectl get pods -o wide` shows them (STATUS: a waiting reason first)."""
-    meta, spec, st = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-    containers = st.get("containerStatuses") or []
-    waiting = next((c["state"]["waiting"].get("reason", "") for c in (st.get("initContainerStatuses") or []) + containers
-                    if (c.get("state") or {}).get("waiting")), "")
-    ready = f"{sum(1 for c in containers if c.get('ready'))}/{len(containers) or len(spec.get('containers') or [])}"
-    return f"{meta.get('name', '?')} {ready} {waiting or st.get('phase', '?')} {spec.get('nodeName') or '<none>'}"
-
-
-def pull_errors(pods: list[dict]) -> list[str]:
-    """'pod P: image I: ImagePullBackOff: <kubelet's message>' for each container that cannot pull."""
-    out = []
-    for pod in pods:
-        st = pod.get("status") or {}
-        for c in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
-            waiting = (c.get("state") or {}).get("waiting") or {}
-            if waiting.get("reason") in PULL_REASONS:
-                out.append(f"pod {(pod.get('metadata') or {}).get('name', '?')}: image {c.get('image', '?')}: "
-                           f"{waiting['reason']}: {waiting.get('message', '').strip() or 'no message'}")
-    return out
 
 
 def _report_failure(step: tuple[str, subprocess.CompletedProcess]) -> int:
