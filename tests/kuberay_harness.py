@@ -650,18 +650,13 @@ def submitter_backoff_limit(rayjob: dict) -> int:
 def kuberay_objects(spec: dict, files: dict[str, str], environ: dict[str, str] | None = None) -> list[dict]:
     """What `make launch` applies for a rendered plan: the Secret (from `environ`, stdin-only in the
     product), the artifacts ConfigMap, then the rendered manifests in apply order."""
-    import yaml
-
-    from rlaunch.backends.kuberay import backend as kuberay
+    from rlaunch.backends.kuberay import manifests
 
     objects = []
     if spec["secrets"]:
-        objects.append(kuberay.secret_manifest(spec, dict(environ or {})))
-    objects.append(kuberay.configmap_manifest(spec, files))
-    for name in kuberay.APPLY_ORDER:
-        text = files.get(f"kuberay/{name}")
-        if text is not None:
-            objects += [doc for doc in yaml.safe_load_all(text) if doc]
+        objects.append(manifests.secret_manifest(spec, dict(environ or {})))
+    objects.append(manifests.configmap_manifest(spec, files))
+    objects += [doc for _, doc in manifests.documents(files)]
     return objects
 
 

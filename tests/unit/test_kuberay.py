@@ -13,6 +13,7 @@ import yaml
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.backends.kuberay import backend as kr
+from rlaunch.backends.kuberay import manifests
 from rlaunch.backends.kuberay import names
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.validate import kuberay as validate
@@ -91,7 +92,7 @@ def test_cpu_head_keeps_ray_cpus_where_the_framework_needs_them_on_the_head():
     # verl's TransferQueue needs >= 10 Ray CPUs on the head (rlaunch.verify.preflight.CPU_RULES).
     spec = config.load("rehearsal", {"INFRA": "kuberay", "RUN_ID": "t1", "FRAMEWORK": "verl"},
                        "cluster.cpu_head=true infra.kuberay.head_cpus=12", rules=False)
-    head, _ = kr._groups(spec)
+    head, _ = manifests._groups(spec)
     assert head["params"]["num-cpus"] == "12"
     with pytest.raises(ConfigError, match="infra.kuberay.head_cpus"):
         config.load("rehearsal", {"INFRA": "kuberay", "RUN_ID": "t1", "FRAMEWORK": "verl"},
@@ -169,12 +170,12 @@ def test_rayjob_lifecycle_fields_come_from_the_config():
 def test_entrypoint_runs_job_sh_from_the_artifacts_configmap_on_every_pod():
     spec, files = render()
     job = rayjob(files)["spec"]
-    assert job["entrypoint"] == f"bash {kr.ARTIFACTS_MOUNT}/job.sh"
+    assert job["entrypoint"] == f"bash {manifests.ARTIFACTS_MOUNT}/job.sh"
     items = {i["path"] for i in volumes(head_pod(files))["artifacts"]["configMap"]["items"]}
     assert items == {"job.sh", "spec.json", "trl.json"}  # everything artifacts.common renders
     for pod in (head_pod(files), worker_group(files)["template"], job["submitterPodTemplate"]):
-        assert kr.ARTIFACTS_MOUNT in {m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
-    cm = kr.configmap_manifest(spec, files)
+        assert manifests.ARTIFACTS_MOUNT in {m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    cm = manifests.configmap_manifest(spec, files)
     assert set(cm["data"]) == {"job.sh", "spec.json", "trl.json"}
     assert cm["data"]["job.sh"] == files["job.sh"]  # byte for byte what plan wrote
 
@@ -182,8 +183,8 @@ def test_entrypoint_runs_job_sh_from_the_artifacts_configmap_on_every_pod():
 def test_runtime_env_ships_the_artifacts_and_the_jobs_env():
     _, files = render()
     runtime = yaml.safe_load(rayjob(files)["spec"]["runtimeEnvYAML"])
-    assert runtime["working_dir"] == kr.ARTIFACTS_MOUNT
-    assert runtime["env_vars"]["RLAUNCH_HOME"] == kr.RLAUNCH_HOME
+    assert runtime["working_dir"] == manifests.ARTIFACTS_MOUNT
+    assert runtime["env_vars"]["RLAUNCH_HOME"] == manifests.RLAUNCH_HOME
     assert runtime["env_vars"]["NCCL_IB_DISABLE"] == "1"  # no RDMA
     assert all(isinstance(v, str) for v in runtime["env_vars"].values())
 
@@ -191,15 +192,15 @@ def test_runtime_env_ships_the_artifacts_and_the_jobs_env():
 def test_provenance_stays_with_the_plan_and_the_plans_configmap_line_says_what_travels():
     spec, finished = render()  # what plan writes: PROVENANCE beside the JSON files
     assert artifacts.PROVENANCE in finished
-    assert set(kr.configmap_manifest(spec, finished)["data"]) == {"job.sh", "spec.json", "trl.json"}
-    assert {i["path"] for i in kr.configmap_items(spec, finished)} == {"job.sh", "spec.json", "trl.json"}
+    assert set(manifests.configmap_manifest(spec, finished)["data"]) == {"job.sh", "spec.json", "trl.json"}
+    assert {i["path"] for i in manifests.configmap_items(spec, finished)} == {"job.sh", "spec.json", "trl.json"}
     line = next(line for line in kr.BACKEND.plan(spec, finished) if "ConfigMap t1-artifacts" in line)
     assert "(job.sh, spec.json, trl.json)" in line
 
 
 def test_framework_files_in_a_subfolder_get_a_flat_configmap_key():
-    assert kr.configmap_key("conf/rlinf.yaml") == "conf__rlinf.yaml"
-    items = kr.configmap_items({}, {"conf/rlinf.yaml": "", "kuberay/rayjob.yaml": ""})
+    assert manifests.configmap_key("conf/rlinf.yaml") == "conf__rlinf.yaml"
+    items = manifests.configmap_items({}, {"conf/rlinf.yaml": "", "kuberay/rayjob.yaml": ""})
     assert items == [{"key": "conf__rlinf.yaml", "path": "conf/rlinf.yaml"}]
 
 
@@ -233,11 +234,11 @@ def test_secrets_are_referenced_by_name_and_their_values_are_never_rendered(monk
 
 def test_secret_manifest_carries_the_value_and_a_missing_one_names_the_variable():
     spec = config.load("rehearsal", {"INFRA": "kuberay", "RUN_ID": "t1"}, "secrets=[WANDB_API_KEY]")
-    doc = kr.secret_manifest(spec, {"WANDB_API_KEY": "sekret-value"})
+    doc = manifests.secret_manifest(spec, {"WANDB_API_KEY": "sekret-value"})
     assert base64.b64decode(doc["data"]["WANDB_API_KEY"]) == b"sekret-value"
     assert doc["metadata"]["labels"]["rlaunch.io/run"] == "t1"  # down finds it by label
     with pytest.raises(MissingPrerequisite, match="WANDB_API_KEY"):
-        kr.secret_manifest(spec, {})
+        manifests.secret_manifest(spec, {})
 
 
 # ---------------------------------------------------------------- storage per flavor
@@ -246,7 +247,7 @@ def test_secret_manifest_carries_the_value_and_a_missing_one_names_the_variable(
 def test_gke_bucket_is_a_gcsfuse_volume_with_annotation_and_service_account():
     _, files = render(f"{GKE_BUCKET} infra.kuberay.service_account=ksa", K8S_FLAVOR="gke")
     pv, pvc = list(yaml.safe_load_all(files["kuberay/storage.yaml"]))
-    assert pv["spec"]["csi"] == {"driver": kr.GCSFUSE_CSI_DRIVER, "volumeHandle": "bkt"}
+    assert pv["spec"]["csi"] == {"driver": manifests.GCSFUSE_CSI_DRIVER, "volumeHandle": "bkt"}
     assert "only-dir=run-data" in pv["spec"]["mountOptions"]
     assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
     assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
@@ -277,7 +278,7 @@ def test_vke_tos_bucket_is_a_csi_volume_with_endpoint_and_key_secret():
     _, files = render(VKE_TOS, K8S_FLAVOR="vke")
     pv, _ = list(yaml.safe_load_all(files["kuberay/storage.yaml"]))
     csi = pv["spec"]["csi"]
-    assert csi["driver"] == kr.TOS_CSI_DRIVER
+    assert csi["driver"] == manifests.TOS_CSI_DRIVER
     assert csi["volumeAttributes"] == {"url": "https://tos.example", "bucket": "bkt", "path": "/"}
     assert csi["nodePublishSecretRef"] == {"name": "tos-keys", "namespace": "default"}
     with pytest.raises(ConfigError, match="infra.kuberay.object_store_endpoint"):
@@ -541,11 +542,11 @@ def preset_on_kuberay(preset: str) -> dict:
 def test_verl_ppo_preset_on_vke_is_two_nodes_of_two_gpus_on_a_tos_bucket():
     spec = preset_on_kuberay("verl-ppo-gsm8k-0.5b")
     assert spec["infra"]["k8s_flavor"] == "vke" and spec["framework"]["image"] == "rlaunch"
-    head, worker = kr._groups(spec)
+    head, worker = manifests._groups(spec)
     assert head["resources"]["nvidia.com/gpu"] == 2 and "num-cpus" not in head["params"]
     assert worker["replicas"] == 1 and worker["resources"]["nvidia.com/gpu"] == 2
     assert worker["resources"]["cpu"] == "30" and worker["resources"]["memory"] == "100Gi"
-    assert kr._storage(spec)["kind"] == "tos"
+    assert manifests._storage(spec)["kind"] == "tos"
     assert spec["paths"]["ckpt_dir"].startswith("/data/")
     # Seed 002's observability: PodMonitors and the Grafana dashboard are on by default.
     assert spec["monitoring"]["podmonitors"] is True and spec["monitoring"]["grafana_dashboard"] is True
@@ -555,12 +556,12 @@ def test_verl_ppo_preset_on_vke_is_two_nodes_of_two_gpus_on_a_tos_bucket():
 def test_verl_grpo_32b_preset_on_gke_is_a_cpu_head_and_four_workers_of_four_gpus():
     spec = preset_on_kuberay("verl-grpo-gsm8k-32b")
     assert spec["infra"]["k8s_flavor"] == "gke" and spec["infra"]["rdma"] is True
-    head, worker = kr._groups(spec)
+    head, worker = manifests._groups(spec)
     assert "nvidia.com/gpu" not in head["resources"]
     assert int(head["params"]["num-cpus"]) >= 10  # verl's TransferQueue lives on the head
     assert worker["replicas"] == 4 and worker["resources"]["nvidia.com/gpu"] == 4
     assert spec["rollout"]["tp"] == 4 and spec["algo"]["group_size"] == 8
     assert (head["resources"]["ephemeral-storage"], worker["resources"]["ephemeral-storage"]) == ("20Gi", "500Gi")
-    storage = kr._storage(spec)
+    storage = manifests._storage(spec)
     assert storage["kind"] == "gcsfuse"  # checkpoints on the bucket, through the /data mount
     assert spec["paths"]["ckpt_dir"].startswith(spec["storage"]["mount"] + "/")

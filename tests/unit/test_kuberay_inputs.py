@@ -23,6 +23,7 @@ from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.config import pins
 from rlaunch.backends.kuberay import backend as kuberay
+from rlaunch.backends.kuberay import manifests
 from rlaunch.backends.kuberay import names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +99,7 @@ def test_the_inputs_job_is_rendered_and_runs_setup_sh_on_the_shared_volume():
     assert volumes[mounts["/data"]]["persistentVolumeClaim"]["claimName"] == names.pvc_name(spec)
     assert volumes[mounts["/opt/rlaunch-run"]]["configMap"]["items"] == [{"key": "setup.sh", "path": "setup.sh"}]
     # setup.sh travels in the artifacts ConfigMap, exactly as rendered.
-    assert kuberay.configmap_manifest(spec, files)["data"]["setup.sh"] == files["setup.sh"]
+    assert manifests.configmap_manifest(spec, files)["data"]["setup.sh"] == files["setup.sh"]
     assert "--model=qwen2.5-0.5b-instruct --out=/data/models/qwen2.5-0.5b-instruct/" in files["setup.sh"]
 
 

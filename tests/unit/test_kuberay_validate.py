@@ -17,6 +17,7 @@ import yaml
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.backends.kuberay import backend as kr
+from rlaunch.backends.kuberay import manifests
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.validate import apiserver
 from rlaunch.validate import kuberay as v
@@ -416,7 +417,7 @@ def test_every_rendered_kuberay_manifest_is_admitted(crds, name, preset, knobs, 
     sets = f"monitoring.podmonitors=true {knobs.pop('SET', '')}"  # a case's own overrides
     spec = config.load(preset, {"RUN_ID": "golden", **knobs}, sets)
     files = artifacts.finish(spec, kr.BACKEND.render(spec))
-    documents = kr._documents(files)
+    documents = manifests.documents(files)
     if any(doc.get("kind") == "ComputeDomain" for _, doc in documents):  # A4X: its CRD too
         request.getfixturevalue("dra_crd")
     lines = v.check_documents(documents, K8S)

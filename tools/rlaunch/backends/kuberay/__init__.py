@@ -1,6 +1,9 @@
-"""The KubeRay backend (RayJob/RayCluster on Kubernetes): backend (the verbs),
-gke (GKE specifics), monitoring (PodMonitor), registry (can the cluster pull the image). Its modules
-may import config, plan, job, verify and backends.base; no other backend and never runs or cli.
+"""The KubeRay backend (RayJob/RayCluster on Kubernetes): backend (the verbs: rules, render, check, plan,
+launch, status, logs, down, dashboard, runs), names (the run's object names and labels), manifests (the
+templates' context, the rendered manifests, the ConfigMap and Secret built at launch), kubectl (the client,
+its JSON readers, the waits), gke (GKE specifics), monitoring (PodMonitor), registry (can the cluster pull
+the image). Its modules may import config, plan, job, verify and backends.base; no other backend and
+never runs or cli.
 INFRAS: the INFRA= values it launches (rlaunch.backends.Infra).
 """
 

@@ -21,8 +21,8 @@ What goes where:
     are made ready by the inputs Job, a CPU pod that runs setup.sh on that volume, before the RayJob
     is applied: `make launch` waits for it, so no GPU pod starts before its inputs are there.
 
-Render is pure; launch/status/logs/down/dashboard call `kubectl` with argv lists ($RLAUNCH_KUBECTL,
-default kubectl) and never fake success: anything missing is a MissingPrerequisite naming the fix.
+Render is pure (manifests.py); launch/status/logs/down/dashboard call `kubectl` with argv lists
+(kubectl.py: $RLAUNCH_KUBECTL, default kubectl) and never fake success: anything missing is a MissingPrerequisite naming the fix.
 Every object of a run carries rlaunch.io/run=<run_id> (the shared ServiceAccount only
 app.kubernetes.io/managed-by=rlaunch), so down/status/logs work from the run id and the namespace
 alone, and `make runs` lists RayJobs by label. Only the API server's "NotFound" (or an empty list
@@ -31,7 +31,6 @@ by label) means "not there"; any other failure is a MissingPrerequisite (exit 3)
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import json
 import os
@@ -41,81 +40,41 @@ import sys
 import time
 from pathlib import Path
 
-from rlaunch.plan import artifacts
-from rlaunch.config import pins
+from rlaunch import frameworks
 from rlaunch import progress
+from rlaunch.backends.base import Answer, Backend, Run
 from rlaunch.backends.kuberay import gke
 from rlaunch.backends.kuberay import kubectl
+from rlaunch.backends.kuberay import manifests
 from rlaunch.backends.kuberay import monitoring
+from rlaunch.backends.kuberay import registry
 from rlaunch.backends.kuberay.names import (MANAGED_BY, RUN_LABEL, configmap_name, head_service, inputs_job_name,
-                                            job_name, labels, pvc_name, secret_name)
+                                            job_name, secret_name)
+from rlaunch.config import pins
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
-from rlaunch.plan.render import render_template
-from rlaunch.backends.base import Answer, Backend, Run
+from rlaunch.plan import imagecheck
+from rlaunch.validate import kuberay as validate
 
-ARTIFACTS_MOUNT = "/opt/rlaunch-run"   # the ConfigMap's mount point in every pod
-RLAUNCH_HOME = "/opt/rlaunch"          # rlaunch's tools inside the rlaunch image
-ONE_PER_HOST_LABEL = "rlaunch.io/one-per-host"
-ARCH_LABEL = "kubernetes.io/arch"      # every pod runs on nodes of its image's architecture
-# Ray's default ports (not versions): client, metrics export, autoscaler and dashboard metrics.
-CLIENT_PORT, METRICS_PORT, AUTOSCALER_METRICS_PORT, DASHBOARD_METRICS_PORT = 10001, 8080, 44217, 44227
 TENSORBOARD_POD_PORT = 6006  # `make tensorboard`: TensorBoard on the head pod's loopback
 LOGS_POLL_S = 5  # `make logs` polls for the submitter job this often, until formation_timeout_s
 # A ConfigMap holds at most 1 MiB; leave room for its metadata.
 CONFIGMAP_MAX_BYTES = 900 * 1024
-# cluster.accelerator -> GKE's node label value (cloud.google.com/gke-accelerator).
-GKE_ACCELERATORS = {
-    "T4": "nvidia-tesla-t4", "L4": "nvidia-l4", "A100": "nvidia-tesla-a100",
-    "A100-80GB": "nvidia-a100-80gb", "H100": "nvidia-h100-80gb", "H100-MEGA": "nvidia-h100-mega-80gb",
-    "H200": "nvidia-h200-141gb", "B200": "nvidia-b200", "GB200": "nvidia-gb200",
-}
-TOS_CSI_DRIVER = "tos.csi.volcengine.com"
-GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
-# Order of `kubectl apply`: what the RayJob's pods reference exists before the RayJob.
-APPLY_ORDER = ["serviceaccount.yaml", "storage.yaml", "rdma.yaml", "computedomain.yaml", "podmonitors.yaml",
-               "grafana.yaml", "ingress.yaml", "inputs.yaml", "rayjob.yaml"]
 # What a launch creates, by kind (the API server's names); down deletes those the server has.
 RUN_KINDS = ["rayjobs.ray.io", "jobs.batch", "configmaps", "secrets", "persistentvolumeclaims",
              "podmonitors.monitoring.coreos.com", "resourceclaimtemplates.resource.k8s.io",
              gke.COMPUTE_DOMAIN_CRD, "ingresses.networking.k8s.io"]
 CLUSTER_KINDS = ["persistentvolumes"]
-# The inputs Job's pod: a CPU node, the hub clients' caches on its own disk (datasets converts
-# through one; model files go straight to the shared volume).
-INPUTS_RESOURCES = {"cpu": "2", "memory": "8Gi", "ephemeral-storage": "20Gi"}
-INPUTS_POLL_S = 5
-INPUTS_RUNNER = """On KubeRay the inputs Job runs it (one pod: one writer), and
-# `make launch` applies the RayJob only once it succeeded: no GPU pod waits on a download."""
+INPUTS_POLL_S = 5  # launch polls the inputs Job this often, until infra.kuberay.inputs_timeout_s
 # A RayJob that reached one of these holds no Ray cluster any more (only its small objects).
 FINISHED_DEPLOYMENTS = {"Complete", "Failed"}
 
 
-# ---------------------------------------------------------------- shape: the spec -> what to render
-
-
-def _kr(spec: dict) -> dict:
-    return spec["infra"]["kuberay"]
-
-
-def _quantities(cpus: int, memory_gb: int, gpus: int, ephemeral_gb: int = 0) -> dict:
-    """Requests == limits (Guaranteed QoS); 0 leaves a resource to the cluster's defaults."""
-    out: dict = {}
-    if cpus:
-        out["cpu"] = str(cpus)
-    if memory_gb:
-        out["memory"] = f"{memory_gb}Gi"
-    if gpus:
-        out["nvidia.com/gpu"] = gpus
-    if ephemeral_gb:  # the node disk the pod's emptyDirs (/tmp/ray's logs and spill) may fill
-        out["ephemeral-storage"] = f"{ephemeral_gb}Gi"
-    return out
-
-
 def rules(spec) -> None:
     """What INFRA=kuberay refuses (config.check's pass, before anything renders)."""
-    flavor, storage, kr = spec["infra"]["k8s_flavor"], spec["storage"], _kr(spec)
+    flavor, storage, kr = spec["infra"]["k8s_flavor"], spec["storage"], spec["infra"]["kuberay"]
     if spec["framework"]["image"] != "rlaunch":
         raise ConfigError("framework.image", spec["framework"]["image"], "rlaunch on INFRA=kuberay: pods "
-                          f"run job.sh with rlaunch's tools from {RLAUNCH_HOME} in the rlaunch image "
+                          f"run job.sh with rlaunch's tools from {manifests.RLAUNCH_HOME} in the rlaunch image "
                           "(make image-build / image-push FRAMEWORK=...)")
     if kr["gcp_service_account"] and flavor != "gke":
         raise ConfigError("infra.kuberay.gcp_service_account", kr["gcp_service_account"],
@@ -148,256 +107,8 @@ def rules(spec) -> None:
         if not sep or not key:
             raise ConfigError("infra.kuberay.node_selector", item, "a list of key=value node labels")
     accelerator = spec["cluster"]["accelerator"]
-    if flavor == "gke" and spec["cluster"]["gpus_per_node"] > 0 and accelerator not in GKE_ACCELERATORS:
-        raise ConfigError("cluster.accelerator", accelerator, "on GKE one of " + ", ".join(GKE_ACCELERATORS))
-
-
-def _storage(spec: dict) -> dict:
-    """Which shared volume: an existing PVC, a GCS FUSE bucket (gke), a TOS bucket (vke), or a new PVC."""
-    flavor, storage, kr = spec["infra"]["k8s_flavor"], spec["storage"], _kr(spec)
-    if storage["pvc"]:
-        return {"kind": "pvc"}
-    bucket, _, subdir = storage["source"].partition("://")[2].partition("/")
-    if flavor == "gke":
-        return {"kind": "gcsfuse", "bucket": bucket, "subdir": subdir.strip("/")}
-    if flavor == "vke":
-        return {"kind": "tos", "bucket": bucket, "subdir": "/" + subdir.strip("/"),
-                "endpoint": kr["object_store_endpoint"], "secret": kr["object_store_secret"]}
-    return {"kind": "new-pvc", "size": f"{spec['cluster']['disk_gb']}Gi"}
-
-
-def _arch(spec: dict) -> str:
-    """The image's CPU architecture (amd64 | arm64), from its facts: every pod runs on such nodes."""
-    from rlaunch.plan import imagecheck
-
-    _, facts, _ = imagecheck.image_of(spec)
-    return str((facts or {}).get("arch") or "amd64")
-
-
-def _node_selector(spec: dict) -> dict[str, str]:
-    """GPU pods' nodeSelector: the image's architecture, the user's labels (checked by config.check), GKE's
-    accelerator label (a CPU-only head gets the architecture alone: cpu_node_selector)."""
-    out = {ARCH_LABEL: _arch(spec), **dict(item.partition("=")[::2] for item in _kr(spec)["node_selector"])}
-    if spec["infra"]["k8s_flavor"] == "gke" and spec["cluster"]["gpus_per_node"] > 0:
-        out.setdefault("cloud.google.com/gke-accelerator", GKE_ACCELERATORS[spec["cluster"]["accelerator"]])
-    return out
-
-
-def _cpu_placement(spec: dict) -> tuple[dict[str, str], list[dict]]:
-    """The CPU pods' (a CPU-only head, the RayJob's submitter, the inputs Job) nodeSelector and
-    tolerations: nodes of the image's architecture. On GKE A4X the image is arm64 and the only arm64
-    nodes are the A4X pool's, tainted for GPUs and for arm64 (seed 004's CPU pool is x86), so they go
-    there as seed 004's head does: the GPU pods' selector and tolerations, requesting no GPU."""
-    if gke.pool(spec) == "a4x":
-        return _node_selector(spec), _tolerations(spec)
-    return {ARCH_LABEL: _arch(spec)}, []
-
-
-def _tolerations(spec: dict) -> list[dict]:
-    if spec["cluster"]["gpus_per_node"] <= 0:
-        return []
-    out = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    if spec["infra"]["k8s_flavor"] == "gke" and spec["cluster"]["accelerator"] == "GB200":
-        out.append({"key": "kubernetes.io/arch", "operator": "Exists", "effect": "NoSchedule"})  # arm64 pool
-    return out
-
-
-def _pod_env(spec: dict) -> list[dict]:
-    """The Ray containers' env: every Ray process inherits it (runtime_env carries the job's own)."""
-    env = [{"name": "RLAUNCH_RUN_ID", "value": spec["run"]["id"]}]
-    env += [{"name": name, "value": value} for name, value in spec["derived"]["nccl_env"].items()]
-    # cluster.health_check: the head's GCS reads it (on the workers it is unused, and the same).
-    env += [{"name": name, "value": value} for name, value in spec["derived"]["ray_health_env"].items()]
-    env += [{"name": k, "value": v} for k, v in gke.nccl_env(spec).items()]  # GKE: the node pool's NCCL
-    env += [{"name": k, "value": v} for k, v in monitoring.settings(spec)["env"].items()]  # APMPlus tracing
-    for name in spec["secrets"]:
-        env.append({"name": name, "secret": secret_name(spec)})
-    return env
-
-
-def _runtime_env(spec: dict) -> str:
-    """runtimeEnvYAML: the artifacts as working_dir, the job's non-secret env for every Ray process."""
-    import yaml
-
-    from rlaunch import frameworks
-    from rlaunch.plan import tracking
-
-    env_vars = {"RLAUNCH_HOME": RLAUNCH_HOME, "RLAUNCH_PYTHON": "python3", "PYTHONUNBUFFERED": "1"}
-    env_vars.update(frameworks.job_env(spec))
-    env_vars.update(tracking.wandb_env(spec))  # a backoffLimit retry logs into the same W&B run
-    runtime = {
-        # Uploaded by the submitter, which mounts the ConfigMap; `..data` and the timestamped
-        # folder are the ConfigMap volume's own bookkeeping, not artifacts.
-        "working_dir": ARTIFACTS_MOUNT,
-        "excludes": ["..*"],
-        "env_vars": {k: str(v) for k, v in env_vars.items()},
-    }
-    return yaml.safe_dump(runtime, sort_keys=False, default_flow_style=False, width=1000)
-
-
-def _groups(spec: dict) -> tuple[dict, dict | None]:
-    """Head and worker group shapes. nodes counts GPU nodes: with a CPU-only head, all are workers."""
-    c, kr = spec["cluster"], _kr(spec)
-    node = _quantities(c["cpus_per_node"], c["memory_gb"], c["gpus_per_node"], kr["ephemeral_storage_gb"])
-    shm = f"{c['memory_gb'] // 3}Gi" if c["memory_gb"] >= 3 else ""
-    head_params = {"dashboard-host": "0.0.0.0"}
-    if spec["monitoring"]["apmplus"]:  # seed 002: the head's hook sets up tracing in every Ray worker
-        head_params["tracing-startup-hook"] = spec["monitoring"]["tracing_hook"]
-    if c["ray_port"] != 6379:
-        head_params["port"] = str(c["ray_port"])
-    if c["dashboard_port"] != 8265:
-        head_params["dashboard-port"] = str(c["dashboard_port"])
-    if spec["derived"]["cpu_only_head"]:
-        # num-cpus "0": no task or actor lands on the head; it only runs the driver and the GCS.
-        # A framework that needs Ray CPUs on the head (verl's TransferQueue) gets the pod's CPUs.
-        head_params["num-cpus"] = str(spec["derived"]["head_ray_cpus"])
-        head = {"params": head_params,
-                "resources": _quantities(kr["head_cpus"], kr["head_memory_gb"], 0, kr["head_ephemeral_storage_gb"]),
-                "shm": f"{kr['head_memory_gb'] // 3}Gi" if kr["head_memory_gb"] >= 3 else "",
-                "one_per_host": False, "gpu": False}
-        workers = c["nodes"]
-    else:
-        head = {"params": head_params, "resources": node, "shm": shm, "one_per_host": True,
-                "gpu": c["gpus_per_node"] > 0}
-        workers = c["nodes"] - 1
-    worker = None
-    if workers > 0:
-        worker = {"replicas": workers, "resources": node, "shm": shm, "one_per_host": True,
-                  "gpu": c["gpus_per_node"] > 0}
-    return head, worker
-
-
-def run_files(spec: dict) -> dict[str, str]:
-    """The files every pod may read from the artifacts ConfigMap: spec.json, job.sh, the framework's
-    files, and setup.sh (the inputs Job's script) when the framework has inputs to prepare."""
-    from rlaunch import frameworks
-
-    files = artifacts.common(spec)
-    lines = frameworks.get(spec["framework"]["name"]).setup(spec)
-    if lines:
-        files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=lines, runner=INPUTS_RUNNER)
-    return files
-
-
-def _inputs(spec: dict, files: dict[str, str]) -> dict | None:
-    """The inputs Job's shape, when there is a setup.sh to run."""
-    if "setup.sh" not in files:
-        return None
-    env = [{"name": "RLAUNCH_HOME", "value": RLAUNCH_HOME}, {"name": "RLAUNCH_PYTHON", "value": "python3"},
-           {"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "HF_HOME", "value": "/tmp/huggingface"},
-           {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"}]
-    env += [{"name": name, "secret": secret_name(spec)} for name in spec["secrets"]]
-    return {"name": inputs_job_name(spec), "deadline": _kr(spec)["inputs_timeout_s"], "env": env,
-            "resources": INPUTS_RESOURCES}
-
-
-def context(spec: dict, files: dict[str, str] | None = None) -> dict:
-    """Everything the templates need, decided here so the templates only lay it out. `files`: what
-    run_files(spec) returns (computed when not given)."""
-    flavor = spec["infra"]["k8s_flavor"]
-    head, worker = _groups(spec)
-    storage = _storage(spec)
-    kr = _kr(spec)
-    files = run_files(spec) if files is None else files
-    rdma = spec["infra"]["rdma"]
-    nics = spec["cluster"]["gpus_per_node"] if rdma and flavor == "gke" else 0
-    service_account = kr["service_account"]
-    render_sa = bool(kr["gcp_service_account"])
-    if render_sa and not service_account:
-        service_account = "rlaunch-gcs"
-    return {
-        "spec": spec,
-        "job": job_name(spec),
-        "namespace": spec["infra"]["namespace"],
-        "labels": labels(spec),
-        "run_label": RUN_LABEL,
-        "one_per_host_label": ONE_PER_HOST_LABEL,
-        "image": spec["pins"]["image"],
-        "ray_version": spec["pins"]["ray"],
-        "head": head,
-        "worker": worker,
-        "storage": storage,
-        "pvc": pvc_name(spec),
-        "mount": spec["storage"]["mount"],
-        "configmap": configmap_name(spec),
-        "configmap_items": configmap_items(spec, files),
-        "inputs": _inputs(spec, files),
-        "artifacts_mount": ARTIFACTS_MOUNT,
-        "entrypoint": f"bash {ARTIFACTS_MOUNT}/job.sh",
-        "runtime_env": _runtime_env(spec),
-        "env": _pod_env(spec),
-        "node_selector": _node_selector(spec),
-        "cpu_node_selector": _cpu_placement(spec)[0],
-        "tolerations": _tolerations(spec),
-        "cpu_tolerations": _cpu_placement(spec)[1],
-        "service_account": service_account,
-        "render_service_account": render_sa,
-        "gcp_service_account": kr["gcp_service_account"],
-        "gcsfuse": storage["kind"] == "gcsfuse",
-        "ipc_lock": rdma,
-        "rdma_nics": nics,
-        "rdma_template": f"{job_name(spec)}-rdma-nic",
-        "rdma_device_class": gke.RDMA_DEVICE_CLASS,
-        "gib": gke.gib(spec),
-        "host_paths": {"gib": gke.HOST_GIB, "nvidia": gke.HOST_NVIDIA},
-        "compute_domain": f"{job_name(spec)}-compute-domain" if gke.compute_domain(spec) else "",
-        "compute_domain_api": gke.COMPUTE_DOMAIN_API,
-        "channel_claim": gke.CHANNEL_CLAIM,
-        "channel_template": f"{job_name(spec)}-compute-domain-channel",
-        "gpu_pods": spec["cluster"]["nodes"],
-        "podmonitors": spec["monitoring"]["podmonitors"],
-        "monitoring": monitoring.settings(spec),
-        "head_service": head_service(spec),
-        "vmp_label": flavor == "vke",  # VKE's managed Prometheus picks PodMonitors by this label
-        "ports": {"gcs": spec["cluster"]["ray_port"], "dashboard": spec["cluster"]["dashboard_port"],
-                  "client": CLIENT_PORT, "metrics": METRICS_PORT,
-                  "as_metrics": AUTOSCALER_METRICS_PORT, "dash_metrics": DASHBOARD_METRICS_PORT},
-        "ttl": kr["ttl_seconds_after_finished"],
-        "deadline": kr["active_deadline_seconds"],
-        "backoff": kr["backoff_limit"],
-        "job_id": spec["run"]["id"],
-        "csi": {"gcsfuse": GCSFUSE_CSI_DRIVER, "tos": TOS_CSI_DRIVER},
-    }
-
-
-# ---------------------------------------------------------------- the artifacts ConfigMap
-
-
-def configmap_key(relpath: str) -> str:
-    """ConfigMap keys cannot hold '/': a framework file in a subfolder gets a flat key."""
-    return relpath.replace("/", "__")
-
-
-def _in_configmap(rel: str) -> bool:
-    # PROVENANCE (the JSON files' header, for whoever reads the plan) stays with the plan.
-    return not rel.startswith("kuberay/") and rel != artifacts.PROVENANCE
-
-
-def configmap_items(spec: dict, files: dict[str, str]) -> list[dict]:
-    return [{"key": configmap_key(rel), "path": rel} for rel in sorted(files) if _in_configmap(rel)]
-
-
-def configmap_manifest(spec: dict, files: dict[str, str]) -> dict:
-    """The ConfigMap that carries the launch's artifacts (exactly the rendered texts) into the pods."""
-    data = {configmap_key(rel): text for rel, text in sorted(files.items()) if _in_configmap(rel)}
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": configmap_name(spec), "namespace": spec["infra"]["namespace"],
-                         "labels": labels(spec)},
-            "data": data}
-
-
-def secret_manifest(spec: dict, environ: dict[str, str]) -> dict:
-    """The Secret of spec.secrets, from `environ`; only ever sent to kubectl's stdin."""
-    missing = [name for name in spec["secrets"] if not environ.get(name)]
-    if missing:
-        raise MissingPrerequisite(f"secret env var {', '.join(missing)}",
-                                  f"export {missing[0]}=... in the shell that runs `make launch` "
-                                  "(spec.secrets names it; the value is sent to kubectl on stdin only)")
-    data = {name: base64.b64encode(environ[name].encode()).decode() for name in spec["secrets"]}
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": secret_name(spec), "namespace": spec["infra"]["namespace"],
-                         "labels": labels(spec)},
-            "data": data}
+    if flavor == "gke" and spec["cluster"]["gpus_per_node"] > 0 and accelerator not in manifests.GKE_ACCELERATORS:
+        raise ConfigError("cluster.accelerator", accelerator, "on GKE one of " + ", ".join(manifests.GKE_ACCELERATORS))
 
 
 def _timestamp(text: str) -> float | None:
@@ -426,28 +137,13 @@ def rayjob_run(item: dict) -> Run:
     deployment = status.get("jobDeploymentStatus") or "New"
     labels = {((g.get("template") or {}).get("spec") or {}).get("nodeSelector", {}).get(
         "cloud.google.com/gke-accelerator") for g in [*workers, head]}
-    accelerator = next((k for k, v in GKE_ACCELERATORS.items() if v in labels), "")
+    accelerator = next((k for k, v in manifests.GKE_ACCELERATORS.items() if v in labels), "")
     return Run(run_id=(meta.get("labels") or {}).get(RUN_LABEL, meta.get("name", "")), infra="kuberay",
                state=f"{status.get('jobStatus') or 'PENDING'} ({deployment})",
                where=f"RayJob {meta.get('namespace', '?')}/{meta.get('name', '?')}",
                nodes=replicas if cpu_head else replicas + 1, gpus_per_node=max(worker_gpus, head_gpus),
                accelerator=accelerator, created=_timestamp(meta.get("creationTimestamp", "")), kind="rayjob",
                active=deployment not in FINISHED_DEPLOYMENTS)
-
-
-def _manifest_files(files: dict[str, str]) -> list[str]:
-    return [f"kuberay/{name}" for name in APPLY_ORDER if f"kuberay/{name}" in files]
-
-
-def _documents(files: dict[str, str]) -> list[tuple[str, dict]]:
-    import yaml
-
-    docs = []
-    for rel in _manifest_files(files):
-        for i, doc in enumerate(yaml.safe_load_all(files[rel])):
-            if doc is not None:
-                docs.append((f"{rel}#{i}" if i else rel, doc))
-    return docs
 
 
 # ---------------------------------------------------------------- the backend
@@ -462,40 +158,16 @@ class KubeRay(Backend):
         rules(spec)
 
     def render(self, spec: dict) -> dict[str, str]:
-        files = run_files(spec)
-        ctx = context(spec, files)
-        files["kuberay/rayjob.yaml"] = render_template("kuberay/rayjob.yaml.j2", **ctx)
-        if ctx["inputs"]:
-            files["kuberay/inputs.yaml"] = render_template("kuberay/inputs.yaml.j2", **ctx)
-        if ctx["storage"]["kind"] != "pvc":
-            files["kuberay/storage.yaml"] = render_template("kuberay/storage.yaml.j2", **ctx)
-        if ctx["render_service_account"]:
-            files["kuberay/serviceaccount.yaml"] = render_template("kuberay/serviceaccount.yaml.j2", **ctx)
-        if ctx["rdma_nics"]:
-            files["kuberay/rdma.yaml"] = render_template("kuberay/rdma.yaml.j2", **ctx)
-        if ctx["compute_domain"]:
-            files["kuberay/computedomain.yaml"] = render_template("kuberay/computedomain.yaml.j2", **ctx)
-        if ctx["podmonitors"]:
-            files["kuberay/podmonitors.yaml"] = render_template("kuberay/podmonitors.yaml.j2", **ctx)
-        if ctx["monitoring"]["grafana"]:
-            name, text = monitoring.grafana_dashboard(ctx["job"], spec["run"]["id"])
-            files["kuberay/grafana.yaml"] = render_template("kuberay/grafana.yaml.j2", dashboard={
-                "file": name, "json": text}, **ctx)
-        if ctx["monitoring"]["ingress"]:
-            files["kuberay/ingress.yaml"] = render_template("kuberay/ingress.yaml.j2", **ctx)
-        return files
+        return manifests.render(spec)
 
     def check(self, spec: dict, files: dict[str, str]) -> list[str]:
-        from rlaunch import frameworks
-        from rlaunch.validate import kuberay as validate
-
         k8s = pins.get_str("kubernetes")
-        cm = configmap_manifest(spec, files)
+        cm = manifests.configmap_manifest(spec, files)
         size = sum(len(text.encode()) for text in cm["data"].values())
         if size > CONFIGMAP_MAX_BYTES:
             raise CheckError("configmap-size", f"the artifacts ConfigMap would hold {size} bytes; Kubernetes "
                              f"allows 1 MiB (rlaunch keeps it under {CONFIGMAP_MAX_BYTES})")
-        lines = validate.check_documents(_documents(files) + [("ConfigMap (built at launch)", cm)], k8s)
+        lines = validate.check_documents(manifests.documents(files) + [("ConfigMap (built at launch)", cm)], k8s)
         lines.append(frameworks.get(spec["framework"]["name"]).loader_check(spec, files))
         # Plan is offline: the API server judges at launch, before anything is applied.
         lines.append("kubectl apply --dry-run=server: at launch, before anything is applied (plan is offline)")
@@ -507,7 +179,7 @@ class KubeRay(Backend):
         import yaml
 
         ns = spec["infra"]["namespace"]
-        docs = [cm] + [doc for _, doc in _documents(files)]
+        docs = [cm] + [doc for _, doc in manifests.documents(files)]
         args = ["apply", "--dry-run=server", "--server-side", "--field-manager=rlaunch", "-n", ns, "-f", "-"]
         result = kubectl.run(args, stdin=yaml.safe_dump_all(docs, sort_keys=False))
         if result.returncode != 0:
@@ -519,25 +191,25 @@ class KubeRay(Backend):
         ns, name = spec["infra"]["namespace"], job_name(spec)
         out = spec["run"]["out"]
         extra = "".join(f", {what.split(' (')[0].replace('the ', '', 1)}"
-                        for _, what, _ in gke.checks(spec, context(spec, files)["rdma_nics"]))
+                        for _, what, _ in gke.checks(spec, manifests.context(spec, files)["rdma_nics"]))
         lines = [f"checks: kubectl context reachable, KubeRay CRDs installed, namespace {ns} exists{extra}"]
         if spec["secrets"]:
             lines.append(f"kubectl apply --server-side -n {ns} -f -   # Secret {secret_name(spec)} from "
                          f"${', $'.join(spec['secrets'])} in your environment (stdin only)")
-        items = ", ".join(i["path"] for i in configmap_items(spec, files))
+        items = ", ".join(i["path"] for i in manifests.configmap_items(spec, files))
         lines.append(f"kubectl apply --server-side -n {ns} -f -   # ConfigMap {configmap_name(spec)} ({items}) "
-                     f"-> {ARTIFACTS_MOUNT} in every pod")
-        batch = _manifest_files(files)
+                     f"-> {manifests.ARTIFACTS_MOUNT} in every pod")
+        batch = manifests.manifest_files(files)
         if "kuberay/inputs.yaml" in files:
             first = " ".join(f"-f {out}/{rel}" for rel in batch if rel != "kuberay/rayjob.yaml")
             lines.append(f"kubectl apply --server-side -n {ns} {first}")
             lines.append(f"wait for Job {inputs_job_name(spec)} (setup.sh: the inputs below, made ready on the "
                          f"shared volume) to complete, at most {spec['infra']['kuberay']['inputs_timeout_s']} s")
             batch = ["kuberay/rayjob.yaml"]
-        manifests = " ".join(f"-f {out}/{rel}" for rel in batch)
-        lines.append(f"kubectl apply --server-side -n {ns} {manifests}")
+        paths = " ".join(f"-f {out}/{rel}" for rel in batch)
+        lines.append(f"kubectl apply --server-side -n {ns} {paths}")
         if "kuberay/serviceaccount.yaml" in files:
-            ctx = context(spec)
+            ctx = manifests.context(spec)
             ksa, bucket = ctx["service_account"], ctx["storage"].get("bucket", "BUCKET")
             lines.append(f"(once) grant the bucket to the service account: gcloud storage buckets "
                          f"add-iam-policy-binding gs://{bucket} --role roles/storage.objectUser --member "
@@ -554,7 +226,7 @@ class KubeRay(Backend):
                          "(the Ray dashboard). WARNING: it has no login; whoever reaches the Ingress can submit "
                          "jobs: keep it private or behind your own access control")
         lines.append(f"RayJob {name}: submitter runs `ray job submit --submission-id {spec['run']['id']} -- "
-                     f"bash {ARTIFACTS_MOUNT}/job.sh` on the head")
+                     f"bash {manifests.ARTIFACTS_MOUNT}/job.sh` on the head")
         lines.append(f"then: make status / make logs / make dashboard / make down RUN_ID={spec['run']['id']}")
         return lines
 
@@ -580,7 +252,7 @@ class KubeRay(Backend):
                       "the KubeRay CRDs (rayjobs.ray.io, rayclusters.ray.io)",
                       f"run `make kuberay-operator` (KubeRay {spec['pins']['kuberay']} with Helm)")
         self._require(["get", "namespace", ns, "-o", "name"], f"namespace {ns}", f"kubectl create namespace {ns}")
-        for args, what, how in gke.checks(spec, context(spec, files)["rdma_nics"]):
+        for args, what, how in gke.checks(spec, manifests.context(spec, files)["rdma_nics"]):
             self._require(args, what, how)
         if spec["monitoring"]["podmonitors"]:
             self._require(["get", "crd", "podmonitors.monitoring.coreos.com", "-o", "name"],
@@ -605,29 +277,26 @@ class KubeRay(Backend):
         # The texts plan checked and wrote to plan.out: the ConfigMap and the manifests are both them.
         spec, out, files = plan.spec, plan.out, plan.rendered
         ns = spec["infra"]["namespace"]
-        secret = secret_manifest(spec, dict(os.environ)) if spec["secrets"] else None
+        secret = manifests.secret_manifest(spec, dict(os.environ)) if spec["secrets"] else None
         context_name = self.preflight(spec, files)
-        from rlaunch.backends.kuberay import registry
-
         # Before anything is applied: an image no registry has leaves the pods in ImagePullBackOff.
-        from rlaunch.plan import imagecheck
-
         own = imagecheck.pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"],
                                       pins.load_versions())[1] != f"images.{spec['framework']['name']}"
         print("kuberay: " + registry.require_pullable(spec["pins"]["image"], spec["framework"]["name"],
                                                        spec["framework"]["image"],
                                                        spec["cluster"]["accelerator"] if own else ""))
-        print(self._server_dry_run(spec, files, configmap_manifest(spec, files), context_name))
+        configmap = manifests.configmap_manifest(spec, files)
+        print(self._server_dry_run(spec, files, configmap, context_name))
         steps: list[tuple[str, subprocess.CompletedProcess]] = []
         if secret is not None:
             steps.append((f"Secret {secret_name(spec)}", kubectl.apply_stdin(ns, secret)))
             if steps[-1][1].returncode != 0:
                 return _report_failure(steps[-1])
-        steps.append((f"ConfigMap {configmap_name(spec)}", kubectl.apply_stdin(ns, configmap_manifest(spec, files))))
+        steps.append((f"ConfigMap {configmap_name(spec)}", kubectl.apply_stdin(ns, configmap)))
         if steps[-1][1].returncode != 0:
             return _report_failure(steps[-1])
         # With an inputs Job: everything else first, then the RayJob once the inputs are ready.
-        batches = [_manifest_files(files)]
+        batches = [manifests.manifest_files(files)]
         if "kuberay/inputs.yaml" in files:
             batches = [[rel for rel in batches[0] if rel != "kuberay/rayjob.yaml"], ["kuberay/rayjob.yaml"]]
         for i, batch in enumerate(batches):
@@ -769,10 +438,10 @@ class KubeRay(Backend):
         kinds = [k for k in RUN_KINDS if k in served]
         cluster_kinds = [k for k in CLUSTER_KINDS if k in served]
         get = ["-l", selector, "-o", "name"]
-        found = kubectl.ask(["get", ",".join(kinds), "-n", ns, *get], f"list objects in namespace {ns}").stdout.split() \
-            if kinds else []
-        found_pv = kubectl.ask(["get", ",".join(cluster_kinds), *get], "list persistent volumes").stdout.split() \
-            if cluster_kinds else []
+        found = kubectl.ask(["get", ",".join(kinds), "-n", ns, *get],
+                            f"list objects in namespace {ns}").stdout.split() if kinds else []
+        found_pv = kubectl.ask(["get", ",".join(cluster_kinds), *get],
+                               "list persistent volumes").stdout.split() if cluster_kinds else []
         if not found and not found_pv:
             print(f"kuberay: nothing of run {run_id} in namespace {ns} of context {context}: `kubectl get "
                   f"{','.join(kinds + cluster_kinds)} -l {selector}` found none: nothing to do")

@@ -19,6 +19,7 @@ import os
 from contextlib import contextmanager
 
 from rlaunch.errors import ConfigError
+from rlaunch.plan import imagecheck
 
 GRAFANA_LABEL = ("grafana_dashboard", "1")
 APMPLUS_ANNOTATION = ("instrumentation.apmplus.volcengine.com/inject-python", "true")
@@ -66,8 +67,6 @@ def _require_hook(spec: dict, module: str) -> None:
     """APMPlus needs Ray's tracing hook in the image: a module its facts name (framework.image_facts
     for IMAGE=, else images.<framework>.facts); neither the official images nor docker/<framework>
     ship seed 002's, so without the fact the run would fail at `ray start`, not here."""
-    from rlaunch.plan import imagecheck
-
     fw = spec["framework"]
     image, facts, where = imagecheck.image_of(spec)
     modules = fw["image_facts"]["modules"] if fw["image_ref"] else (facts or {}).get("modules") or []
