@@ -53,12 +53,6 @@ HEAVY = {"sky", "ray", "kubernetes", "torch", "transformers", "datasets", "huggi
 
 # Internal imports still inside functions, as (importer, imported).
 KNOWN_LOCAL: set[tuple[str, str]] = {
-    ('rlaunch.backends.kuberay.backend', 'rlaunch.backends.kuberay.registry'),
-    ('rlaunch.backends.kuberay.backend', 'rlaunch.frameworks'),
-    ('rlaunch.backends.kuberay.backend', 'rlaunch.plan.imagecheck'),
-    ('rlaunch.backends.kuberay.backend', 'rlaunch.plan.tracking'),
-    ('rlaunch.backends.kuberay.backend', 'rlaunch.validate.kuberay'),
-    ('rlaunch.backends.kuberay.monitoring', 'rlaunch.plan.imagecheck'),
     ('rlaunch.frameworks.trl.adapter', 'rlaunch.errors'),
     ('rlaunch.frameworks.trl.adapter', 'rlaunch.rehearsal.train'),
     ('rlaunch.frameworks.trl.postflight', 'rlaunch.rehearsal.train'),

@@ -196,6 +196,8 @@ class Cli:
         backend, files = _render(spec)
         # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
         checks = [modelfacts.check(spec), memory.check(spec), *backend.check(spec, files)]
+        # The framework's own config loader, on the files every infrastructure renders alike.
+        checks.append(frameworks.get(spec["framework"]["name"]).loader_check(spec, files))
         checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
         # REHEARSE=1: the user's code that can run here (verl: the reward function) runs here first.
         checks += frameworks.get(spec["framework"]["name"]).rehearsal_check(spec)

@@ -355,7 +355,6 @@ class AIStudio(Backend):
         env = json.loads(files["runtime_env.json"])
         lines = validate_runtime_env(env, spec)
         lines += bash_syntax(files)
-        lines.append(frameworks.get(spec["framework"]["name"]).loader_check(spec, files))
         return lines
 
     def plan(self, spec: dict, files: dict[str, str]) -> list[str]:

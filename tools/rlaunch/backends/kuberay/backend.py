@@ -40,7 +40,6 @@ import sys
 import time
 from pathlib import Path
 
-from rlaunch import frameworks
 from rlaunch import progress
 from rlaunch.backends.base import Answer, Backend, Run
 from rlaunch.backends.kuberay import gke
@@ -168,7 +167,6 @@ class KubeRay(Backend):
             raise CheckError("configmap-size", f"the artifacts ConfigMap would hold {size} bytes; Kubernetes "
                              f"allows 1 MiB (rlaunch keeps it under {CONFIGMAP_MAX_BYTES})")
         lines = validate.check_documents(manifests.documents(files) + [("ConfigMap (built at launch)", cm)], k8s)
-        lines.append(frameworks.get(spec["framework"]["name"]).loader_check(spec, files))
         # Plan is offline: the API server judges at launch, before anything is applied.
         lines.append("kubectl apply --dry-run=server: at launch, before anything is applied (plan is offline)")
         return lines

@@ -3,14 +3,15 @@ so down/status/logs find them from the run id and the namespace without the rend
 
 from __future__ import annotations
 
+from rlaunch import backends
+
 MANAGED_BY = "rlaunch"
 RUN_LABEL = "rlaunch.io/run"
 
 
 def job_name(spec: dict) -> str:
-    """The RayJob's name: the run id, made a DNS-1035 label (it must start with a letter)."""
-    run_id = spec["run"]["id"]
-    return run_id if run_id[0].isalpha() else f"r{run_id}"[:47]
+    """The RayJob's name: the run id, made a DNS-1035 label (the registry's rule: kuberay's INFRAS)."""
+    return backends.infra("kuberay").cluster_name(spec["run"]["id"])
 
 
 def configmap_name(spec: dict) -> str:

@@ -239,9 +239,6 @@ class Local(Backend):
     def render(self, spec: dict) -> dict[str, str]:
         return artifacts.common(spec)
 
-    def check(self, spec: dict, files: dict[str, str]) -> list[str]:
-        return [frameworks.get(spec["framework"]["name"]).loader_check(spec, files)]
-
     def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
         out = spec["run"]["out"]
         return [

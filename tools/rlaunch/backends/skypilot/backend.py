@@ -278,7 +278,6 @@ class SkyPilot(Backend):
             v.check_recovery(task, facts),
             v.check_skypilot_storage(result),
             *ours,
-            fw.loader_check(spec, files),
         ]
         return [line for line in lines if line]
 
