@@ -189,6 +189,40 @@ get daemonset nccl-rdma-installer -n kube-system -o name"* ]]
   stub_calls kubectl | grep -qx "get crd rayjobs.ray.io rayclusters.ray.io -o name"
 }
 
+# launch_standard: seed 004's A3 Ultra pool on GKE Standard: the network mapping, not DRANET.
+launch_standard() {
+  rl launch --PRESET=verl-grpo-gsm8k-32b --INFRA=kuberay --RUN_ID="${RUN_ID}" --OUT="${OUT}" \
+    --ACCELERATOR=H200 --GPUS_PER_NODE=8 \
+    --SET="infra.kuberay.inputs_timeout_s=30 infra.kuberay.gke_networking=network-mapping" "$@"
+}
+
+@test "launch on GKE Standard A3 Ultra checks multi-networking and the gIB installer, asks for no DRANET, applies the network mapping first" {
+  need_crds RayCluster RayJob
+  stub_reply kubectl get job '{"status": {"conditions": [{"type": "Complete", "status": "True"}]}}'
+  run launch_standard
+  [ "${status}" -eq 0 ]
+  local calls
+  calls="$(stub_calls kubectl)"
+  [[ "${calls}" == *"get crd networks.networking.gke.io gkenetworkparamsets.networking.gke.io -o name
+get daemonset nccl-rdma-installer -n kube-system -o name"* ]]
+  if grep -F "deviceclass" <<<"${calls}"; then return 1; fi
+  [[ "${calls}" == *"${APPLY} -f ${OUT}/kuberay/storage.yaml -f ${OUT}/kuberay/network.yaml -f ${OUT}/kuberay/inputs.yaml"* ]]
+  # the API server's dry run saw the mapping too (its CRDs are the cluster's, not pinned here)
+  grep -q "kind: GKENetworkParamSet" "${BATS_TEST_TMPDIR}/kubectl.stdin"
+}
+
+@test "launch on GKE Standard without multi-networking: exit 3 with seed 004's VPC and cluster commands, applies nothing" {
+  need_crds RayCluster RayJob
+  stub_fail kubectl get crd networks.networking.gke.io 1 \
+    'Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io "networks.networking.gke.io" not found'
+  run launch_standard
+  [ "${status}" -eq 3 ]
+  [[ "${output}" == *"missing GKE multi-networking (the CRDs networks.networking.gke.io and gkenetworkparamsets.networking.gke.io"* ]]
+  [[ "${output}" == *"gcloud beta compute networks create rdma-net --network-profile=ZONE-vpc-roce"*"--enable-multi-networking"*"--additional-node-network network=gvnic-net,subnetwork=gvnic-sub"* ]]
+  [[ "${output}" == *"infra.kuberay.gke_networking=dranet"* ]]
+  nothing_applied
+}
+
 @test "launch without the KubeRay CRDs: exit 3, names make kuberay-operator, applies nothing" {
   need_crds
   stub_fail kubectl get crd 1 'Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io "rayjobs.ray.io" not found'

@@ -14,4 +14,9 @@ CASES = [
     # seed 004's A3 Ultra pool: H200 x 8, the gIB plugin with A3 Ultra's NCCL config files, no IMEX
     ("kuberay-verl-grpo-gsm8k-32b-gke-a3u", "verl-grpo-gsm8k-32b",
      {"INFRA": "kuberay", "ACCELERATOR": "H200", "GPUS_PER_NODE": "8"}),
+    # the same pool on GKE Standard: seed 004's network mapping (gvnic-1, rdma-0..7) and the GPU pods'
+    # multi-network annotations instead of DRANET claims
+    ("kuberay-verl-grpo-gsm8k-32b-gke-a3u-standard", "verl-grpo-gsm8k-32b",
+     {"INFRA": "kuberay", "ACCELERATOR": "H200", "GPUS_PER_NODE": "8",
+      "SET": "infra.kuberay.gke_networking=network-mapping"}),
 ]

@@ -75,6 +75,7 @@ def Choice(values: list[str] | tuple[str, ...]) -> Any:  # noqa: N802 - a type
 # The keys with a fixed set of values (infra, framework, algorithm names come from their registries).
 InfraName = Choice(knobs.INFRAS)
 K8sFlavor = Choice(["generic", "gke", "vke"])
+GkeNetworking = Choice(["dranet", "network-mapping"])
 FrameworkName = Choice(frameworks.names())
 ImageKind = Choice(["official", "rlaunch"])
 AlgoName = Choice(knobs.ALGOS)
@@ -131,6 +132,9 @@ class KubeRaySettings(Section):
     head_ephemeral_storage_gb: Int(ge=0)
     ephemeral_storage_gb: Int(ge=0)
     imex: Bool
+    gke_networking: GkeNetworking
+    gvnic_network_prefix: Str
+    rdma_network_prefix: Str
     object_store_endpoint: Str
     object_store_secret: Str
     ttl_seconds_after_finished: Int()

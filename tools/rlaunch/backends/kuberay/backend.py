@@ -108,6 +108,7 @@ def rules(spec) -> None:
     accelerator = spec["cluster"]["accelerator"]
     if flavor == "gke" and spec["cluster"]["gpus_per_node"] > 0 and accelerator not in manifests.GKE_ACCELERATORS:
         raise ConfigError("cluster.accelerator", accelerator, "on GKE one of " + ", ".join(manifests.GKE_ACCELERATORS))
+    gke.rules(spec)
 
 
 def _timestamp(text: str) -> float | None:
@@ -166,7 +167,8 @@ class KubeRay(Backend):
         if size > CONFIGMAP_MAX_BYTES:
             raise CheckError("configmap-size", f"the artifacts ConfigMap would hold {size} bytes; Kubernetes "
                              f"allows 1 MiB (rlaunch keeps it under {CONFIGMAP_MAX_BYTES})")
-        lines = validate.check_documents(manifests.documents(files) + [("ConfigMap (built at launch)", cm)], k8s)
+        docs, lines_gke = gke.check_networks(manifests.documents(files))  # GKE's Network CRDs are not pinned
+        lines = validate.check_documents(docs + [("ConfigMap (built at launch)", cm)], k8s) + lines_gke
         # Plan is offline: the API server judges at launch, before anything is applied.
         lines.append("kubectl apply --dry-run=server: at launch, before anything is applied (plan is offline)")
         return lines

@@ -34,8 +34,8 @@ GKE_ACCELERATORS = {
 TOS_CSI_DRIVER = "tos.csi.volcengine.com"
 GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
 # Order of `kubectl apply`: what the RayJob's pods reference exists before the RayJob.
-APPLY_ORDER = ["serviceaccount.yaml", "storage.yaml", "rdma.yaml", "computedomain.yaml", "podmonitors.yaml",
-               "grafana.yaml", "ingress.yaml", "inputs.yaml", "rayjob.yaml"]
+APPLY_ORDER = ["serviceaccount.yaml", "storage.yaml", "network.yaml", "rdma.yaml", "computedomain.yaml",
+               "podmonitors.yaml", "grafana.yaml", "ingress.yaml", "inputs.yaml", "rayjob.yaml"]
 # The inputs Job's pod: a CPU node, the hub clients' caches on its own disk (datasets converts
 # through one; model files go straight to the shared volume).
 INPUTS_RESOURCES = {"cpu": "2", "memory": "8Gi", "ephemeral-storage": "20Gi"}
@@ -206,7 +206,7 @@ def context(spec: dict, files: dict[str, str] | None = None) -> dict:
     kr = _kr(spec)
     files = run_files(spec) if files is None else files
     rdma = spec["infra"]["rdma"]
-    nics = spec["cluster"]["gpus_per_node"] if rdma and flavor == "gke" else 0
+    nics = gke.dranet_nics(spec)
     service_account = kr["service_account"]
     render_sa = bool(kr["gcp_service_account"])
     if render_sa and not service_account:
@@ -249,6 +249,7 @@ def context(spec: dict, files: dict[str, str] | None = None) -> dict:
         "compute_domain": f"{job_name(spec)}-compute-domain" if gke.compute_domain(spec) else "",
         "compute_domain_api": gke.COMPUTE_DOMAIN_API,
         "channel_claim": gke.CHANNEL_CLAIM,
+        **gke.context(spec),  # GKE Standard's network mapping: networks, network_api, gpu_annotations
         "channel_template": f"{job_name(spec)}-compute-domain-channel",
         "gpu_pods": spec["cluster"]["nodes"],
         "podmonitors": spec["monitoring"]["podmonitors"],
@@ -320,6 +321,8 @@ def render(spec: dict) -> dict[str, str]:
         files["kuberay/storage.yaml"] = render_template("kuberay/storage.yaml.j2", **ctx)
     if ctx["render_service_account"]:
         files["kuberay/serviceaccount.yaml"] = render_template("kuberay/serviceaccount.yaml.j2", **ctx)
+    if ctx["networks"]:
+        files["kuberay/network.yaml"] = render_template("kuberay/network.yaml.j2", **ctx)
     if ctx["rdma_nics"]:
         files["kuberay/rdma.yaml"] = render_template("kuberay/rdma.yaml.j2", **ctx)
     if ctx["compute_domain"]:
