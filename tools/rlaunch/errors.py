@@ -19,7 +19,7 @@ class RlaunchError(Exception):
 class ConfigError(RlaunchError):
     """A config value is wrong: names the key, the value and what is allowed."""
 
-    def __init__(self, key: str, value, allowed: str, source: str = ""):
+    def __init__(self, key: str, value: object, allowed: str, source: str = ""):
         self.key, self.value, self.allowed, self.source = key, value, allowed, source
         where = f" (from {source})" if source else ""
         super().__init__(f"config: {key}={value!r}{where}: {allowed}")

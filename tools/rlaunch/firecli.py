@@ -7,16 +7,17 @@ that needs a value as given (not as fire would parse it) takes it as str(value) 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from rlaunch.errors import RlaunchError
 
 
-def run(component, name: str, prefix: str, argv: list[str] | None = None) -> int:
+def run(component: object, name: str, prefix: str, argv: list[str] | None = None) -> int:
     import fire
 
-    code = []
+    code: list[int] = []
 
-    def keep(result):
+    def keep(result: Any) -> Any:
         # An int (not a bool) is the exit code; anything else fire shows as it would (a group: its help).
         if result is None or (isinstance(result, int) and not isinstance(result, bool)):
             code.append(int(result or 0))

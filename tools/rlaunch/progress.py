@@ -12,6 +12,11 @@ from __future__ import annotations
 import re
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich is imported when a terminal draws: lazily
+    from rich.live import Live
+    from rich.progress import Progress, TaskID
 
 HEARTBEAT_S = 30.0
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -60,7 +65,7 @@ class Wait:
         self.what, self.deadline_s, self.status = what, float(deadline_s), status
         self.console = out if out is not None else console()
         self.heartbeat_s, self.clock = heartbeat_s, clock
-        self.live = None
+        self.live: Live | None = None
         self.t0 = self.printed_at = 0.0
         self.printed_status: str | None = None
 
@@ -86,9 +91,8 @@ class Wait:
         return self
 
     def update(self, status: str | None = None) -> None:
-        changed = status is not None and status != self.status
-        if changed:
-            self.status = status
+        new = self.status if status is None else status
+        changed, self.status = new != self.status, new
         if self.live is None and (changed or self.clock() - self.printed_at >= self.heartbeat_s):
             self._print()
 
@@ -128,7 +132,8 @@ class LogView:
         self.console = out if out is not None else console()
         self.label = label
         self.partial = ""
-        self.bar = self.task = None
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
 
     def feed(self, chunk: str) -> None:
         if not self.console.is_terminal:
@@ -146,7 +151,7 @@ class LogView:
             _echo(self.console, line)
             return
         step, total = int(match["step"]), int(match["total"])
-        if self.bar is None:
+        if self.bar is None or self.task is None:
             self._start(step, total, live_info(match["rest"]))
         else:
             self.bar.update(self.task, completed=step, total=total, info=live_info(match["rest"]))

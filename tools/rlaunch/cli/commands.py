@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 from rlaunch import ROOT, backends, firecli, frameworks
-from rlaunch.backends.base import LaunchPlan
+from rlaunch.backends.base import Backend, LaunchPlan
 from rlaunch.backends.local import jobs
 from rlaunch.config import inputs, modelfacts
 from rlaunch.config import load as config
@@ -67,7 +67,7 @@ def _spec(preset: str, set_: str, out: str, knobs: dict, rules: bool = True):
     return config.load(preset, _knobs(given), set_, rules=rules)
 
 
-def _render(spec: dict) -> tuple[object, dict[str, str]]:
+def _render(spec: dict) -> tuple[Backend, dict[str, str]]:
     return backends.get(spec["infra"]["name"]), LaunchPlan.render(spec).files
 
 
@@ -223,7 +223,7 @@ class Cli:
             LAST_RUN.write_text(str(plan.out) + "\n")
             return _exit(backend.launch(plan))  # the plan's files: launch renders nothing again
 
-    def _existing(self, run_id: str, out: str) -> tuple[dict | None, Path]:
+    def _existing(self, run_id: str, out: str) -> tuple[Spec | None, Path]:
         if out:
             out_dir = Path(out)
         elif run_id:
@@ -237,7 +237,7 @@ class Cli:
             return None, out_dir
         return Spec.read(spec_path), out_dir
 
-    def _which(self, RUN_ID="", OUT="", PRESET="", SET="", **knobs) -> tuple[dict, Path | None]:  # noqa: N803
+    def _which(self, RUN_ID="", OUT="", PRESET="", SET="", **knobs) -> tuple[Spec, Path | None]:  # noqa: N803
         """The run to act on, and its artifacts on this machine (None: known by its id alone).
 
         The cached spec (OUT, build/<RUN_ID>, or the last launch) is used when it is for the INFRA

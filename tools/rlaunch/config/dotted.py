@@ -22,7 +22,7 @@ def get(tree: Any, key: str, default: Any = MISSING) -> Any:
     return node
 
 
-def put(tree: dict, key: str, value: Any) -> None:
+def put(tree: dict[str, Any], key: str, value: Any) -> None:
     """Set `key`, making the mappings above it; TypeError naming the part that holds a value."""
     node = tree
     *parents, leaf = key.split(".")
@@ -33,7 +33,7 @@ def put(tree: dict, key: str, value: Any) -> None:
     node[leaf] = value
 
 
-def flat(tree: dict, prefix: str = "") -> dict[str, Any]:
+def flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """{dotted key: value} of every leaf (a mapping is not a leaf; a list is)."""
     out: dict[str, Any] = {}
     for key, value in tree.items():

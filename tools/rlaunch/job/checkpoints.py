@@ -74,7 +74,7 @@ def _trl(spec: dict, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
     world = int(spec["cluster"]["nodes"])
     found = sorted(((int(m.group(1)), p) for p in (run_dir / TRL_DIR).glob("checkpoint-*")
                     if (m := TRL_STEP.fullmatch(p.name)) and p.is_dir()), reverse=True)
-    skipped = []
+    skipped: list[str] = []
     for step, path in found:
         problems = trl_problems(path, world)
         if not problems:
@@ -123,7 +123,7 @@ def rlinf_problems(step_dir: Path) -> list[str]:
 
 
 def _rlinf(spec: dict, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
-    skipped = []
+    skipped: list[str] = []
     for step, path in _rlinf_dirs(spec, run_dir):
         problems = rlinf_problems(path)
         if not problems:

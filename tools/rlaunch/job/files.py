@@ -8,16 +8,17 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def is_finite(value) -> bool:
+def is_finite(value: object) -> bool:
     # orjson (verl's file logger) writes NaN as null: a missing value is not a finite one.
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def read_jsonl(path: Path) -> tuple[list[dict], int]:
+def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
     """Rows of a JSON-lines file and the count of lines that did not parse."""
     rows, bad = [], 0
     for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
@@ -35,7 +36,7 @@ def read_jsonl(path: Path) -> tuple[list[dict], int]:
     return rows, bad
 
 
-def read_json(path: Path) -> dict | None:
+def read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -43,7 +44,7 @@ def read_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def read_yaml(path: Path) -> dict | None:
+def read_yaml(path: Path) -> dict[str, Any] | None:
     import yaml
 
     try:

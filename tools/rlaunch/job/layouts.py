@@ -8,6 +8,7 @@ passes it explicitly: `postflight --path KEY=VALUE` (the keys are the framework'
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from rlaunch import frameworks
@@ -59,7 +60,7 @@ def resolve(spec, run_dir: Path, overrides: dict[str, str] | None = None) -> dic
     return out
 
 
-def log_files(run_dir: Path, extra_dirs: list[Path] = ()) -> list[Path]:
+def log_files(run_dir: Path, extra_dirs: Iterable[Path] = ()) -> list[Path]:
     """The text logs of a run: files under logs/, log/, worker_logs/ (and extra_dirs), *.log on top."""
     run_dir = Path(run_dir)
     roots = [run_dir / d for d in LOG_DIRS] + [Path(d) for d in extra_dirs]

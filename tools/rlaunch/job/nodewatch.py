@@ -74,7 +74,7 @@ def connect(address: str):
     inner = getattr(_raylet, "InnerGcsClient", None)
     if inner is not None and hasattr(inner, "standalone"):
         return inner.standalone(address, None, 2000)
-    return _raylet.GcsClient(address=address)
+    return _raylet.GcsClient(address=address)  # type: ignore[attr-defined]  # ray's _raylet.pyi lacks it
 
 
 def _hex(node_id) -> str:

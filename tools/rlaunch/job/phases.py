@@ -31,6 +31,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rlaunch.job.files import read_jsonl
 
@@ -69,7 +70,7 @@ def launch_env(started: float, plan_end: float, formation: tuple[float, float] |
     return json.dumps(entry, separators=(",", ":"))
 
 
-def last_attempt(records: list[dict]) -> tuple[dict | None, list[dict]]:
+def last_attempt(records: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The launch record of the last attempt (None when it had none) and that attempt's marks.
     A launch record counts only if it is newer than every earlier attempt's marks: a retried RayJob
     or a managed job's recovery starts job.sh again with the same env."""
@@ -84,7 +85,7 @@ def last_attempt(records: list[dict]) -> tuple[dict | None, list[dict]]:
     return launch, records[begin:]
 
 
-def durations(records: list[dict]) -> dict:
+def durations(records: list[dict[str, Any]]) -> dict[str, Any]:
     """{"phases": {name: seconds, in ORDER, only those measured}, "to_first_step_s", "total_s"}."""
     launch, marks = last_attempt(records)
     if not marks:
@@ -93,7 +94,7 @@ def durations(records: list[dict]) -> dict:
     for r in marks:
         at.setdefault((r.get("phase", ""), r.get("event", "")), float(r.get("t", 0)))
 
-    def span(a, b) -> float | None:
+    def span(a: float | None, b: float | None) -> float | None:
         return round(b - a, 2) if a is not None and b is not None and b >= a else None
 
     job0 = at[("job", "start")]
@@ -126,7 +127,7 @@ def durations(records: list[dict]) -> dict:
             "from": "the launch's start" if launch else "the job's start"}
 
 
-def line(result: dict) -> str:
+def line(result: dict[str, Any]) -> str:
     if not result:
         return "no phases recorded"
     parts = [f"{name} {s:.1f} s" for name, s in result["phases"].items()]

@@ -154,7 +154,7 @@ def openapi_to_jsonschema(node: dict) -> dict:
     if node.get("nullable") and "type" in out:
         kinds = out["type"] if isinstance(out["type"], list) else [out["type"]]
         out["type"] = [*kinds, "null"]
-    kinds = out.get("type") if isinstance(out.get("type"), list) else [out.get("type")]
+    kinds = out["type"] if isinstance(out.get("type"), list) else [out.get("type")]
     if "object" in kinds and not node.get("x-kubernetes-preserve-unknown-fields") \
             and "additionalProperties" not in out:
         out["additionalProperties"] = False  # strict field validation: unknown fields are errors

@@ -261,9 +261,9 @@ def check_storage(spec: dict, task: dict, argv: list[str], framework_files: dict
     paths += _argv_storage_values(argv) + _argv_storage_values(spec["framework"]["overrides"])
     for relpath, parsed in framework_files.items():
         for key, value in _storage_values(parsed):
-            value = _resolved(parsed, value)
-            if value is not None:
-                paths.append((f"{relpath}:{key}", value))
+            resolved = _resolved(parsed, value)
+            if resolved is not None:
+                paths.append((f"{relpath}:{key}", resolved))
     for key, value in paths:
         if "://" in value:
             continue  # a remote URL (hdfs://, s3://) is shared by definition

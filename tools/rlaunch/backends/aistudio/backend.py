@@ -409,22 +409,22 @@ class AIStudio(Backend):
         return stored
 
     def status(self, spec: dict, out: Path | None) -> int:
-        spec = self._which(spec, out, "status")
-        if spec is None:
+        found = self._which(spec, out, "status")
+        if found is None:
             return 1
-        print(where_text(spec))
+        print(where_text(found))
         for name in ("preflight.json", "verification.json"):
-            report = _run_path(spec) / name
+            report = _run_path(found) / name
             if report.is_file():
                 passed = json.loads(report.read_text(encoding="utf-8")).get("passed")
                 print(f"aistudio: {name}: {'passed' if passed else 'FAILED'} ({report})")
         return 0
 
     def logs(self, spec: dict, out: Path | None) -> int:
-        spec = self._which(spec, out, "logs")
-        if spec is None:
+        found = self._which(spec, out, "logs")
+        if found is None:
             return 1
-        logs = [_run_path(spec) / "driver.log", _run_path(spec) / "logs" / "job.log"]
+        logs = [_run_path(found) / "driver.log", _run_path(found) / "logs" / "job.log"]
         log = next((p for p in logs if p.is_file()), None)
         if log is not None:
             print(f"aistudio: last lines of {log} (the platform's task page shows the live log):")
@@ -434,21 +434,21 @@ class AIStudio(Backend):
         return 0
 
     def down(self, spec: dict, out: Path | None) -> int:
-        spec = self._which(spec, out, "down")
-        if spec is None:
+        found = self._which(spec, out, "down")
+        if found is None:
             return 0
-        root = install_root(spec)
+        root = install_root(found)
         print(f"aistudio: stop the task in the AIStudio console (rlaunch cannot: no public API). The launch "
-              f"({root}/{launch_rel(spec)}) and the run's outputs ({_run_path(spec)}) stay on the shared "
+              f"({root}/{launch_rel(found)}) and the run's outputs ({_run_path(found)}) stay on the shared "
               "storage; delete them there if you no longer need them.")
         return 0
 
     def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
-        spec = self._which(spec, out, "dashboard")
-        if spec is None:
+        found = self._which(spec, out, "dashboard")
+        if found is None:
             return 1
         print("aistudio: open the task's page in the AIStudio console: it links the Ray dashboard and "
-              f"TensorBoard ({form(spec)['tensorboard_path']})")
+              f"TensorBoard ({form(found)['tensorboard_path']})")
         return 0
 
 

@@ -422,7 +422,7 @@ class KubeRay(Backend):
         except KeyboardInterrupt:
             pass
         finally:
-            board.stdin.close()
+            board.stdin.close()  # type: ignore[union-attr]  # Popen(stdin=PIPE)
             for proc in (forward, board):
                 if proc.poll() is None:
                     proc.terminate()

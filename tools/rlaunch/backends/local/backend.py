@@ -90,7 +90,10 @@ def _rehearsal_tmp(info: dict) -> str:
 
 
 def _rehearsal_bin(spec: dict) -> Path:
-    return frameworks.get(spec["framework"]["name"]).rehearsal_python().parent
+    python = frameworks.get(spec["framework"]["name"]).rehearsal_python()
+    if python is None:
+        raise ConfigError("train.rehearse", True, f"framework {spec['framework']['name']} has no rehearsal")
+    return python.parent
 
 
 def _job_env(spec: dict, info: dict) -> dict[str, str]:

@@ -45,7 +45,7 @@ def enter_netns(name: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         if hasattr(os, "setns"):  # Python 3.12+
-            os.setns(fd, os.CLONE_NEWNET)
+            os.setns(fd, CLONE_NEWNET)
         elif ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
             err = ctypes.get_errno()
             raise MissingPrerequisite(f"entering network namespace {name} ({os.strerror(err)})",

@@ -175,7 +175,7 @@ def smoke(spec, run_dir: Path) -> dict:
     """SMOKE=1's numbers (rlaunch.verify.smoke): the file logger's timing_s/step after step 1 and
     perf/max_memory_reserved_gb (rank 0's node); the wall time is the steps' sum."""
     rows = [r for _, r in verl_rows(layouts.resolve(spec, run_dir), run_dir)[0]]
-    steps = [r.get("timing_s/step") for r in rows[1:] if isinstance(r.get("timing_s/step"), (int, float))]
+    steps = [r["timing_s/step"] for r in rows[1:] if isinstance(r.get("timing_s/step"), (int, float))]
     peak = max((r["perf/max_memory_reserved_gb"] for r in rows
                 if isinstance(r.get("perf/max_memory_reserved_gb"), (int, float))), default=None)
     return {"steps": len(rows), "s_per_step": sum(steps) / len(steps) if steps else None,

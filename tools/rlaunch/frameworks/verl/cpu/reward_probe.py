@@ -54,7 +54,9 @@ def probe(dataset: str, data_source: str, path: str = "", name: str = "", reward
             return {"ok": False, "function": label, "error": f"loading it raised {type(cause).__name__}: "
                     f"{cause} at {_where(cause, path)}"}
     else:
-        from verl.utils.reward_score import default_compute_score as fn
+        from verl.utils.reward_score import default_compute_score
+
+        fn = default_compute_score
 
         label = f"verl's default_compute_score for data_source {data_source}"
     scores = []

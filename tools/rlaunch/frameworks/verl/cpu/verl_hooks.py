@@ -28,11 +28,11 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 _version = _md.version
 
 
-def _version_of(name: str) -> str:
+def _version_of(distribution_name: str) -> str:  # importlib.metadata.version's own parameter
     try:
-        return _version(name)
+        return _version(distribution_name)
     except _md.PackageNotFoundError:
-        if name == "vllm":
+        if distribution_name == "vllm":
             return _version("vllm-cpu")
         raise
 

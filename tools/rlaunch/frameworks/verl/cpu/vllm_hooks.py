@@ -50,7 +50,7 @@ def check() -> list[str]:
     missing = []
     for rel, needle in HOOKS.items():
         spec = importlib.util.find_spec(rel.split("/")[0])  # locates the package, runs none of it
-        path = Path(spec.submodule_search_locations[0]).parent / rel if spec else None
+        path = Path(spec.submodule_search_locations[0]).parent / rel if spec and spec.submodule_search_locations else None
         if path is None or not path.is_file():
             missing.append(f"{rel}: no such file")
         elif needle not in path.read_text():
