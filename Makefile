@@ -169,7 +169,7 @@ test: $(VENV)/.rlaunch-setup ## The tests CI runs (bats + pytest + lint + the re
 test-all: $(VENV)/.rlaunch-setup ## Every test, with the `full` ones `make test` leaves out (~30 min more on 2 cores)
 	@RLAUNCH_TEST_ALL=1 scripts/test
 
-lint: $(VENV)/.rlaunch-setup ## shellcheck, hadolint, workflow schema, zizmor, yamllint
+lint: $(VENV)/.rlaunch-setup ## shellcheck, hadolint, workflow schema, zizmor, yamllint, mypy (mypy.ini)
 	@$(PY) -m pytest -q tests/unit/test_lint.py
 
 golden: $(VENV)/.rlaunch-setup ## Regenerate tests/golden from the presets

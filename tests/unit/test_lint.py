@@ -1,5 +1,5 @@
-"""Lint as tests: shellcheck, hadolint, the GitHub-workflow schema, zizmor, yamllint, and the rule
-that a pin (image tag, commit) is written only in configs/versions.yaml.
+"""Lint as tests: shellcheck, hadolint, the GitHub-workflow schema, zizmor, yamllint, mypy, and the
+rule that a pin (image tag, commit) is written only in configs/versions.yaml.
 
 Every check runs once on the repository (it must pass) and once on a deliberately broken fixture
 in tests/fixtures/lint/ (it must fail, naming the problem), so none of them can pass by accident:
@@ -38,9 +38,9 @@ def tool(name: str) -> str:
     return found
 
 
-def lint(*argv: str | Path) -> subprocess.CompletedProcess[str]:
+def lint(*argv: str | Path, cwd: Path = ROOT, timeout: int = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(a) for a in argv], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+        [str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
@@ -291,3 +291,44 @@ def test_yamllint_catches_broken_yaml(tmp_path):
     result = yamllint(broken)
     assert result.returncode != 0
     assert "(key-duplicates)" in result.stdout and "(indentation)" in result.stdout, result.stdout
+
+
+# ---------------------------------------------------------------- mypy
+
+
+def mypy(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """mypy as mypy.ini says, reading this interpreter's packages (the launcher's .venv). A cold run
+    (no build/mypy cache) takes about a minute on two cores."""
+    return lint(tool("mypy"), "--python-executable", sys.executable, "--no-color-output",
+                "--config-file", ROOT / "mypy.ini", *args, cwd=cwd, timeout=600)
+
+
+def test_mypy_finds_nothing_in_rlaunch():
+    result = mypy()
+    assert result.returncode == 0, result.stdout + result.stderr
+    checked = re.search(r"no issues found in (\d+) source files", result.stdout)
+    assert checked and int(checked.group(1)) > 100, result.stdout  # the whole of tools/rlaunch
+
+
+def test_mypy_catches_a_wrong_type_and_an_untyped_def_in_a_strict_module(tmp_path):
+    # A copy of config/dotted.py, a strict module (mypy.ini), under its own name in a tree of its own.
+    package = tmp_path / "tools" / "rlaunch" / "config"
+    package.mkdir(parents=True)
+    for init in (package / "__init__.py", package.parent / "__init__.py"):
+        init.write_text("")
+    source = (ROOT / "tools" / "rlaunch" / "config" / "dotted.py").read_text()
+    lines = len(source.splitlines())
+    (package / "dotted.py").write_text(source + (
+        "\n\n"
+        "def depth(key):\n"  # strict: an unannotated function
+        "    return len(key.split('.'))\n"
+        "\n\n"
+        "flat({}, prefix=3)\n"  # prefix: str
+    ))
+    result = mypy(cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    where = "tools/rlaunch/config/dotted.py"
+    assert f"{where}:{lines + 3}: error: Function is missing a type annotation  [no-untyped-def]" in result.stdout
+    assert (f'{where}:{lines + 7}: error: Argument "prefix" to "flat" has incompatible type "int"; '
+            'expected "str"  [arg-type]') in result.stdout, result.stdout
+    assert "Found 2 errors in 1 file" in result.stdout, result.stdout
