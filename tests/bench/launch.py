@@ -93,7 +93,7 @@ def rlaunch_run(run_id: str, steps: int) -> dict:
 
 def bare_run(run_id: str) -> dict:
     """The bare path: ray start on fresh namespaces, then ray job submit of the same trainer."""
-    from rlaunch import frameworks
+    from rlaunch.plan import jobenv
     from rlaunch.config.spec import Spec
 
     spec = Spec.read(REPO / "build" / run_id / "spec.json")
@@ -122,7 +122,7 @@ def bare_run(run_id: str) -> dict:
                 raise RuntimeError(f"bare: a worker's ray start failed (logs in {logs})")
         formed = round(time.time() - t0, 2)
         submitted = time.time()
-        env = {**frameworks.job_env(spec), "PYTHONPATH": str(REPO / "tools"), "PYTHONUNBUFFERED": "1",
+        env = {**jobenv.job_env(spec), "PYTHONPATH": str(REPO / "tools"), "PYTHONUNBUFFERED": "1",
                "RAY_ADDRESS": f"{head['ip']}:6379", "GLOO_SOCKET_IFNAME": "eth0"}
         command = [str(PY), "-m", "rlaunch.rehearsal.train", "--config", str(REPO / "build" / run_id / "trl.json")]
         procs.append(c.spawn(0, [str(RAY), "job", "submit", f"--address=http://{head['ip']}:8265",

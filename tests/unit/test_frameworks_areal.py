@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from rlaunch import frameworks
+from rlaunch.plan import jobenv
 from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
 from rlaunch.frameworks.areal import adapter as areal
@@ -53,7 +54,7 @@ def test_spec_values_reach_the_experiment():
 
 def test_env_and_setup():
     spec, fw, _, _ = render()
-    env = frameworks.job_env(spec)
+    env = jobenv.job_env(spec)
     assert env["USER"] and env["NCCL_IB_DISABLE"] == "1"
     assert "--snapshot" in fw.setup(spec)[0]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import yaml
 
 from rlaunch import frameworks
+from rlaunch.plan import jobenv
 from rlaunch.config import load as config
 
 PRESET = "rlinf-grpo-pipeline-1.5b"
@@ -51,7 +52,7 @@ def test_comma_placement_goes_into_the_yaml():
 
 def test_no_rdma_disables_infiniband_and_scales():
     spec, fw, _, cfg = render(GPUS_PER_NODE="4")
-    assert frameworks.job_env(spec)["NCCL_IB_DISABLE"] == "1"
+    assert jobenv.job_env(spec)["NCCL_IB_DISABLE"] == "1"
     assert cfg["cluster"]["component_placement"]["actor"] == "4-7"
     spec, fw, _, _ = render(RDMA="1")
     assert "NCCL_IB_DISABLE" not in fw.env(spec)

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 from rlaunch import frameworks
+from rlaunch.plan import jobenv
 from rlaunch.config import load as config
 
 
@@ -63,9 +64,9 @@ def test_file_logger_always_wandb_only_when_asked():
 def test_every_start_resumes_and_rdma_keeps_infiniband():
     # A RayJob retry or RESUME=1 restarts a run as a managed-job recovery does: all resume.
     spec, fw, _, o = render("verl-ppo-gsm8k-0.5b")
-    assert o["trainer.resume_mode"] == "auto" and frameworks.job_env(spec)["NCCL_IB_DISABLE"] == "1"
+    assert o["trainer.resume_mode"] == "auto" and jobenv.job_env(spec)["NCCL_IB_DISABLE"] == "1"
     spec, fw, _, o = render("verl-ppo-gsm8k-0.5b", SPOT="1", RDMA="1")
-    assert o["trainer.resume_mode"] == "auto" and "NCCL_IB_DISABLE" not in frameworks.job_env(spec)
+    assert o["trainer.resume_mode"] == "auto" and "NCCL_IB_DISABLE" not in jobenv.job_env(spec)
 
 
 def test_rollout_named_and_user_overrides_last():

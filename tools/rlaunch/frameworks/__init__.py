@@ -62,13 +62,5 @@ def check(spec) -> None:
     fw.adapter().check(spec)
 
 
-def job_env(spec) -> dict[str, str]:
-    """The job's non-secret environment, for the driver and every Ray process: the framework's own,
-    then the run's NCCL settings."""
-    env = {k: str(v) for k, v in get(spec["framework"]["name"]).env(spec).items()}
-    env.update(spec["derived"]["nccl_env"])
-    return env
-
-
 __all__ = ["ARTIFACTS", "CpuRule", "Descriptor", "Framework", "Images", "Validator", "check", "descriptor",
-           "get", "job_env", "names"]
+           "get", "names"]

@@ -126,7 +126,7 @@ class Framework:
 
     def env(self, spec) -> dict[str, str]:
         """The framework's own non-secret environment for the job (logger paths, ...); the run's NCCL
-        settings (spec.derived.nccl_env) come with it in frameworks.job_env."""
+        settings (spec.derived.nccl_env) come after it in rlaunch.plan.jobenv."""
         return {}
 
     def pythonpath(self, spec) -> list[str]:

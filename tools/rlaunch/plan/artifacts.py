@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rlaunch import frameworks
 from rlaunch.frameworks import accel
+from rlaunch.plan import jobenv
 from rlaunch.plan.render import PROVENANCE, header, parse_back, render_template, with_header
 
 
@@ -23,7 +24,7 @@ def common(spec: dict) -> dict[str, str]:
     metrics = frameworks.descriptor(spec["framework"]["name"]).postflight.layout(
         spec, Path(spec["paths"]["run_dir"])).get("metrics")
     files["job.sh"] = render_template(
-        "common/job.sh.j2", spec=spec, command=fw.command(spec), env=frameworks.job_env(spec),
+        "common/job.sh.j2", spec=spec, command=fw.command(spec), env=jobenv.job_env(spec, tracker=False),
         rules=accel.rules_for(spec), prepare=fw.setup(spec) if spec["train"]["rehearse"] else [],
         metrics=str(metrics) if metrics else "")
     return files

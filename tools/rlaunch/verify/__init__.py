@@ -18,6 +18,7 @@ Each runs as `python -m rlaunch.verify.<stage>` (job.sh, `make verify`); `--help
 from __future__ import annotations
 
 from rlaunch import frameworks
+from rlaunch.plan import jobenv
 
 
 def job_modules(framework: str) -> list[str]:
@@ -28,4 +29,4 @@ def job_modules(framework: str) -> list[str]:
 def task_env(spec) -> dict[str, str]:
     """The job's non-secret env (the framework's, then the run's NCCL settings): what the Ray tasks of
     accel, preflight and the collective get as their runtime_env, so they see what the job will see."""
-    return frameworks.job_env(spec)
+    return jobenv.job_env(spec, tracker=False)

@@ -33,7 +33,7 @@ from rlaunch.config.spec import Spec
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.frameworks import accel
 from rlaunch.job.data import MANIFEST, manifest_text
-from rlaunch.plan import artifacts, tracking
+from rlaunch.plan import artifacts, jobenv
 from rlaunch.plan.render import render_template, with_header
 
 LAUNCHES = "rlaunch/launches"
@@ -108,11 +108,9 @@ def pins_env(spec: dict) -> dict[str, str]:
 
 def job_env(spec: dict) -> dict[str, str]:
     """Non-secret env of the driver and of every Ray worker: the adapter's, offline, NCCL, PYTHONPATH."""
-    env = {k: str(v) for k, v in _adapter(spec).env(spec).items()}
-    env.update(tracking.wandb_env(spec))
-    env.update({k: v for k, v in OFFLINE_ENV.items() if k not in env})
-    # Under 8 GPUs per worker the platform gives no RDMA (form: rdma off): NCCL over IP only.
-    env.update(spec["derived"]["nccl_env"])
+    # Offline by default (the platform's nodes reach no hub); under 8 GPUs per worker the platform
+    # gives no RDMA (form: rdma off), so the NCCL settings say IP only.
+    env = jobenv.job_env(spec, OFFLINE_ENV)
     # Workers import the framework's checkout and rlaunch (the rehearsal's train loop) from the
     # shared storage; the adapter's own entries (the image's /opt/Megatron-LM) stay in between.
     code = checkout(spec)

@@ -16,7 +16,7 @@ from rlaunch.backends.kuberay.names import (RUN_LABEL, configmap_name, head_serv
 from rlaunch.errors import MissingPrerequisite
 from rlaunch.plan import artifacts
 from rlaunch.plan import imagecheck
-from rlaunch.plan import tracking
+from rlaunch.plan import jobenv
 from rlaunch.plan.render import render_template
 
 ARTIFACTS_MOUNT = "/opt/rlaunch-run"   # the ConfigMap's mount point in every pod
@@ -129,10 +129,9 @@ def _runtime_env(spec: dict) -> str:
     """runtimeEnvYAML: the artifacts as working_dir, the job's non-secret env for every Ray process."""
     import yaml
 
-
-    env_vars = {"RLAUNCH_HOME": RLAUNCH_HOME, "RLAUNCH_PYTHON": "python3", "PYTHONUNBUFFERED": "1"}
-    env_vars.update(frameworks.job_env(spec))
-    env_vars.update(tracking.wandb_env(spec))  # a backoffLimit retry logs into the same W&B run
+    # The tracker's env too: a backoffLimit retry logs into the same W&B run.
+    env_vars = jobenv.job_env(spec, {"RLAUNCH_HOME": RLAUNCH_HOME, "RLAUNCH_PYTHON": "python3",
+                                     "PYTHONUNBUFFERED": "1"})
     runtime = {
         # Uploaded by the submitter, which mounts the ConfigMap; `..data` and the timestamped
         # folder are the ConfigMap volume's own bookkeeping, not artifacts.

@@ -37,7 +37,7 @@ from rlaunch.config import load as config
 from rlaunch.errors import EXIT_NODE_LOST, ConfigError, MissingPrerequisite, RlaunchError
 from rlaunch.frameworks import topology
 from rlaunch.job import attempts, checkpoints, phases
-from rlaunch.plan import artifacts, tracking
+from rlaunch.plan import artifacts, jobenv, tracking
 from rlaunch.verify.summary import closing_summary
 
 LOCAL_CLUSTER = SCRIPTS / "local-cluster"
@@ -112,7 +112,7 @@ def _job_env(spec: dict, info: dict) -> dict[str, str]:
         env["PATH"] = f"{_rehearsal_bin(spec)}:{os.environ.get('PATH', '/usr/bin:/bin')}"
         # job.sh exports the framework's env to the driver only; verl's workers (the CPU platform
         # module in VERL_USE_EXTERNAL_MODULES) are Ray's, started by the nodes' raylets.
-        env.update(frameworks.job_env(spec))
+        env = jobenv.job_env(spec, env)
         # vLLM's IPC sockets and verl's checkpoint locks go to tempfile.gettempdir(): under the
         # cluster's host dir, which `make down` removes, not loose in /tmp.
         env["TMPDIR"] = _rehearsal_tmp(info)

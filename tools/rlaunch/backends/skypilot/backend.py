@@ -42,7 +42,7 @@ from rlaunch.backends.base import Answer, Backend, Run
 from rlaunch.backends.skypilot import extras as skyextras
 from rlaunch.config import knobs
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
-from rlaunch.plan import artifacts, catalog, imagecheck
+from rlaunch.plan import artifacts, catalog, imagecheck, jobenv
 from rlaunch.plan.render import parse_back, render_template, shjoin
 from rlaunch.validate import skypilot as v
 
@@ -104,10 +104,9 @@ def task_envs(spec: dict) -> dict[str, str]:
     }
     if spec["framework"]["image"] == "rlaunch":
         envs["RLAUNCH_HOME"] = IMAGE_HOME
-    envs.update(spec["derived"]["nccl_env"])
     envs.update(spec["derived"]["ray_health_env"])  # cluster.health_check: read by the head's GCS (ray-up)
-    envs.update({k: str(v) for k, v in frameworks.get(spec["framework"]["name"]).env(spec).items()})
-    return envs
+    # run.sh sets W&B's run id from SKYPILOT_TASK_ID, so a recovered managed job logs into the same run.
+    return jobenv.job_env(spec, envs, tracker=False)
 
 
 def secret_args(spec: dict) -> list[str]:
