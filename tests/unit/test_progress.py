@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rlaunch import progress
-from rlaunch.rehearsal import train
+from rlaunch.rehearsal import layout, settings, train
 
 
 def terminal(width: int = 120):
@@ -112,7 +112,7 @@ def test_step_lines_carry_rate_and_eta():
 
 
 def test_follow_progress_prints_every_n_steps_and_slow_steps_anyway(tmp_path, monkeypatch):
-    cfg = train.parse_config({"run_dir": str(tmp_path), "steps": 30, "progress_every": 10})
+    cfg = settings.parse_config({"run_dir": str(tmp_path), "steps": 30, "progress_every": 10})
     clock = Clock()
     written = []
     plan = iter([[1, 2, 3], [4], [5, 6, 7, 8, 9, 10, 11], [12], [30]])  # steps appended per poll
@@ -124,7 +124,7 @@ def test_follow_progress_prints_every_n_steps_and_slow_steps_anyway(tmp_path, mo
             except StopIteration:
                 return True
             clock.now += 40 if steps == [12] else 1  # step 12 comes after a long silence
-            with (tmp_path / train.METRICS).open("a") as fh:
+            with (tmp_path / layout.METRICS).open("a") as fh:
                 for step in steps:
                     fh.write(json.dumps({"step": step, "reward": 0.5, "time_s": step}) + "\n")
             return False

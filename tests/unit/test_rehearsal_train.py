@@ -1,5 +1,5 @@
-"""The rehearsal's job driver: config validation, progress and summary helpers, the plot, and a
-real end-to-end run on a 2-node Ray cluster on loopback (own ports, own temp dirs, own sessions)."""
+"""The rehearsal's job driver: config validation (settings), progress and summary helpers, the plot,
+and a real end-to-end run on a 2-node Ray cluster on loopback (own ports, own temp dirs, own sessions)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch.rehearsal import plot, train
+from rlaunch.rehearsal import layout, plot, settings, train
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY = Path(sys.executable).parent / "ray"
@@ -38,13 +38,13 @@ def run_main(tmp_path, raw, capsys) -> tuple[int, str]:
 
 
 def test_defaults_are_the_measured_recipe(tmp_path):
-    cfg = train.parse_config({"run_dir": str(tmp_path)})
+    cfg = settings.parse_config({"run_dir": str(tmp_path)})
     assert (cfg.num_workers, cfg.group_size, cfg.max_completion_length, cfg.use_gpu) == (2, 8, 6, False)
     assert cfg.per_device_batch * cfg.num_workers == 64  # 8 prompts x 8 completions per step
 
 
 def test_json_ints_are_accepted_for_float_keys(tmp_path):
-    cfg = train.parse_config({"run_dir": str(tmp_path), "learning_rate": 1, "node_wait_s": 5})
+    cfg = settings.parse_config({"run_dir": str(tmp_path), "learning_rate": 1, "node_wait_s": 5})
     assert cfg.learning_rate == 1.0 and isinstance(cfg.learning_rate, float)
 
 
@@ -63,14 +63,14 @@ def test_json_ints_are_accepted_for_float_keys(tmp_path):
 ])
 def test_bad_values_name_key_value_and_what_is_allowed(tmp_path, raw, message):
     full = {"run_dir": str(tmp_path), **raw} if raw else {}
-    with pytest.raises(train.ConfigError) as err:
-        train.parse_config(full)
+    with pytest.raises(settings.ConfigError) as err:
+        settings.parse_config(full)
     assert str(err.value).startswith(message or "run_dir: required")
 
 
 def test_relative_run_dir_is_rejected():
-    with pytest.raises(train.ConfigError, match="run_dir='runs/x': must be an absolute path"):
-        train.parse_config({"run_dir": "runs/x"})
+    with pytest.raises(settings.ConfigError, match="run_dir='runs/x': must be an absolute path"):
+        settings.parse_config({"run_dir": "runs/x"})
 
 
 def test_bad_config_exits_2_before_touching_ray(tmp_path, capsys, monkeypatch):
@@ -91,7 +91,7 @@ def test_unreadable_config_exits_2(tmp_path, capsys):
 def test_annotation_keys_are_skipped_when_loading(tmp_path):
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps({"_generated_by": "rlaunch", "run_dir": str(tmp_path), "steps": 7}))
-    assert train.load_config(str(path)).steps == 7
+    assert settings.load_config(str(path)).steps == 7
 
 
 # ---------------------------------------------------------------- driver helpers
@@ -100,7 +100,7 @@ def test_annotation_keys_are_skipped_when_loading(tmp_path):
 def write_metrics(run_dir: Path, rewards: list[float], tail: str = "") -> None:
     lines = [json.dumps({"step": i + 1, "reward": r, "loss": 0.1, "grad_norm": 1.0, "lr": 3e-3,
                          "time_s": float(i)}) for i, r in enumerate(rewards)]
-    (run_dir / train.METRICS).write_text("\n".join(lines) + "\n" + tail)
+    (run_dir / layout.METRICS).write_text("\n".join(lines) + "\n" + tail)
 
 
 def test_read_metrics_skips_a_half_written_line(tmp_path):
@@ -111,9 +111,9 @@ def test_read_metrics_skips_a_half_written_line(tmp_path):
 def test_summary_means_first_and_last_tenth(tmp_path):
     write_metrics(tmp_path, [0.0] * 10 + [0.5] * 80 + [1.0] * 10)
     (tmp_path / "ray-train").mkdir()
-    (tmp_path / train.WORKERS).write_text(json.dumps(
+    (tmp_path / layout.WORKERS).write_text(json.dumps(
         {"worker_nodes": ["10.0.0.1", "10.0.0.2"], "worker_node_ids": ["a", "b"], "backend": "gloo"}))
-    cfg = train.parse_config({"run_dir": str(tmp_path), "steps": 100})
+    cfg = settings.parse_config({"run_dir": str(tmp_path), "steps": 100})
     summary = train.summarize(cfg, 12.34)
     assert summary == {
         "steps": 100, "target_steps": 100, "num_workers": 2,
@@ -129,16 +129,16 @@ def test_progress_line_is_short_and_survives_missing_values():
 
 
 def test_clear_outputs_removes_only_the_trainers_files(tmp_path):
-    for name in (train.METRICS, train.EVAL, "preflight.json"):
+    for name in (layout.METRICS, layout.EVAL, "preflight.json"):
         (tmp_path / name).write_text("{}")
-    (tmp_path / train.FINAL_CHECKPOINT).mkdir(parents=True)
+    (tmp_path / layout.FINAL_CHECKPOINT).mkdir(parents=True)
     train.clear_outputs(tmp_path)
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["checkpoint", "preflight.json"]
 
 
 def test_plot_writes_a_png(tmp_path):
     write_metrics(tmp_path, [i / 50 for i in range(50)])
-    out = plot.plot_reward(tmp_path / train.METRICS, tmp_path / "reward.png")
+    out = plot.plot_reward(tmp_path / layout.METRICS, tmp_path / "reward.png")
     assert out.read_bytes()[:8] == PNG_MAGIC
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 
-from rlaunch.errors import ConfigError
+from rlaunch.errors import CheckError, ConfigError
 from rlaunch.frameworks.base import ARTIFACTS, Framework
+from rlaunch.rehearsal.settings import ConfigError as TrainConfigError
+from rlaunch.rehearsal.settings import parse_config  # validates exactly as the job will
 
 ENTRY = "rlaunch.rehearsal.train"
 
@@ -51,10 +53,6 @@ class Trl(Framework):
                               "digits (the TRL adapter's task is made at run time)")
 
     def loader_check(self, spec: dict, files: dict[str, str]) -> str:
-        from rlaunch.errors import CheckError
-        from rlaunch.rehearsal.train import ConfigError as TrainConfigError
-        from rlaunch.rehearsal.train import parse_config  # validates exactly as the job will
-
         try:
             parse_config(json.loads(files["trl.json"]))
         except TrainConfigError as err:

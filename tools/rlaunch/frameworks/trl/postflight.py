@@ -1,7 +1,10 @@
-"""Where the TRL rehearsal writes (rlaunch.rehearsal.train, which owns the names) and postflight's checks
-of it: step target, one metrics history (each step once, across attempts), finite metrics, lr > 0,
-TensorBoard, a complete HF checkpoint, learning (mean reward of the last 10% of steps against the
-first 10%), the greedy score (a smoke run: validation and a checkpoint save + reload at step 1
+"""Where the TRL rehearsal writes and postflight's checks of it. The names are the trainer's
+(rlaunch.rehearsal.layout, beside the code that writes them; rehearsal sits below frameworks); `layout`
+maps postflight's keys onto them.
+
+The checks: step target, one metrics history (each step once, across attempts), finite metrics,
+lr > 0, TensorBoard, a complete HF checkpoint, learning (mean reward of the last 10% of steps against
+the first 10%), the greedy score (a smoke run: validation and a checkpoint save + reload at step 1
 instead of those two), one Ray Train worker per node.
 
 --path keys: metrics, tensorboard, checkpoint, eval, plot, summary (all in the run directory).
@@ -11,18 +14,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rlaunch.rehearsal.layout import (EVAL, FINAL_CHECKPOINT, METRICS, PLOT, RELOAD, STEP1_CHECKPOINT, SUMMARY,
+                                      TENSORBOARD, VALIDATION)
 from rlaunch.verify.postflight import (PNG_MAGIC, check_lr, check_series, check_step_target, head_bytes,
     hf_checkpoint_problems, is_finite, read_json, read_jsonl, target_steps, tensorboard_check, thresholds)
 from rlaunch.verify.report import check
 
 
 def layout(spec, run_dir: Path) -> dict[str, Path | str]:
-    # The trainer owns these names; reading them keeps the two from drifting apart.
-    from rlaunch.rehearsal import train
-
-    names = {"metrics": train.METRICS, "tensorboard": train.TENSORBOARD, "checkpoint": train.FINAL_CHECKPOINT,
-             "eval": train.EVAL, "plot": train.PLOT, "summary": train.SUMMARY}
-    return {key: Path(run_dir) / rel for key, rel in names.items()}
+    keys = {"metrics": METRICS, "tensorboard": TENSORBOARD, "checkpoint": FINAL_CHECKPOINT,
+            "eval": EVAL, "plot": PLOT, "summary": SUMMARY}
+    return {key: Path(run_dir) / rel for key, rel in keys.items()}
 
 
 def rewards(where: dict, run_dir: Path) -> list[tuple[int, float]]:
@@ -79,8 +81,6 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
 
 
 def _check_smoke_step1(run_dir: Path, facts: dict) -> list[dict]:
-    from rlaunch.rehearsal.train import RELOAD, STEP1_CHECKPOINT, VALIDATION
-
     out = []
     validation = read_json(run_dir / VALIDATION)
     ok = bool(validation) and validation.get("step") == 1 and isinstance(validation.get("greedy_total"), int) \
@@ -150,7 +150,5 @@ def smoke(spec, run_dir: Path) -> dict:
     """SMOKE=1's numbers (rlaunch.verify.smoke), as the trainer's train_summary.json records them:
     duration_s, s_per_step (from the end of step 1, which a smoke run spends saving, reloading and
     validating), peak_memory per node (RSS; CUDA reserved on GPU)."""
-    from rlaunch.rehearsal.train import SUMMARY
-
     summary = read_json(Path(run_dir) / SUMMARY) or {}
     return {k: summary.get(k) for k in ("steps", "s_per_step", "peak_memory", "duration_s")}
