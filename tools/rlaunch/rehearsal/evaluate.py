@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from rlaunch.rehearsal import tiny
+
 PROG = "rlaunch.rehearsal.evaluate"
 
 
@@ -21,8 +23,6 @@ def score_checkpoint(path: str, n: int, max_new_tokens: int = 6) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
     from transformers.utils import logging as hf_logging
-
-    from rlaunch.rehearsal import tiny
 
     hf_logging.disable_progress_bar()  # a bar per load is noise in a job log
     tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
