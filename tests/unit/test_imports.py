@@ -15,17 +15,17 @@ The layers, in data-flow order (a module may import its own package and any laye
     job         what runs on the cluster head and the records it leaves: attempts, checkpoints,
                 nodewatch, data, phases, layouts, files
     plan        rules, render, artifacts, memory, inputs, imagecheck, tracking: what a launch will be
-    verify      preflight, postflight, collective, accel, smoke, image, report: the checks
+    verify      cluster, probes, preflight, postflight, collective, accel, smoke, image, report, summary:
+                the checks and the closing summary
     rehearsal   the CPU training stand-in (the TRL framework's program)
     frameworks  each framework's adapter, memory model and postflight checks (they use the libraries
                 below)
     backends    base, then one package per infrastructure; no backend imports another
-    runs        lookup, listing, board, compare, summary: operator tools over existing runs
+    runs        lookup, listing, board, compare: operator tools over existing runs
     cli         the top-level command line; nothing imports it
 
-An import that runs up a layer fails naming it (file:line). Where the tree still breaks the other two
-rules, the edge is listed in KNOWN_LOCAL or KNOWN_CYCLES below, each a debt to pay: a new violation
-fails with the edge named, and an entry that no longer occurs fails too, so the lists only shrink.
+A violation of any of the three rules fails naming the import (file:line). HEAVY below is the list of
+what may still be imported inside a function.
 """
 
 from __future__ import annotations
@@ -50,24 +50,6 @@ HEAVY = {"sky", "ray", "kubernetes", "torch", "transformers", "datasets", "huggi
          "pydantic", "yaml", "jsonschema", "requests", "google", "boto3", "azure", "kr8s", "trl", "verl",
          "areal", "rlinf", "hydra", "omegaconf", "tokenizers", "cel", "kubernetes_validate", "vllm", "sglang", "accelerate", "peft", "psutil", "docker", "uv", "pip",
          "packaging", "tomllib", "importlib_metadata", "tensorboardX", "PIL", "grpc"}
-
-# Internal imports still inside functions, as (importer, imported).
-KNOWN_LOCAL: set[tuple[str, str]] = {
-    ('rlaunch.frameworks.trl.adapter', 'rlaunch.errors'),
-    ('rlaunch.frameworks.trl.adapter', 'rlaunch.rehearsal.train'),
-    ('rlaunch.frameworks.trl.postflight', 'rlaunch.rehearsal.train'),
-    ('rlaunch.rehearsal.evaluate', 'rlaunch.rehearsal.tiny'),
-    ('rlaunch.rehearsal.train', 'resource'),
-    ('rlaunch.rehearsal.train', 'rlaunch.job.attempts'),
-    ('rlaunch.rehearsal.train', 'rlaunch.job.checkpoints'),
-    ('rlaunch.rehearsal.train', 'rlaunch.progress'),
-    ('rlaunch.rehearsal.train', 'rlaunch.rehearsal.evaluate'),
-    ('rlaunch.rehearsal.train', 'rlaunch.rehearsal.plot'),
-    ('rlaunch.rehearsal.train', 'rlaunch.rehearsal.tiny'),
-    ('rlaunch.rehearsal.train', 'rlaunch.verify.postflight'),
-}
-# Import cycles today, each as the sorted modules of one strongly connected component.
-KNOWN_CYCLES: set[tuple[str, ...]] = set()
 
 
 @functools.lru_cache(maxsize=1)
@@ -133,19 +115,6 @@ def show(edges) -> str:
     return "\n".join(f"  {a} -> {b}    ({where})" for a, b, where in sorted(edges))
 
 
-def ratchet(found: dict[tuple, str], known: set, what: str) -> None:
-    new = {k: v for k, v in found.items() if k not in known}
-    gone = known - set(found)
-    message = ""
-    if new:
-        message += f"{len(new)} new {what} (fix them; the rules are in this file's docstring):\n"
-        message += show((k[0], k[-1], v) for k, v in new.items()) + "\n"
-    if gone:
-        message += f"{len(gone)} {what} no longer occur: remove them from this test's list:\n"
-        message += "\n".join(f"  {k}" for k in sorted(gone))
-    assert not message, message
-
-
 def test_no_import_runs_up_a_layer():
     found = {}
     for a, b, where, _ in internal():
@@ -189,13 +158,8 @@ def test_no_import_cycles():
     for v in list(graph):
         if v not in index:
             visit(v)
-    found = {c: "cycle" for c in comps}
-    new = set(found) - KNOWN_CYCLES
-    gone = KNOWN_CYCLES - set(found)
-    edges = [(a, b, w) for a, b, w, _ in internal() for c in new if a in c and b in c]
-    assert not new and not gone, (
-        (f"{len(new)} new import cycle(s); their edges:\n{show(edges)}\n" if new else "")
-        + (f"cycles gone, remove them from KNOWN_CYCLES: {sorted(gone)}" if gone else ""))
+    edges = [(a, b, w) for a, b, w, _ in internal() for c in comps if a in c and b in c]
+    assert not comps, f"{len(comps)} import cycle(s); their edges:\n{show(edges)}"
 
 
 def test_function_level_imports_are_only_heavy_dependencies():
@@ -206,10 +170,8 @@ def test_function_level_imports_are_only_heavy_dependencies():
         top = b.split(".")[0]
         if top == "rlaunch":
             found.setdefault((a, b), where)
-        elif top not in HEAVY and top not in STDLIB_OK:
+        elif top not in HEAVY:
             found.setdefault((a, b), where)
-    ratchet(found, KNOWN_LOCAL, "imports inside functions (only heavy optional dependencies may be)")
+    assert not found, ("imports inside functions (only the heavy optional dependencies in HEAVY may be):\n"
+                       + show((a, b, where) for (a, b), where in found.items()))
 
-
-# Standard-library modules imported inside a function on purpose (a rarely used verb's tools).
-STDLIB_OK: set[str] = set()
