@@ -17,7 +17,7 @@ import yaml
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.backends.kuberay import backend as kr
-from rlaunch.backends.kuberay import manifests
+from rlaunch.backends.kuberay import gke, manifests
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.validate import apiserver
 from rlaunch.validate import kuberay as v
@@ -417,7 +417,8 @@ def test_every_rendered_kuberay_manifest_is_admitted(crds, name, preset, knobs, 
     sets = f"monitoring.podmonitors=true {knobs.pop('SET', '')}"  # a case's own overrides
     spec = config.load(preset, {"RUN_ID": "golden", **knobs}, sets)
     files = artifacts.finish(spec, kr.BACKEND.render(spec))
-    documents = manifests.documents(files)
+    # GKE's Network objects: their CRDs are the cluster's, not pinned; the backend checks their shape.
+    documents, _ = gke.check_networks(manifests.documents(files))
     if any(doc.get("kind") == "ComputeDomain" for _, doc in documents):  # A4X: its CRD too
         request.getfixturevalue("dra_crd")
     lines = v.check_documents(documents, K8S)

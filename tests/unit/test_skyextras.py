@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from rlaunch import backends
 from rlaunch.config import load as config
 from rlaunch.config import pins
 from rlaunch.backends.skypilot import extras as skyextras
@@ -30,7 +31,7 @@ def setup_extras() -> set[str]:
 
 
 def test_every_cloud_rlaunch_launches_to_gets_its_extra():
-    clouds = {sp.CLOUD_ALIASES.get(i, i) for i in config.ENUMS["infra.name"]} & set(sp.DEFAULT_STORE)
+    clouds = {cloud for cloud in backends.sky_clouds().values() if cloud} & set(sp.DEFAULT_STORE)
     assert clouds == {"gcp", "aws", "azure", "kubernetes"}
     assert {skyextras.EXTRAS[c] for c in clouds} == setup_extras() | set(skyextras.ON_FIRST_USE)
     assert not setup_extras() & set(skyextras.ON_FIRST_USE)
