@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 
@@ -130,9 +130,9 @@ def gather(refs: dict[str, object], timeout_s: float, late: str, cancel: bool = 
     return done, errors
 
 
-def on_every_node(fn: Callable[[dict], dict], nodes: list[dict], ctx: dict, env: dict[str, str],
+def on_every_node(fn: Callable[[dict], Mapping[str, object]], nodes: list[dict], ctx: dict, env: dict[str, str],
                   timeout_s: float) -> dict[str, dict]:
-    """Run fn(ctx) once on every node: node_id -> its result, or {"error": why}."""
+    """Run fn(ctx) once on every node: node_id -> its result (a plain dict, back from Ray), or {"error": why}."""
     import ray
 
     remote = ray.remote(fn)

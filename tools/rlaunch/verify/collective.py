@@ -33,7 +33,9 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypedDict
 
 from rlaunch.verify import cluster
 from rlaunch.verify.report import check
@@ -129,8 +131,8 @@ def _resolve(backend: str, head_ip: str, interfaces: dict[str, dict]) -> dict:
 class Member:
     """One node's side of the collective (a Ray actor pinned to that node)."""
 
-    def __init__(self):
-        self.listeners: dict[str, object] = {}
+    def __init__(self) -> None:
+        self.listeners: dict[str, socket.socket] = {}
 
     def prepare(self, head_ip: str, backends: list[str]) -> dict:
         import ray
@@ -193,7 +195,7 @@ class Member:
         return out
 
 
-def _accept(sock) -> None:
+def _accept(sock: socket.socket) -> None:
     while True:
         try:
             conn, _ = sock.accept()
@@ -262,12 +264,12 @@ def exports(prepared: dict[str, dict], backends: list[str]) -> tuple[dict[str, s
     return out, problems
 
 
-def job_env(exported: dict[str, str], environ: dict[str, str] | None = None) -> dict[str, str]:
+def job_env(exported: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """What job.sh exports: the variables, and inside a Ray job the job's runtime env with them
     added, so the framework's own ray.init() hands them to every Ray worker it starts."""
-    environ = os.environ if environ is None else environ
-    out = {k: v for k, v in exported.items() if k not in environ}
-    raw = environ.get(JOB_CONFIG)
+    env = os.environ if environ is None else environ
+    out = {k: v for k, v in exported.items() if k not in env}
+    raw = env.get(JOB_CONFIG)
     if out and raw:
         config = json.loads(raw)
         runtime_env = config.get("runtime_env") or {}
@@ -282,11 +284,21 @@ def job_env(exported: dict[str, str], environ: dict[str, str] | None = None) -> 
 # ---------------------------------------------------------------- on the driver (Ray)
 
 
+class Result(TypedDict, total=False):
+    """What run returns (preflight's report keeps all but the checks under "network"); every key is
+    optional to the type because a preflight that reached no cluster reports none of them."""
+    checks: list[dict]
+    exports: dict[str, str]  # for job.sh: the interface variables picked alike on every node
+    interfaces: dict[str, dict[str, dict]]  # node -> backend -> its var, value, iface, addr, error
+    backend: str
+    seconds: float
+
+
 def _label(node: dict) -> str:
     return node["ip"]
 
 
-def run(spec: dict, nodes: list[dict], env: dict[str, str], timeout_s: float | None = None) -> dict:
+def run(spec: dict, nodes: list[dict], env: dict[str, str], timeout_s: float | None = None) -> Result:
     """The collective on the connected cluster: {"checks", "exports", "interfaces", "seconds"}."""
     import ray
 
@@ -298,7 +310,7 @@ def run(spec: dict, nodes: list[dict], env: dict[str, str], timeout_s: float | N
     # A KubeRay CPU-only head holds no GPUs: the NCCL world is the GPU nodes.
     members_of = [n for n in nodes if n["gpus"] > 0] if gpus else list(nodes)
     head = next((n for n in nodes if n["is_head"]), nodes[0])
-    result = {"checks": [], "exports": {}, "interfaces": {}, "backend": "cpu:gloo,cuda:nccl" if gpus else "gloo"}
+    result: Result = {"checks": [], "exports": {}, "interfaces": {}, "backend": "cpu:gloo,cuda:nccl" if gpus else "gloo"}
     if len(members_of) < 1:
         result["checks"].append(check("collective", False, "no node to run it on"))
         return result

@@ -47,7 +47,9 @@ import secrets
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Hashable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from rlaunch import frameworks, verify
 from rlaunch.frameworks import accel as accel_rules
@@ -58,6 +60,7 @@ from rlaunch.verify.report import (UsageError, all_passed, check, load_spec, pos
 
 PROG = "preflight"
 NODE_CODE = (on_node, accel, collective)  # what runs on the nodes (accel: the rules' probe), shipped by value
+V = TypeVar("V", bound=Hashable)
 
 
 # ---------------------------------------------------------------- the checks (pure)
@@ -67,16 +70,16 @@ def _label(node: dict) -> str:
     return node.get("ip") or node.get("node_ip") or node.get("node_id", "?")[:12]
 
 
-def _odd_ones(values: dict[str, object]) -> tuple[object, list[str]]:
+def _odd_ones(values: Mapping[str, V]) -> tuple[V, list[str]]:
     """The majority value and the nodes that differ from it (ties: the first-seen value wins)."""
-    groups: dict[object, list[str]] = defaultdict(list)
+    groups: dict[V, list[str]] = defaultdict(list)
     for node, value in values.items():
         groups[value].append(node)
     majority = max(groups, key=lambda v: len(groups[v]))
     return majority, [n for v, nodes in groups.items() if v != majority for n in nodes]
 
 
-def _same_everywhere(name: str, values: dict[str, object], what: str) -> dict:
+def _same_everywhere(name: str, values: Mapping[str, Hashable], what: str) -> dict:
     if not values:
         return check(name, False, "no node answered")
     majority, odd = _odd_ones(values)
@@ -169,10 +172,15 @@ def check_nvlink(spec: dict, gpu_probes: dict[str, dict]) -> list[dict]:
     p2p = {ip: n["p2p_not_ok"] for ip, n in probed.items() if n.get("p2p_not_ok")}
     bad = {ip: f for ip, n in probed.items() if "error" not in n
            for f in n.get("fabric") or [{}] if (f.get("state"), f.get("status")) != ("Completed", "Success")}
-    ip = next(iter(broken), None) or next(iter(p2p), None)
-    out.append(check("nvlink p2p", not broken and not p2p,
-                     broken.get(ip) or (f"P2P not OK: {', '.join(p2p[ip][:4])}" if ip else
-                                        f"P2P OK between the GPUs of each of {len(probed)} nodes"), node=ip))
+    if broken:
+        ip = next(iter(broken))
+        detail = broken[ip]
+    elif p2p:
+        ip = next(iter(p2p))
+        detail = f"P2P not OK: {', '.join(p2p[ip][:4])}"
+    else:
+        ip, detail = None, f"P2P OK between the GPUs of each of {len(probed)} nodes"
+    out.append(check("nvlink p2p", not broken and not p2p, detail, node=ip))
     ip = next(iter(bad), None)
     out.append(check("nvlink fabric", not bad,
                      f"fabric state {bad[ip].get('state', 'absent')}, status {bad[ip].get('status', 'absent')} "
@@ -242,11 +250,12 @@ def check_rules(spec: dict, probes: dict[str, dict]) -> list[dict]:
     out = []
     for rule in accel_rules.rules_for(spec):
         name, why = rule.name, rule.cause
-        seen = {ip: (p.get("accelerator") or {}).get(name) for ip, p in probes.items()}
-        missing = next((ip for ip, s in seen.items() if s is None), None)
+        answers = {ip: (p.get("accelerator") or {}).get(name) for ip, p in probes.items()}
+        missing = next((ip for ip, s in answers.items() if s is None), None)
         if missing:
             out.append(check(f"{name} probe", False, f"no answer for rule {name}; {why}", node=missing))
             continue
+        seen = {ip: s for ip, s in answers.items() if s is not None}  # every node's, as none is missing
         visible = next(((ip, d, v) for ip, s in seen.items() for d, v in s["visible"].items() if v), None)
         out.append(check(f"{name} metadata", not visible,
                          f"{visible[1]} {visible[2]} is visible to {seen[visible[0]]['python_executable']}: the "
@@ -371,7 +380,8 @@ def default_inputs(spec: dict) -> list[str]:
     return [str(p) for p in frameworks.get(spec["framework"]["name"]).inputs(spec)]
 
 
-def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict], dict, dict, dict]:
+def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict], dict[str, dict], dict[str, dict],
+                                                                     collective.Result]:
     """Both probe rounds and the collective on the running cluster: (nodes, probes by node_id, peers
     by node_id, the collective's result)."""
     with cluster.joined(timeout_s):
@@ -387,6 +397,7 @@ def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict]
         # Round 2 only after every token is written (round 1 finished everywhere): no race, no polling.
         peers = cluster.on_every_node(on_node.read_peers, nodes, {"run_dir": ctx["run_dir"], "tokens": tokens}, env,
                                       timeout_s)
+        network: collective.Result
         if os.environ.get("RLAUNCH_PREFLIGHT_COLLECTIVE", "1") == "0":
             network = {"checks": [skipped("collective", "RLAUNCH_PREFLIGHT_COLLECTIVE=0")], "exports": {}}
         else:
@@ -410,13 +421,13 @@ def run(spec: dict, report_path: Path, *, expect_nodes: int | None = None,
         inputs: list[Path] | None = None, timeout_s: float | None = None) -> dict:
     """Probe every node of the cluster at RAY_ADDRESS; write and return the preflight report.
     inputs=None: the framework adapter's inputs(spec), if it has that method."""
-    inputs = default_inputs(spec) if inputs is None else [str(p) for p in inputs]
+    paths = default_inputs(spec) if inputs is None else [str(p) for p in inputs]
     expected = expect_nodes if expect_nodes is not None else expected_nodes(spec)
     timeout_s = cluster.round_timeout(timeout_s)
     started = time.monotonic()
     try:
-        nodes, probes, peers, network = collect(spec, inputs, timeout_s)
-        checks = evaluate(spec, nodes, probes, peers, expected, inputs) + network["checks"]
+        nodes, probes, peers, network = collect(spec, paths, timeout_s)
+        checks = evaluate(spec, nodes, probes, peers, expected, paths) + network["checks"]
     except (ConnectionError, TimeoutError) as err:  # no cluster at RAY_ADDRESS: a finding, one line
         nodes, probes, peers, network = [], {}, {}, {}
         checks = [check("ray cluster", False, cluster.unreachable(err))]
@@ -425,7 +436,7 @@ def run(spec: dict, report_path: Path, *, expect_nodes: int | None = None,
         "passed": all_passed(checks),
         "framework": spec["framework"]["name"],
         "expected_nodes": expected,
-        "inputs": inputs,
+        "inputs": paths,
         "checks": checks,
         "nodes": [{**by_ip[k], **v, "peers": peers.get(k, {}).get("seen", {})} for k, v in probes.items()],
         # The collective: the interface each node used per backend, and what the job gets exported.

@@ -27,12 +27,82 @@ import shutil
 import socket
 import subprocess
 import sys
+from typing import Required, TypedDict
 
 from rlaunch.verify.accel import runtime_probe
 
 NODE_IP = "{node_ip}"  # in a path: replaced on each node by that node's IP
 PROBE_DIR = ".preflight"  # under run_dir: one token file per node, left as evidence
 MANIFEST = "SHA256SUMS"
+
+
+# The shapes of the node's answers (types only: nothing below builds them by name, so the functions
+# shipped by value reference none of them).
+class InputProbe(TypedDict, total=False):
+    path: Required[str]
+    problems: Required[list[str]]
+    size: int
+    digest: str  # what preflight compares across nodes: the file's SHA256 or its manifest's
+    sha256: str
+    manifest_sha256: str
+    files: int
+
+
+class FrameworkInfo(TypedDict, total=False):
+    version: Required[str]
+    commit: Required[str]
+    error: str
+
+
+class NvlinkInfo(TypedDict, total=False):
+    fabric: list[dict[str, str]]
+    p2p_not_ok: list[str]
+    error: str
+    skipped: str
+
+
+class CudaInfo(TypedDict, total=False):
+    available: Required[bool | None]
+    count: Required[int]
+    error: str
+
+
+class GpuInfo(TypedDict, total=False):
+    count: Required[int]
+    models: Required[list[str]]
+    drivers: Required[list[str]]
+    source: Required[str]
+    error: str
+    nvlink: NvlinkInfo
+    cuda: CudaInfo
+
+
+class Storage(TypedDict, total=False):
+    path: Required[str]  # this node's token file
+    error: str
+
+
+class Probe(TypedDict, total=False):
+    """Round 1's answer (keys in the order the report shows them)."""
+    node_id: Required[str]
+    node_ip: Required[str]
+    hostname: Required[str]
+    python: Required[str]
+    python_executable: Required[str]
+    env: Required[dict[str, str]]  # NCCL_* and CUDA_VISIBLE_DEVICES
+    framework: Required[FrameworkInfo]
+    gpu: Required[GpuInfo]
+    accelerator: dict[str, dict]  # rule name -> verify.accel.runtime_probe's answer
+    inputs: list[InputProbe]
+    storage: Storage
+
+
+class Peers(TypedDict):
+    """Round 2's answer; seen: peer node id -> "ok", "missing", "different content" or the error."""
+    node_id: str
+    node_ip: str
+    storage: str
+    seen: dict[str, str]
 
 
 def _sha256(path: str) -> str:
@@ -54,9 +124,9 @@ def _manifest_entries(path: str) -> dict[str, str]:
     return entries
 
 
-def probe_input(path: str) -> dict:
+def probe_input(path: str) -> InputProbe:
     """What this node sees at one input path: a digest to compare across nodes, and problems."""
-    out = {"path": path, "problems": []}
+    out: InputProbe = {"path": path, "problems": []}
     if not os.path.exists(path):
         out["problems"].append("missing")
         return out
@@ -101,9 +171,9 @@ def probe_input(path: str) -> dict:
     return out
 
 
-def framework_info(name: str) -> dict:
+def framework_info(name: str) -> FrameworkInfo:
     """Version and commit of the framework as this node imports it; "absent" if it does not."""
-    info = {"version": "absent", "commit": ""}
+    info: FrameworkInfo = {"version": "absent", "commit": ""}
     try:
         module = importlib.import_module(name)
     except Exception as err:  # noqa: BLE001 - any import failure means the job would fail too
@@ -131,10 +201,12 @@ def framework_info(name: str) -> dict:
     return info
 
 
-def parse_fabric(text: str) -> list[dict]:
+def parse_fabric(text: str) -> list[dict[str, str]]:
     """`nvidia-smi -q`'s Fabric section of each GPU (multi-node NVLink, GB200 NVL72): state, status,
     clique id and cluster UUID, as printed."""
-    out, fabric, indent = [], None, 0
+    out: list[dict[str, str]] = []
+    fabric: dict[str, str] | None = None
+    indent = 0
     for line in text.splitlines():
         stripped = line.strip()
         if stripped == "Fabric":
@@ -163,29 +235,35 @@ def parse_p2p(text: str) -> list[str]:
             if cell not in ("X", "OK")]
 
 
-def nvlink_info() -> dict:
+def _smi(args: list[str], out: NvlinkInfo) -> str | None:
+    """What nvidia-smi prints with these arguments; None, and the error in out, when it fails."""
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as err:
+        out["error"] = f"{' '.join(args)}: {err}"[:300]
+        return None
+
+
+def nvlink_info() -> NvlinkInfo:
     """GB200: the NVLink fabric (MNNVL) each GPU joined and P2P between this node's GPUs."""
-    out = {}
-    for key, args, parse in (("fabric", ["nvidia-smi", "-q"], parse_fabric),
-                             ("p2p_not_ok", ["nvidia-smi", "topo", "-p2p", "n"], parse_p2p)):
-        try:
-            text = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True).stdout
-            out[key] = parse(text)
-        except (OSError, subprocess.SubprocessError) as err:
-            out["error"] = f"{' '.join(args)}: {err}"[:300]
+    out: NvlinkInfo = {}
+    if (text := _smi(["nvidia-smi", "-q"], out)) is not None:
+        out["fabric"] = parse_fabric(text)
+    if (text := _smi(["nvidia-smi", "topo", "-p2p", "n"], out)) is not None:
+        out["p2p_not_ok"] = parse_p2p(text)
     return out
 
 
-def gpu_info(expect_gpus: bool, nvlink: bool = False) -> dict:
+def gpu_info(expect_gpus: bool, nvlink: bool = False) -> GpuInfo:
     """This node's GPUs as nvidia-smi lists them, and CUDA's view (torch) where GPUs are expected."""
-    out = {"count": 0, "models": [], "drivers": [], "source": "none"}
+    out: GpuInfo = {"count": 0, "models": [], "drivers": [], "source": "none"}
     if shutil.which("nvidia-smi"):
         try:
             rows = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                                   capture_output=True, text=True, timeout=60, check=True).stdout
             parsed = [r.rsplit(",", 1) for r in rows.strip().splitlines() if "," in r]
-            out.update(count=len(parsed), models=sorted({n.strip() for n, _ in parsed}),
-                       drivers=sorted({d.strip() for _, d in parsed}), source="nvidia-smi")
+            out.update({"count": len(parsed), "models": sorted({n.strip() for n, _ in parsed}),
+                        "drivers": sorted({d.strip() for _, d in parsed}), "source": "nvidia-smi"})
         except (OSError, subprocess.SubprocessError) as err:
             out["error"] = f"nvidia-smi: {err}"[:300]
     if nvlink:
@@ -195,10 +273,11 @@ def gpu_info(expect_gpus: bool, nvlink: bool = False) -> dict:
         try:
             import torch
 
-            out["cuda"] = {"available": torch.cuda.is_available(), "count": torch.cuda.device_count()}
-            if out["source"] == "none" and out["cuda"]["count"]:
-                names = {torch.cuda.get_device_name(i) for i in range(out["cuda"]["count"])}
-                out.update(count=out["cuda"]["count"], models=sorted(names), source="torch")
+            cuda: CudaInfo = {"available": torch.cuda.is_available(), "count": torch.cuda.device_count()}
+            out["cuda"] = cuda
+            if out["source"] == "none" and cuda["count"]:
+                names = {torch.cuda.get_device_name(i) for i in range(cuda["count"])}
+                out.update({"count": cuda["count"], "models": sorted(names), "source": "torch"})
         except ImportError:
             out["cuda"] = {"available": None, "count": 0, "error": "torch not importable"}
     return out
@@ -208,12 +287,12 @@ def _expand(path: str, node_ip: str) -> str:
     return path.replace(NODE_IP, node_ip)
 
 
-def probe(ctx: dict) -> dict:
+def probe(ctx: dict) -> Probe:
     """Round 1 on one node: facts, input digests, and this node's storage token written."""
     import ray
 
     node_ip = ray.util.get_node_ip_address()
-    out = {
+    out: Probe = {
         "node_id": ray.get_runtime_context().get_node_id(),
         "node_ip": node_ip,
         "hostname": socket.gethostname(),
@@ -221,9 +300,9 @@ def probe(ctx: dict) -> dict:
         "python_executable": sys.executable,
         "env": {k: v for k, v in sorted(os.environ.items())
                 if k.startswith("NCCL_") or k == "CUDA_VISIBLE_DEVICES"},
+        "framework": framework_info(ctx["framework"]),
+        "gpu": gpu_info(ctx["expect_gpus"], ctx.get("nvlink", False)),
     }
-    out["framework"] = framework_info(ctx["framework"])
-    out["gpu"] = gpu_info(ctx["expect_gpus"], ctx.get("nvlink", False))
     if ctx.get("rules"):  # the framework/accelerator rules, after the job applied their workaround
         out["accelerator"] = {r["name"]: runtime_probe(r, ctx["expect_gpus"], ctx["child_timeout_s"])
                               for r in ctx["rules"]}
@@ -242,14 +321,14 @@ def probe(ctx: dict) -> dict:
     return out
 
 
-def read_peers(ctx: dict) -> dict:
+def read_peers(ctx: dict) -> Peers:
     """Round 2 on one node: read every other node's token under this node's view of run_dir."""
     import ray
 
     node_ip = ray.util.get_node_ip_address()
     me = ray.get_runtime_context().get_node_id()
     storage = os.path.join(_expand(ctx["run_dir"], node_ip), PROBE_DIR)
-    seen = {}
+    seen: dict[str, str] = {}
     for peer, token in ctx["tokens"].items():
         if peer == me:
             continue
