@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
+from typing import Any
 
 DEFAULT_TIMEOUT_S = 120.0
 GCS_WAIT_S = 30.0  # at most this long for the head's port before ray.init
@@ -74,7 +75,7 @@ def joined(timeout_s: float) -> Iterator[None]:
         ray.shutdown()
 
 
-def alive_nodes() -> list[dict]:
+def alive_nodes() -> list[dict[str, Any]]:
     """The alive nodes: node_id, ip, hostname, is_head, cpus, gpus; the head first, then by IP."""
     import ray
 
@@ -100,7 +101,7 @@ def ship_by_value(*modules: ModuleType) -> None:
             cloudpickle.register_pickle_by_value(module)
 
 
-def pinned(node_id: str, env: dict[str, str], **options) -> dict:
+def pinned(node_id: str, env: dict[str, str], **options: object) -> dict[str, object]:
     """Ray options for a task or actor on exactly this node, with no CPU and the job's env."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -110,7 +111,8 @@ def pinned(node_id: str, env: dict[str, str], **options) -> dict:
     return out
 
 
-def gather(refs: dict[str, object], timeout_s: float, late: str, cancel: bool = False) -> tuple[dict, dict[str, str]]:
+def gather(refs: dict[str, object], timeout_s: float, late: str,
+           cancel: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
     """Wait up to timeout_s for every ref: (key -> result, key -> why there is none). `late` is the
     reason for one that did not answer in time (cancel: its task is force-cancelled)."""
     import ray
@@ -130,8 +132,8 @@ def gather(refs: dict[str, object], timeout_s: float, late: str, cancel: bool = 
     return done, errors
 
 
-def on_every_node(fn: Callable[[dict], Mapping[str, object]], nodes: list[dict], ctx: dict, env: dict[str, str],
-                  timeout_s: float) -> dict[str, dict]:
+def on_every_node(fn: Callable[[dict[str, Any]], Mapping[str, object]], nodes: list[dict[str, Any]],
+                  ctx: dict[str, Any], env: dict[str, str], timeout_s: float) -> dict[str, dict[str, Any]]:
     """Run fn(ctx) once on every node: node_id -> its result (a plain dict, back from Ray), or {"error": why}."""
     import ray
 
