@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,8 +104,8 @@ def parse_config(raw: dict) -> RehearsalConfig:
     if "run_dir" not in raw:
         raise ConfigError("run_dir: required (absolute path on shared storage)")
     # Annotations are strings under `from __future__ import annotations`.
-    kinds = {"str": str, "int": int, "float": float, "bool": bool}
-    values = {k: _check_type(k, v, kinds[fields[k].type]) for k, v in raw.items()}
+    kinds: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool}
+    values: dict[str, Any] = {k: _check_type(k, v, kinds[str(fields[k].type)]) for k, v in raw.items()}
     cfg = RehearsalConfig(**values)
     _check_ranges(cfg)
     return cfg

@@ -57,7 +57,7 @@ def _gather_workers() -> dict:
     node_id = ray.get_runtime_context().get_node_id()
     ip = next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node_id)
     mine = (ip, node_id, {k: os.environ.get(k, "") for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")})
-    every = [None] * dist.get_world_size()
+    every: list = [None] * dist.get_world_size()  # all_gather_object fills it with every rank's `mine`
     dist.all_gather_object(every, mine)
     return {
         "worker_nodes": [ip for ip, _, _ in every],
@@ -80,7 +80,7 @@ def _peak_memory(use_gpu: bool) -> dict:
 def _gather_peaks(use_gpu: bool) -> list[dict]:
     import torch.distributed as dist
 
-    every = [None] * dist.get_world_size()
+    every: list = [None] * dist.get_world_size()  # filled with every rank's peaks
     dist.all_gather_object(every, _peak_memory(use_gpu))
     return every
 
