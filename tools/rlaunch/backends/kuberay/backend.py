@@ -17,7 +17,7 @@ What goes where:
     never in a rendered file, a log line or a process argument.
   - data, model and checkpoints live on one shared volume at storage.mount in every pod: a GCS FUSE
     bucket (gke), a TOS bucket through its CSI driver (vke), or an existing PVC (storage.pvc).
-  - the inputs (rlaunch.plan.inputs: the pinned model and dataset, or the user's model.path / data.path)
+  - the inputs (rlaunch.config.inputs: the pinned model and dataset, or the user's model.path / data.path)
     are made ready by the inputs Job, a CPU pod that runs setup.sh on that volume, before the RayJob
     is applied: `make launch` waits for it, so no GPU pod starts before its inputs are there.
 
