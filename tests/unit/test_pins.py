@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,15 @@ def test_every_image_dockerfile_has_both_pins_in_the_real_file():
         fw = dockerfile.parent.name
         assert pins.get_str(f"images.{fw}.official", versions)
         assert images.rlaunch_ref(fw, versions).rsplit("/", 1)[-1].startswith(f"rlaunch-{fw}:")
+
+
+def test_every_downloaded_input_is_pinned_to_a_commit():
+    """A branch moves: a rerun would train on other data. Every model and dataset rlaunch downloads
+    names a 40-hex commit (a synthetic one, made at run time, has no id and no revision)."""
+    versions = pins.load_versions(ROOT / "configs" / "versions.yaml")
+    for section in ("models", "datasets"):
+        for name, pin in versions[section].items():
+            if pin.get("hf_id"):
+                assert re.fullmatch(r"[0-9a-f]{40}", str(pin.get("revision", ""))), (section, name, pin)
+            else:
+                assert not pin.get("revision"), (section, name, pin)
