@@ -306,16 +306,24 @@ torch_wheel() {
 # lock_compile UV OUT DIGEST WHAT WHEELS [HEAD] -- ARGS...: `uv pip compile ARGS` (paths relative to
 # the repository) for the array TARGET, with WHEELS as find-links, into OUT under a header naming
 # WHAT the lock is for, how it is remade and the DIGEST of its inputs; HEAD (lines) goes first.
+# The lock there is uv's starting point (an existing output file is its preferences): a new
+# package moves no other one that still fits, so a relock's diff is what its inputs changed.
 lock_compile() {
-  local uv="$1" out="$2" digest="$3" what="$4" wheels="$5" head="" body
+  local uv="$1" out="$2" digest="$3" what="$4" wheels="$5" head="" body prefer
   shift 5
   if [[ "$1" != -- ]]; then
     head="$1"
     shift
   fi
   shift
-  body="$(cd "${ROOT}" && "${uv}" pip compile --quiet --no-header --find-links "${wheels}" "${TARGET[@]}" "$@")" ||
+  prefer="$(mktemp)"
+  [[ -f "${out}" ]] && cp "${out}" "${prefer}"
+  body="$(cd "${ROOT}" && "${uv}" pip compile --quiet --no-header --find-links "${wheels}" "${TARGET[@]}" \
+    --output-file "${prefer}" "$@" >/dev/null && cat "${prefer}")" || {
+    rm -f "${prefer}"
     die 1 "uv pip compile for ${out#"${ROOT}/"} failed"
+  }
+  rm -f "${prefer}"
   mkdir -p "$(dirname "${out}")"
   {
     printf '# %s: every package of %s, at one version each.\n' "${out#"${ROOT}/"}" "${what}"

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from fakeserver import FakeServer
 
 
 def _sha256(path: Path) -> str:
@@ -37,42 +38,7 @@ def git_blob_sha(path: Path) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-class FakeHub:
-    def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 0):
-        self.root = Path(root)
-        self.requests: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-        hub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
-            def do_GET(self):
-                hub._handle(self, "GET")
-
-            def do_HEAD(self):
-                hub._handle(self, "HEAD")
-
-            def do_POST(self):
-                hub._handle(self, "POST")
-
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> FakeHub:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
+class FakeHub(FakeServer):
     def file_gets(self) -> list[str]:
         """The files downloaded so far (GET .../resolve/...)."""
         return [p for m, p in self.requests if m == "GET" and "/resolve/" in p]
@@ -168,31 +134,11 @@ class FakeHub:
         if not target.is_file():
             return self._send(h, 404, b'{"error": "Entry not found"}',
                               {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": commit}, method)
-        data = target.read_bytes()
-        headers = {"X-Repo-Commit": commit, "ETag": f'"{_sha256(target)}"', "Accept-Ranges": "bytes",
-                   "Content-Type": "application/octet-stream"}
-        status = 200
-        ranged = h.headers.get("Range", "")
-        if method == "GET" and ranged.startswith("bytes="):
-            start, _, end = ranged[6:].partition("-")
-            lo = int(start or 0)
-            hi = int(end) if end else len(data) - 1
-            headers["Content-Range"] = f"bytes {lo}-{hi}/{len(data)}"
-            data, status = data[lo:hi + 1], 206
-        self._send(h, status, data, headers, method)
+        self._bytes(h, target.read_bytes(), {"X-Repo-Commit": commit, "ETag": f'"{_sha256(target)}"'}, method)
 
     def _json(self, h, value, method: str) -> None:
         self._send(h, 200, json.dumps(value).encode(), {"Content-Type": "application/json"}, method)
 
-    @staticmethod
-    def _send(h, status: int, data: bytes, headers: dict, method: str) -> None:
-        h.send_response(status)
-        for key, value in headers.items():
-            h.send_header(key, value)
-        h.send_header("Content-Length", str(len(data)))
-        h.end_headers()
-        if method != "HEAD":
-            h.wfile.write(data)
 
 
 def use_in_process(monkeypatch, url: str) -> None:

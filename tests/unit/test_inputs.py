@@ -19,6 +19,8 @@ from rlaunch.frameworks.areal import adapter as areal
 from rlaunch.frameworks.rlinf import adapter as rlinf
 from rlaunch.frameworks.verl import adapter as verl
 
+MS_COMMIT = "6fc93244f442ee2b5ab5c8000687ef5f7ffe1d03"  # seed 003's ModelScope revision
+
 
 def load(preset: str, sets: str = "", **knobs):
     return config.load(preset, {"RUN_ID": "t", **knobs}, sets)
@@ -67,11 +69,16 @@ def test_areal_reads_the_snapshot_and_a_user_path_must_name_gsm8k():
         load("areal-grpo-gsm8k", "data.path=/storage/my-data", INFRA="gcp")  # the framework's rule, at load
 
 
-def test_rlinf_model_on_modelscope_is_never_fetched_but_adopted():
+def test_rlinf_model_on_modelscope_is_downloaded_from_there_into_seed_003s_layout():
     spec = load("rlinf-grpo-pipeline-1.5b", INFRA="aistudio", WORK_ROOT="/mnt/w")
     model = next(i for i in inputs.of(spec) if i.what == "model")
-    assert model.user and not model.fetch and "modelscope" in model.source
-    assert any("--adopt=" + model.dir in line for line in inputs.setup_lines(spec))
+    # seed 003's $WORK_ROOT/models/modelscope/<org>/<name>/<revision>: a copy its user made is kept
+    assert model.dir == "/mnt/w/models/modelscope/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B/" + MS_COMMIT
+    assert not model.user and model.fetch == ("--model=deepseek-r1-distill-qwen-1.5b",)
+    assert f"deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B@{MS_COMMIT[:12]} on ModelScope: downloaded unless " \
+        "its SHA256SUMS verifies" in "\n".join(inputs.layout(spec))
+    assert any("-m rlaunch.job.data --model=deepseek-r1-distill-qwen-1.5b --out=" + model.dir in line
+               for line in inputs.setup_lines(spec))
 
 
 @pytest.mark.parametrize(("sets", "key"), [

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "versions.yaml"
 sys.path.insert(0, str(ROOT / "tools"))
 
-from rlaunch.config import images
+from rlaunch.config import hub, images
 from rlaunch.config import pins  # noqa: E402
 
 
@@ -100,3 +100,5 @@ def test_every_downloaded_input_is_pinned_to_a_commit():
                 assert re.fullmatch(r"[0-9a-f]{40}", str(pin.get("revision", ""))), (section, name, pin)
             else:
                 assert not pin.get("revision"), (section, name, pin)
+            # and on a hub rlaunch.job.data downloads from, with that hub's own client
+            assert hub.problem(hub.of(pin)) is None, (section, name, pin.get("hub"))

@@ -3,7 +3,7 @@
 # rlaunch setup for run golden: prepare the inputs on the shared mount /mnt/rlinf-reproduction with pinned
 # revisions. Idempotent: what is already there and verifies is left alone, so a restart or a
 # recovery redoes nothing. On AIStudio you run it once, where the shared storage is mounted at
-# the same path and the network reaches GitHub and the Hub (seed 003's AICoder), from the launch
+# the same path and the network reaches GitHub (seed 003's AICoder), from the launch
 # directory: `cd home && bash ../setup.sh`. The task never downloads: run.sh checks what this left.
 # Env: RLAUNCH_HOME  the repository with tools/ (default: the working directory, SkyPilot's workdir)
 #      RLAUNCH_PYTHON  python with rlaunch's runtime deps (default: python3)

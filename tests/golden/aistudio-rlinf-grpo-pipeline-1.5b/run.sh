@@ -153,7 +153,7 @@ check_checkout() {
 }
 check_checkout /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839 7d07a4212ee6858cc333e1d4fab7a37256d1f839
 [[ -s /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839/examples/reasoning/main_grpo.py ]] || die 3 "rlinf checkout file /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839/examples/reasoning/main_grpo.py missing"
-check_manifest model /mnt/rlinf-reproduction/models/deepseek-r1-distill-qwen-1.5b/6fc93244f442 config.json tokenizer_config.json '*.safetensors'
+check_manifest model /mnt/rlinf-reproduction/models/modelscope/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B/6fc93244f442ee2b5ab5c8000687ef5f7ffe1d03 config.json tokenizer_config.json '*.safetensors'
 check_manifest dataset /mnt/rlinf-reproduction/data/boba/1799c00be3f1 AReaL-boba-106k.jsonl
 # shellcheck disable=SC2016 # the python snippet is single-quoted on purpose
 missing="$("$RLAUNCH_PYTHON" -c 'import importlib.util, sys

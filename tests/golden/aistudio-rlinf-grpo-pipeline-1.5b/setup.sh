@@ -3,7 +3,7 @@
 # rlaunch setup for run golden: prepare the inputs on the shared mount /mnt/rlinf-reproduction with pinned
 # revisions. Idempotent: what is already there and verifies is left alone, so a restart or a
 # recovery redoes nothing. On AIStudio you run it once, where the shared storage is mounted at
-# the same path and the network reaches GitHub and the Hub (seed 003's AICoder), from the launch
+# the same path and the network reaches GitHub, the Hugging Face Hub and ModelScope (seed 003's AICoder), from the launch
 # directory: `cd home && bash ../setup.sh`. The task never downloads: run.sh checks what this left.
 # Env: RLAUNCH_HOME  the repository with tools/ (default: the working directory, SkyPilot's workdir)
 #      RLAUNCH_PYTHON  python with rlaunch's runtime deps (default: python3)
@@ -15,4 +15,4 @@ free_kib="$(df --output=avail -k /mnt/rlinf-reproduction | tail -n 1)"; if ((fre
 if [[ ! -d /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839/.git ]]; then git clone --quiet https://github.com/RLinf/RLinf /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839 && git -C /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839 checkout --quiet --detach 7d07a4212ee6858cc333e1d4fab7a37256d1f839; fi
 test "$(git -C /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839 rev-parse HEAD)" = 7d07a4212ee6858cc333e1d4fab7a37256d1f839
 if ! (cd /mnt/rlinf-reproduction/data/boba/1799c00be3f1 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=boba --out=/mnt/rlinf-reproduction/data/boba/1799c00be3f1; else echo 'inputs: dataset /mnt/rlinf-reproduction/data/boba/1799c00be3f1 matches its SHA256SUMS: kept'; fi
-if ! (cd /mnt/rlinf-reproduction/models/deepseek-r1-distill-qwen-1.5b/6fc93244f442 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --adopt=/mnt/rlinf-reproduction/models/deepseek-r1-distill-qwen-1.5b/6fc93244f442 --what=model --require=config.json --require=tokenizer_config.json --require='*.safetensors'; else echo 'inputs: model /mnt/rlinf-reproduction/models/deepseek-r1-distill-qwen-1.5b/6fc93244f442 matches its SHA256SUMS: kept'; fi
+if ! (cd /mnt/rlinf-reproduction/models/modelscope/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B/6fc93244f442ee2b5ab5c8000687ef5f7ffe1d03 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=deepseek-r1-distill-qwen-1.5b --out=/mnt/rlinf-reproduction/models/modelscope/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B/6fc93244f442ee2b5ab5c8000687ef5f7ffe1d03; else echo 'inputs: model /mnt/rlinf-reproduction/models/modelscope/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B/6fc93244f442ee2b5ab5c8000687ef5f7ffe1d03 matches its SHA256SUMS: kept'; fi

@@ -4,7 +4,10 @@ framework and infrastructure, where each lives, how it is made, and what it must
 Two layouts, chosen by config keys:
   - rlaunch's own (the default): one directory per pinned revision, <mount>/models/<model.name>/<rev12>
     and <mount>/data/<data.dataset>/<rev12>, downloaded at the revision configs/versions.yaml pins
-    (python -m rlaunch.job.data, the code `make data` runs) with a SHA256SUMS manifest.
+    (python -m rlaunch.job.data, the code `make data` runs) with a SHA256SUMS manifest, from the pin's
+    hub: the Hugging Face Hub, or ModelScope (`hub: modelscope`; a model there lives in seed 003's
+    <mount>/models/modelscope/<org>/<name>/<revision>). model.path=[modelscope:]<org>/<name>[@rev]
+    names any model on either hub, laid out the same way (rlaunch.config.hub).
   - the user's: inputs already on the shared storage, e.g. seeds 002 and 004's /data/Qwen2.5-0.5B-Instruct
     and /data/data/gsm8k/. model.path (an absolute path) and data.path name the directories; nothing is
     downloaded, and their SHA256SUMS is computed once, the first time a launch sees them without one
@@ -40,9 +43,9 @@ class Input:
     what: str                 # "model" | "dataset"
     dir: str                  # on the shared storage, as every node sees it
     key: str                  # the config key that chose it: model.path / data.path, or model.name / data.dataset
-    user: bool                # the user's directory (or one no hub client of rlaunch can fill): never downloaded
+    user: bool                # the user's directory (or a dataset rlaunch cannot make): never downloaded
     fetch: tuple[str, ...]    # `python -m rlaunch.job.data` arguments that make it (empty: it must be there)
-    source: str               # what it holds: "<hf id>@<revision>" or "yours"
+    source: str               # what it holds: "<id>@<revision>[ on ModelScope]" or "yours"
     required: tuple[str, ...]  # files it must hold besides SHA256SUMS (*.ext: at least one such file)
 
 
@@ -114,24 +117,37 @@ def of(spec: dict) -> list[Input]:
             what="dataset", dir=ddir, key="data.path" if user else "data.dataset", user=user or not fetch,
             fetch=() if user else fetch,
             source="yours" if user else f"{pin['hf_id']}{' ' + pin['config'] if pin.get('config') else ''}"
-                                        f"@{pin.get('revision', '')[:12]}",
+                                        f"@{pin.get('revision', '')[:12]}{_on(pin)}",
             required=required))
     mdir = model_dir(spec)
     if mdir:
         user = _is_dir(spec["model"]["path"])
         pin = pins["model"]
-        hf = pin.get("hub", "huggingface") == "huggingface"
         required = list(MODEL_FILES) + _under(mdir, wanted)
         hub_id = bool(pin.get("asked"))
-        fetch = (f"--hf-id={pin['hf_id']}", f"--revision={pin['revision']}") if hub_id else \
+        flag = "--modelscope-id" if hub.of(pin) == "modelscope" else "--hf-id"
+        fetch = (f"{flag}={pin['hf_id']}", f"--revision={pin['revision']}") if hub_id else \
             (f"--model={spec['model']['name']}",)
         out.append(Input(
-            what="model", dir=mdir, key="model.path" if user or hub_id else "model.name", user=user or not hf,
-            fetch=() if user or not hf else fetch,
-            source="yours" if user else f"{pin['hf_id']}@{pin.get('revision', '')[:12]}"
-                                        f"{'' if hf else ' on ' + pin['hub']}",
+            what="model", dir=mdir, key="model.path" if user or hub_id else "model.name", user=user,
+            fetch=() if user else fetch,
+            source="yours" if user else f"{pin['hf_id']}@{pin.get('revision', '')[:12]}{_on(pin)}",
             required=tuple(dict.fromkeys(f for f in required if f != MANIFEST))))
     return out
+
+
+def sites(spec: dict, first: str = "GitHub") -> str:
+    """What must be reachable where the inputs are prepared, for the lines that say so: `first`,
+    then the hubs the downloads go to ("GitHub, the Hugging Face Hub and ModelScope")."""
+    names = [hub.of(spec["pins"][item.what]) for item in of(spec) if item.fetch]
+    items = list(dict.fromkeys([first, *(hub.HUBS[n]["shown"] for n in names)]))
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _on(pin: dict) -> str:
+    """' on ModelScope' for a pin of another hub than the Hugging Face Hub, else ''."""
+    name = hub.of(pin)
+    return "" if name == hub.DEFAULT else f" on {hub.HUBS[name]['shown']}"
 
 
 def check(spec: dict) -> None:

@@ -304,8 +304,13 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     if data_path.startswith("/"):  # a relative one: rlaunch.config.inputs.check says where it must be
         _check(_knobs.path_problem, "data.path", data_path, sources)
     data["pins"] = _pins(data)
-    # model.path=<org>/<name>[@rev]: a model like a pinned one (rlaunch.config.hub), unless it is the pin's own id.
+    # model.path=[modelscope:]<org>/<name>[@rev]: a model like a pinned one (rlaunch.config.hub), unless
+    # it is the pin's own id.
     if not model_path.startswith("/") and model_path != data["pins"]["model"].get("hf_id"):
+        if ":" in model_path.split("/", 1)[0] and hub.parse(model_path) is None:
+            raise ConfigError("model.path", model_path, "a directory under storage.mount, <org>/<name>[@<revision>] "
+                              "on the Hugging Face Hub, or modelscope:<org>/<name>[@<revision>] on ModelScope",
+                              sources.get("model.path", ""))
         data["pins"]["model"] = hub.pin(mount, model_path) or data["pins"]["model"]
     data["secrets"] = secret_names(data)
     if not data["model"]["path"]:
@@ -363,12 +368,13 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
 
 # The secrets a setting needs: each travels by name to every node (SkyPilot --secret, KubeRay's
 # Secret, the local job's env, AIStudio's form), and a launch without it in the environment stops first.
-NEEDED_SECRETS = (("logging.wandb", "WANDB_API_KEY"), ("model.gated", "HF_TOKEN"))
+# model.gated needs the token of the model's hub (rlaunch.config.hub: HF_TOKEN or MODELSCOPE_API_TOKEN).
+NEEDED_SECRETS = (("logging.wandb", "WANDB_API_KEY"), ("model.gated", ""))
 
 
 def secret_names(data: dict) -> list[str]:
     """spec.secrets: the config's names, then those its settings need (NEEDED_SECRETS), once each."""
-    needed = [name for key, name in NEEDED_SECRETS if _get(data, key)]
+    needed = [name or hub.token(data["pins"]["model"]) for key, name in NEEDED_SECRETS if _get(data, key)]
     return list(dict.fromkeys([*data["secrets"], *needed]))
 
 
@@ -410,8 +416,11 @@ def head_ray_cpus(data: dict) -> int | None:
 def _paths(data: dict) -> dict[str, str]:
     mount, run, model = data["storage"]["mount"], data["run"], data["model"]
     run_dir = f"{mount}/runs/{run['name']}/{run['id']}"
-    model_dir = _pinned_dir(f"{mount}/models/{model['name']}", data["pins"]["model"]) if model["name"] else ""
-    model_dir = data["pins"]["model"].get("dir", model_dir)  # a Hub id's (rlaunch.config.hub)
+    pin = data["pins"]["model"]
+    model_dir = _pinned_dir(f"{mount}/models/{model['name']}", pin) if model["name"] else ""
+    if model["name"] and hub.of(pin) != hub.DEFAULT:  # seed 003's models/modelscope/<org>/<name>/<revision>
+        model_dir = hub.directory(mount, hub.of(pin), pin["hf_id"], str(pin.get("revision", "")))
+    model_dir = pin.get("dir", model_dir)  # a hub id's (rlaunch.config.hub)
     return {
         "run_dir": run_dir,
         "log_dir": f"{run_dir}/logs",
@@ -553,6 +562,10 @@ def _pins(spec: dict) -> dict:
     if model_name and model_name not in versions["models"]:
         raise ConfigError("model.name", model_name, "one of " + ", ".join(versions["models"]) +
                           " (models are pinned in configs/versions.yaml)")
+    for section, name in (("models", model_name), ("datasets", dataset)):
+        named = hub.of(versions[section].get(name) or {})
+        if hub.problem(named):  # a pin's hub is where job.data downloads it from, with that hub's client
+            raise ConfigError(f"{section}.{name}.hub", named, f"{hub.problem(named)} (configs/versions.yaml)")
     return {
         "image": spec["framework"]["image_ref"] or images.ref(fw, spec["framework"]["image"], versions,
                                                              spec["cluster"]["accelerator"],

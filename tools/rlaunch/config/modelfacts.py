@@ -10,7 +10,9 @@ Where config.json comes from, first found wins (nothing here raises for a model 
   - a facts cache: RLAUNCH_MODEL_FACTS (folders, ':'-separated) and build/model-facts/, each
     holding <org>--<name>/<revision>/config.json (revision "main" when the id names none);
   - the Hugging Face Hub (huggingface_hub, HF_TOKEN for a gated model), unless HF_HUB_OFFLINE is
-    set: the file is kept in build/model-facts/ so the next plan needs no network.
+    set, or ModelScope for a model there (modelscope:<org>/<name>, or a pin with `hub: modelscope`;
+    its client, MODELSCOPE_ENDPOINT honoured): the file is kept in build/model-facts/ (ModelScope's
+    as modelscope--<org>--<name>/...) so the next plan needs no network.
 The parameter count is computed from the architecture fields (dense; MoE: total and active).
 """
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from rlaunch.config import pins
+from rlaunch.config import hub, pins
 from rlaunch.frameworks import topology
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -141,17 +143,22 @@ def from_config(cfg: dict, model: str, source: str) -> Facts | str:
 
 
 def which(spec: dict) -> tuple[str, str]:
-    """(HF id or absolute directory, revision) of the model the run loads."""
+    """(hub id, modelscope:-qualified on ModelScope, or absolute directory; revision) of the model
+    the run loads."""
     path = str(spec["model"].get("path") or "")
-    pinned = spec.get("pins", {}).get("model", {}) if isinstance(spec.get("pins"), dict) else {}
+    try:  # a Spec's pins, or a bare dict's (the tests'); none: only model.name says which model
+        pinned = dict(spec["pins"]["model"])
+    except (KeyError, TypeError):
+        pinned = {}
     if not path:
         entry = pins.load_versions().get("models", {}).get(spec["model"].get("name", ""), {}) or {}
-        return str(entry.get("hf_id", "")), str(entry.get("revision", ""))
+        return hub.qualified(hub.of(entry), str(entry.get("hf_id", ""))), str(entry.get("revision", ""))
     if path.startswith("/"):
         return path.rstrip("/"), ""
     repo, _, rev = path.partition("@")
-    if not rev and repo == pinned.get("hf_id"):
-        rev = str(pinned.get("revision", ""))
+    if repo == pinned.get("hf_id"):  # the pin's own id: on the pin's hub, at its commit (if it has one)
+        repo = hub.qualified(hub.of(pinned), repo)
+        rev = rev or ("" if pinned.get("unresolved") else str(pinned.get("revision", "")))
     return repo, rev
 
 
@@ -166,11 +173,50 @@ def _read(path: Path) -> dict | None:
         return None
 
 
-def _pinned(repo: str, rev: str) -> tuple[dict, str] | None:
+def _pinned(model: str, rev: str) -> tuple[dict, str] | None:
     for entry in pins.load_versions().get("models", {}).values():
-        if entry and entry.get("config") and entry.get("hf_id") == repo and rev in ("", entry.get("revision")):
-            return entry["config"], f"https://huggingface.co/{repo}/blob/{entry['revision']}/config.json"
+        if (entry and entry.get("config") and hub.qualified(hub.of(entry), str(entry.get("hf_id"))) == model
+                and rev in ("", entry.get("revision"))):
+            return entry["config"], f"https://huggingface.co/{model}/blob/{entry['revision']}/config.json"
     return None
+
+
+def _reachable(endpoint: str) -> str:
+    """"" when one connection to endpoint opens, else why not: the hubs' clients retry an unreachable
+    host for seconds."""
+    where = urlsplit(endpoint)
+    try:
+        socket.create_connection((where.hostname, where.port or (443 if where.scheme == "https" else 80)),
+                                 timeout=3).close()
+    except OSError as err:
+        return f"{endpoint} cannot be reached: {err.strerror or type(err).__name__}"
+    return ""
+
+
+def _keep(model: str, rev: str, cfg: dict) -> None:
+    keep = CACHE / model.replace(":", "--").replace("/", "--") / (rev or "main") / "config.json"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_text(json.dumps(cfg, indent=2) + "\n")
+
+
+def _modelscope(repo: str, rev: str) -> tuple[dict, str] | str:
+    """config.json from ModelScope (its client), kept in build/model-facts/."""
+    endpoint = (os.environ.get("MODELSCOPE_ENDPOINT") or "https://www.modelscope.cn").rstrip("/")
+    why = _reachable(endpoint)
+    if why:
+        return f"ModelScope ({why})"
+    try:
+        from modelscope.hub.file_download import model_file_download  # lazy: plan only
+
+        local = model_file_download(repo, "config.json", revision=rev or hub.HUBS["modelscope"]["moving"],
+                                    cache_dir=str(CACHE / ".modelscope"))
+    except Exception as err:  # noqa: BLE001 - offline, private, missing: each is a reason, never a crash
+        return f"ModelScope did not answer ({type(err).__name__})"
+    cfg = _read(Path(local))
+    if cfg is None:
+        return "ModelScope's config.json is not JSON"
+    _keep(f"modelscope:{repo}", rev, cfg)
+    return cfg, f"{endpoint}/models/{repo}/file/view/{rev or 'master'}/config.json"
 
 
 def _hub(repo: str, rev: str) -> tuple[dict, str] | str:
@@ -180,12 +226,9 @@ def _hub(repo: str, rev: str) -> tuple[dict, str] | str:
     from huggingface_hub import constants
 
     endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
-    where = urlsplit(endpoint)
-    try:  # one connection attempt first: huggingface_hub retries an unreachable Hub for seconds
-        socket.create_connection((where.hostname, where.port or (443 if where.scheme == "https" else 80)),
-                                 timeout=3).close()
-    except OSError as err:
-        return f"the Hub ({endpoint}) cannot be reached: {err.strerror or type(err).__name__}"
+    why = _reachable(endpoint)
+    if why:
+        return f"the Hub ({why})"
     hub_log = logging.getLogger("huggingface_hub")
     level = hub_log.level
     hub_log.setLevel(logging.ERROR)  # its retry lines; the reason below says what failed
@@ -201,9 +244,7 @@ def _hub(repo: str, rev: str) -> tuple[dict, str] | str:
     cfg = _read(Path(local))
     if cfg is None:
         return "the Hub's config.json is not JSON"
-    keep = CACHE / repo.replace("/", "--") / (rev or "main") / "config.json"
-    keep.parent.mkdir(parents=True, exist_ok=True)
-    keep.write_text(json.dumps(cfg, indent=2) + "\n")
+    _keep(repo, rev, cfg)
     return cfg, f"{endpoint}/{repo}/blob/{rev or 'main'}/config.json"
 
 
@@ -221,17 +262,17 @@ def read(model: str, rev: str = "") -> Facts | str:
     found = _pinned(model, rev)
     if found:
         return from_config(found[0], shown, found[1])
-    name = model.replace("/", "--")
+    name = model.replace(":", "--").replace("/", "--")
     for base in _cache_dirs():
         for r in dict.fromkeys([rev or "main", rev[:12]]):
             path = base / name / r / "config.json"
             cfg = _read(path) if r else None
             if cfg is not None:
                 return from_config(cfg, shown, str(path))
-    got = _hub(model, rev)
+    got = _modelscope(model.split(":", 1)[1], rev) if model.startswith("modelscope:") else _hub(model, rev)
     if isinstance(got, str):
         dirs = ", ".join(str(d) for d in _cache_dirs())
-        return (f"config.json of {shown} not found ({got}; looked in {dirs}: put <org>--<name>/"
+        return (f"config.json of {shown} not found ({got}; looked in {dirs}: put {name}/"
                 f"{rev or 'main'}/config.json there, or point {ENV} at such a folder)")
     return from_config(got[0], shown, got[1])
 

@@ -7,16 +7,25 @@ and a dataset.json saying what was loaded, so every node and every rerun can che
 bytes. Loading goes through `datasets.load_dataset(..., revision=...)`, the same code online or on a
 local copy (--source DIR: a directory of JSON/parquet files per split; the tests use one).
 
+Each pin downloads from its hub (`hub:` in configs/versions.yaml, rlaunch.config.hub) with that hub's
+own client: huggingface_hub for the Hugging Face Hub, `modelscope` (snapshot_download,
+dataset_snapshot_download) for ModelScope, where a dataset to convert is loaded from its snapshot.
+
 Usage:
     python -m rlaunch.job.data --dataset=gsm8k --out=DIR [--source=DIR_OR_HF_ID] [--revision=REV]
     python -m rlaunch.job.data --dataset=gsm8k --snapshot --out=DIR    (the HF repository as is)
     python -m rlaunch.job.data --model=qwen2.5-0.5b-instruct --out=DIR
     python -m rlaunch.job.data --hf-id=Qwen/Qwen3-8B --revision=COMMIT --out=DIR   (model.path=<org>/<name>)
+    python -m rlaunch.job.data --modelscope-id=Qwen/Qwen2.5-0.5B-Instruct --revision=COMMIT --out=DIR
+        (model.path=modelscope:<org>/<name>)
     python -m rlaunch.job.data --adopt=DIR --what=model [--require=FILE ...]
         (inputs a user put on the shared storage: their SHA256SUMS computed once, then checked)
 
 Env:
     HF_TOKEN         read by huggingface_hub for gated models/datasets (never printed)
+    HF_ENDPOINT      another Hub (a mirror; the tests' tests/fakehub.py)
+    MODELSCOPE_API_TOKEN  read by modelscope for private or gated repositories (never printed)
+    MODELSCOPE_ENDPOINT   another ModelScope site (https://www.modelscope.ai; tests/fakemodelscope.py)
     RLAUNCH_VERSIONS versions file (default: configs/versions.yaml)
 """
 
@@ -27,9 +36,10 @@ import hashlib
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 
-from rlaunch.config import pins
+from rlaunch.config import hub, pins
 from rlaunch.config.inputs import CONVERTED, MANIFEST
 from rlaunch.errors import ConfigError, MissingPrerequisite
 
@@ -177,6 +187,12 @@ def prepare(dataset: str, out: Path, source: str = "", revision: str = "") -> di
     kwargs = {"revision": revision} if revision else {}
     if source and Path(source).is_dir():
         loaded = datasets.load_dataset(source, **kwargs)  # a local copy: its files, per split
+    elif hub.of(pin) == "modelscope" and not source:
+        # datasets reads the Hub only: the repository comes with ModelScope's client, then loads as a
+        # local one (its README's configs name the splits' files), outside `out` and gone after.
+        with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as tmp:
+            _modelscope_snapshot("dataset", pin["hf_id"], revision, Path(tmp))
+            loaded = datasets.load_dataset(tmp, pin.get("config") or None)  # into datasets' cache
     else:
         loaded = datasets.load_dataset(where, pin.get("config") or None, **kwargs)
     counts = {}
@@ -194,13 +210,30 @@ def prepare(dataset: str, out: Path, source: str = "", revision: str = "") -> di
     return info
 
 
-def _fetch_file(dataset: str, pin: dict, out: Path, revision: str) -> dict:
-    from huggingface_hub import hf_hub_download
+def _modelscope_snapshot(kind: str, repo: str, revision: str, out: Path, only: str = "") -> None:
+    """ModelScope's own client (MODELSCOPE_ENDPOINT and MODELSCOPE_API_TOKEN are its)."""
+    try:
+        from modelscope.hub.snapshot_download import dataset_snapshot_download, snapshot_download
+    except ImportError:
+        version = pins.load_versions()["python"]["modelscope"]
+        raise MissingPrerequisite(f"ModelScope's client in {sys.executable}", "the input is on ModelScope: "
+                                  f"pip install modelscope=={version} (rlaunch's images have it)") from None
 
+    get = dataset_snapshot_download if kind == "dataset" else snapshot_download
+    get(repo, revision=revision or hub.HUBS["modelscope"]["moving"], local_dir=str(out),
+        allow_patterns=[only] if only else None)
+
+
+def _fetch_file(dataset: str, pin: dict, out: Path, revision: str) -> dict:
     name = pin.get("file") or ""
     if not name:
         raise ConfigError("DATASET", dataset, "gsm8k or math (others need a `file:` pin to download)")
-    hf_hub_download(pin["hf_id"], name, repo_type="dataset", revision=revision or None, local_dir=str(out))
+    if hub.of(pin) == "modelscope":
+        _modelscope_snapshot("dataset", pin["hf_id"], revision, out, only=name)
+    else:
+        from huggingface_hub import hf_hub_download
+
+        hf_hub_download(pin["hf_id"], name, repo_type="dataset", revision=revision or None, local_dir=str(out))
     info = {"dataset": dataset, "hf_id": pin["hf_id"], "file": name, "revision": revision}
     (out / "dataset.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     write_manifest(out)
@@ -209,38 +242,52 @@ def _fetch_file(dataset: str, pin: dict, out: Path, revision: str) -> dict:
 
 def snapshot(dataset: str, out: Path, revision: str = "") -> dict:
     """The pinned dataset repository as is (AReaL loads GSM8K itself with load_dataset(dir, "main"))."""
-    from huggingface_hub import snapshot_download
-
     pin = dataset_pin(dataset)
     revision = revision or str(pin.get("revision", ""))
-    snapshot_download(pin["hf_id"], repo_type="dataset", revision=revision or None, local_dir=str(out))
+    if hub.of(pin) == "modelscope":
+        _modelscope_snapshot("dataset", pin["hf_id"], revision, out)
+    else:
+        from huggingface_hub import snapshot_download
+
+        snapshot_download(pin["hf_id"], repo_type="dataset", revision=revision or None, local_dir=str(out))
     write_manifest(out)
     return {"dataset": dataset, "hf_id": pin["hf_id"], "revision": revision, "snapshot": True}
 
 
 def fetch_model(model: str, out: Path) -> dict:
-    """snapshot_download of the pinned model revision into out, plus SHA256SUMS."""
+    """The pinned model revision, from its hub, into out, plus SHA256SUMS."""
     table = pins.load_versions()["models"]
     pin = table.get(model) or {}
     if not pin.get("hf_id"):
         raise ConfigError("MODEL", model, "one of " + ", ".join(k for k, v in table.items() if v.get("hf_id")))
-    if pin.get("hub", "huggingface") != "huggingface":
-        raise ConfigError("MODEL", model, f"a Hugging Face model; {pin['hf_id']} is pinned on {pin['hub']}: "
-                          "download it with that hub's client into the model dir")
-    from huggingface_hub import snapshot_download
+    if hub.problem(hub.of(pin)):
+        raise ConfigError(f"models.{model}.hub", hub.of(pin), str(hub.problem(hub.of(pin))))
+    info = fetch_hub_model(pin["hf_id"], str(pin["revision"]), out, hub.of(pin))
+    return {"model": model, **info}
 
-    snapshot_download(pin["hf_id"], revision=pin["revision"] or None, local_dir=str(out))
+
+def fetch_hub_model(hf_id: str, revision: str, out: Path, name: str = hub.DEFAULT) -> dict:
+    """Any model on the hub `name` at `revision` into out, plus SHA256SUMS
+    (model.path=[modelscope:]<org>/<name>)."""
+    if name == "modelscope":
+        _modelscope_snapshot("model", hf_id, revision, out)
+    else:
+        from huggingface_hub import snapshot_download
+
+        snapshot_download(hf_id, revision=revision or None, local_dir=str(out))
     write_manifest(out)
-    return {"model": model, "hf_id": pin["hf_id"], "revision": pin["revision"]}
+    return {"hf_id": hf_id, "revision": revision, "hub": name}
 
 
-def fetch_hub_model(hf_id: str, revision: str, out: Path) -> dict:
-    """snapshot_download of any Hub model at `revision` into out, plus SHA256SUMS (model.path=<org>/<name>)."""
-    from huggingface_hub import snapshot_download
-
-    snapshot_download(hf_id, revision=revision or None, local_dir=str(out))
-    write_manifest(out)
-    return {"hf_id": hf_id, "revision": revision}
+def _hub_of(args: argparse.Namespace) -> str:
+    """The hub the download of these arguments goes to."""
+    if args.modelscope_id:
+        return "modelscope"
+    if args.hf_id:
+        return hub.DEFAULT
+    table = pins.load_versions()["datasets" if args.dataset else "models"]
+    name = hub.of(table.get(args.dataset or args.model) or {})
+    return name if name in hub.HUBS else hub.DEFAULT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--dataset", help="gsm8k | math | boba (pinned in configs/versions.yaml)")
     what.add_argument("--model", help="a model key of configs/versions.yaml models:")
     what.add_argument("--hf-id", default="", help="any Hub model id (model.path=<org>/<name>), at --revision")
+    what.add_argument("--modelscope-id", default="", help="any ModelScope model id "
+                      "(model.path=modelscope:<org>/<name>), at --revision")
     what.add_argument("--adopt", help="a directory already on the shared storage: compute its SHA256SUMS "
                       "once (or check the one it has)")
     parser.add_argument("--out", default="", help="output directory (created)")
@@ -279,19 +328,25 @@ def main(argv: list[str] | None = None) -> int:
             info = prepare(args.dataset, Path(args.out), args.source, args.revision)
         elif args.hf_id:
             info = fetch_hub_model(args.hf_id, args.revision, Path(args.out))
+        elif args.modelscope_id:
+            info = fetch_hub_model(args.modelscope_id, args.revision, Path(args.out), "modelscope")
         else:
             info = fetch_model(args.model, Path(args.out))
     except ConfigError as err:
         print(f"data: {err}", file=sys.stderr)
         return 2
+    except MissingPrerequisite as err:
+        print(f"data: {err}", file=sys.stderr)
+        return err.exit_code
     except (OSError, RuntimeError) as err:
         # No route to the Hub (offline machine, firewall) surfaces as OSError or as the HTTP
         # client's RuntimeError after its retries: say what could not be fetched and the way around.
-        what = args.dataset or args.model or args.hf_id
-        print(f"data: could not fetch {what} at its pinned revision ({err.__class__.__name__}: "
-              f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); without access to the "
-              "Hugging Face Hub, prepare it from a local copy: python -m rlaunch.job.data "
-              f"--{'dataset' if args.dataset else 'model'} {what} --source <dir> --out {args.out}",
+        what = args.dataset or args.model or args.hf_id or args.modelscope_id
+        site = hub.HUBS[_hub_of(args)]["shown"]
+        print(f"data: could not fetch {what} at its pinned revision from {site} ({err.__class__.__name__}: "
+              f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); without access to "
+              f"{site}, put a copy on the shared storage and name it: "
+              f"{'data.path' if args.dataset else 'model.path'}=<dir> (its {MANIFEST} is computed once)",
               file=sys.stderr)
         return 3
     print(f"data: wrote {args.out} ({json.dumps(info, sort_keys=True)}) and {MANIFEST}")

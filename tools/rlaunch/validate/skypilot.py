@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlaunch.config import dotted
+from rlaunch.config import dotted, hub
 from rlaunch.errors import CheckError
 
 TIMEOUT_S = 120
@@ -296,7 +296,7 @@ def check_secrets(spec: dict, task: dict, files: dict[str, str]) -> str:
     if sorted(secrets) != sorted(spec["secrets"]):
         raise CheckError("secrets", f"task.yaml references {sorted(secrets)}, the spec names "
                          f"{sorted(spec['secrets'])}")
-    for name in set(spec["secrets"]) | {"WANDB_API_KEY", "HF_TOKEN"}:
+    for name in set(spec["secrets"]) | {"WANDB_API_KEY", *(h["token"] for h in hub.HUBS.values())}:
         value = os.environ.get(name, "")
         if len(value) >= MIN_SECRET_LEN:
             leaked = sorted(rel for rel, text in files.items() if value in text)

@@ -297,7 +297,7 @@ def install(spec: dict, files: dict[str, str]) -> tuple[Path, bool]:
 # Seed 003 asks for at least 25 GiB free on the shared storage for each run ("每次运行建议至少预留 25 GiB").
 FREE_GIB = 25
 SETUP_RUNNER = """On AIStudio you run it once, where the shared storage is mounted at
-# the same path and the network reaches GitHub and the Hub (seed 003's AICoder), from the launch
+# the same path and the network reaches {sites} (seed 003's AICoder), from the launch
 # directory: `cd home && bash ../setup.sh`. The task never downloads: run.sh checks what this left."""
 
 
@@ -313,7 +313,8 @@ def setup_script(spec: dict) -> str:
             f'if ((free_kib < {FREE_GIB} * 1024 * 1024)); then echo "setup: {spec["storage"]["mount"]} has '
             f'$((free_kib / 1024 / 1024)) GiB free; seed 003 asks for {FREE_GIB} GiB a run: free some space" >&2; '
             "exit 3; fi")
-    return render_template("common/setup.sh.j2", spec=spec, lines=[free, *lines], runner=SETUP_RUNNER)
+    return render_template("common/setup.sh.j2", spec=spec, lines=[free, *lines],
+                           runner=SETUP_RUNNER.format(sites=run_inputs.sites(spec)))
 
 
 class AIStudio(Backend):
@@ -344,7 +345,7 @@ class AIStudio(Backend):
             "form.json": render_template("aistudio/form.json.j2", form=values),
             "form.md": render_template("aistudio/form.md.j2", spec=spec, form=values, runtime_env=env,
                                        prepare=launch_dir(spec) if setup else "",
-                                       free_gib=FREE_GIB,
+                                       free_gib=FREE_GIB, sites=run_inputs.sites(spec),
                                        startup=startup),
         })
         return files
@@ -357,7 +358,8 @@ class AIStudio(Backend):
 
     def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
         root = install_root(spec)
-        prepare = ([f"(once) prepare the inputs where the storage is mounted and GitHub and the Hub are reachable "
+        prepare = ([f"(once) prepare the inputs where the storage is mounted and {run_inputs.sites(spec)} "
+                    "are reachable "
                     f"(AICoder): cd {launch_dir(spec)}/home && bash ../setup.sh   "
                     f"# checks {FREE_GIB} GiB free, clones the pinned checkout, prepares the inputs as listed "
                     "above (downloads, SHA256SUMS); a second run downloads nothing"]
