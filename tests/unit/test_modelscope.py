@@ -193,3 +193,13 @@ def test_a_pin_on_an_unknown_hub_is_refused_naming_the_pin(tmp_path, monkeypatch
         load("")
     with pytest.raises(ConfigError, match="one of huggingface, modelscope"):
         data.fetch_model("qwen2.5-7b-instruct", tmp_path / "m")
+
+
+def test_a_launch_without_modelscopes_token_says_which_setting_needs_it(monkeypatch):
+    from rlaunch.backends.base import Backend
+    from rlaunch.errors import MissingPrerequisite
+
+    monkeypatch.delenv("MODELSCOPE_API_TOKEN", raising=False)
+    spec = load(f"model.path=modelscope:acme/tiny-lm@{COMMIT} model.gated=true")
+    with pytest.raises(MissingPrerequisite, match="model.gated=true needs MODELSCOPE_API_TOKEN"):
+        Backend().require_secrets(spec)

@@ -368,13 +368,14 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
 
 # The secrets a setting needs: each travels by name to every node (SkyPilot --secret, KubeRay's
 # Secret, the local job's env, AIStudio's form), and a launch without it in the environment stops first.
-# model.gated needs the token of the model's hub (rlaunch.config.hub: HF_TOKEN or MODELSCOPE_API_TOKEN).
-NEEDED_SECRETS = (("logging.wandb", "WANDB_API_KEY"), ("model.gated", ""))
+# model.gated needs the token of the model's hub alone (rlaunch.config.hub: HF_TOKEN, MODELSCOPE_API_TOKEN).
+NEEDED_SECRETS = (("logging.wandb", "WANDB_API_KEY"), *(("model.gated", h["token"]) for h in hub.HUBS.values()))
 
 
 def secret_names(data: dict) -> list[str]:
     """spec.secrets: the config's names, then those its settings need (NEEDED_SECRETS), once each."""
-    needed = [name or hub.token(data["pins"]["model"]) for key, name in NEEDED_SECRETS if _get(data, key)]
+    token = hub.token(data["pins"]["model"])
+    needed = [name for key, name in NEEDED_SECRETS if _get(data, key) and (key != "model.gated" or name == token)]
     return list(dict.fromkeys([*data["secrets"], *needed]))
 
 
