@@ -46,7 +46,8 @@ def test_the_legacy_verl_pair_fails_naming_vllm_and_torch():
 
 def test_the_pinned_verl_image_resolves_with_pip_as_the_lock_says():
     inputs = imagelock.pinned_inputs()
-    verl = [i for i in inputs.values() if "verl[verl-core,vllm]==0.9.1" in i["requirements"] and i["arch"] == "amd64"]
+    verl = [i for i in inputs.values() if "verl[verl-core,vllm]==0.9.1" in i["requirements"] and i["arch"] == "amd64"
+            and "vllm==0.24.0" in i["held"]]  # not seed 002's known image (vLLM 0.8.4)
     assert len(verl) == 1
     got = imagecheck.resolve(verl[0], fresh=True)
     assert got["status"] == "ok", got
@@ -97,7 +98,80 @@ def test_local_has_no_image_to_check():
 def test_an_image_without_facts_is_not_checked_and_the_plan_says_so():
     (line,) = imagecheck.plan_lines(load("verl-ppo-gsm8k-0.5b", "gcp", IMAGE="registry.example.com/team/verl:2026.11"))
     assert "registry.example.com/team/verl:2026.11: warning: image check skipped: no facts for it" in line
-    assert "framework.image_facts is not set" in line
+    assert "framework.image_facts is not set, and images.verl.known has no row for it" in line
+
+
+# ---------------------------------------------------------------- images rlaunch knows by name
+
+VKE = ("ai-containers-cn-beijing.cr.volces.com/deeplearning/verl:"
+       "ngc-th2.6.0-cu126-vllm0.8.4-flashinfer0.2.2-cxx11abi0-custom-v1")  # seed 002's
+AREAL_2_1 = "ghcr.io/areal-project/areal-runtime:v2.1.0-sglang"            # seed 000's
+
+
+def test_seed_002s_image_is_known_and_fails_verl_0_9_1_naming_the_image_to_use():
+    spec = load("verl-ppo-gsm8k-0.5b", "kuberay", K8S_FLAVOR="vke", IMAGE=VKE)
+    ref, facts, where = imagecheck.image_of(spec)
+    assert (ref, where) == (VKE, f"images.verl.known[{VKE}].facts")
+    assert (facts["python"], facts["cuda"], facts["packages"]["vllm"]) == ("3.10", "12.6", "0.8.4")
+    # resolved offline: the lock holds the known images' resolutions too
+    assert imagecheck.known(imagecheck.resolution_inputs(spec, facts, pins.load_versions()))["status"] == "conflict"
+    with pytest.raises(imagecheck.ImageMismatch) as err:
+        imagecheck.plan_lines(spec)
+    text = str(err.value)
+    assert text.startswith(f"image check: {VKE} (facts from images.verl.known[{VKE}].facts): ")
+    # pip's own conflict, the one line that disagrees with the image (not those that pin its torch)
+    assert ": torch: the image has 2.6.0, verl[verl-core,vllm] 0.9.1 needs ==2.11.0; an image" in text
+    hint = "ghcr.io/rlaunch/rlaunch-verl:0.9.1 (docker/verl on images.verl), which the plan runs without IMAGE="
+    assert text.endswith("an image that fits: " + hint)
+    # the hint works as given: the same launch without IMAGE= runs that image, and it passes
+    plain = load("verl-ppo-gsm8k-0.5b", "kuberay", K8S_FLAVOR="vke")
+    assert plain["pins"]["image"] == hint.split()[0]
+    (line,) = imagecheck.plan_lines(plain)
+    assert line.startswith(f"image check: image {hint.split()[0]} (amd64): rollout vllm 0.24.0")
+    assert "NOT CHECKED" not in line
+
+
+def test_the_exit_is_2_on_the_command_line():
+    cli = subprocess.run([sys.executable, "-m", "rlaunch", "plan", "--PRESET=verl-ppo-gsm8k-0.5b", "--INFRA=gcp",
+                          f"--IMAGE={VKE}", "--RUN_ID=t-imagecheck"], capture_output=True, text=True, cwd=ROOT,
+                         check=False)
+    assert cli.returncode == 2, cli.stderr
+    assert f"images.verl.known[{VKE}]" in cli.stderr and "an image that fits: verlai/verl:vllm024.dev2" in cli.stderr
+
+
+def test_areal_2_1_0s_image_is_known_refused_for_its_ray_and_warned_for_its_areal():
+    spec = load("areal-grpo-gsm8k", "gcp", IMAGE=AREAL_2_1)
+    assert imagecheck.image_of(spec)[1]["packages"]["areal"] == "2.1.0"
+    with pytest.raises(imagecheck.ImageMismatch) as err:
+        imagecheck.plan_lines(spec)
+    text = str(err.value)
+    # Ray is the refusal (an IMAGE= installs nothing, and AReaL's uv.lock has Ray 2.55.1), not AReaL 2.1.0
+    assert err.value.problems == ["ray: the image has 2.55.1, the cluster's pin is 2.60.0 (job submission needs "
+                                  "the same Ray)"]
+    assert "an image that fits: ghcr.io/areal-project/areal-runtime:v1.0.4-sglang (images.areal), which the " \
+        "plan runs without IMAGE=" in text
+    assert "warning: the image holds AReaL 2.1.0, and rlaunch renders and checks AReaL 1.0.4's" in text
+    (line,) = imagecheck.plan_lines(load("areal-grpo-gsm8k", "gcp"))  # the hint, applied
+    assert "ray: the image has 2.55.1, the run installs the pin 2.60.0" in line and "NOT CHECKED" not in line
+
+
+def test_a_known_image_that_passes_says_its_own_framework_version_and_the_warning():
+    versions = {**pins.load_versions(), "ray": "2.55.1"}  # a Ray pin the image meets: the other lines show
+    (line,) = imagecheck.lines(load("areal-grpo-gsm8k", "gcp", IMAGE=AREAL_2_1), versions)
+    assert "ray 2.55.1 = the pin; areal 2.1.0 is in the image; the run installs nothing over the image" in line
+    assert "MathAgent" in line and line.endswith(f"(images.areal.known[{AREAL_2_1}])")
+
+
+def test_facts_the_user_gives_win_over_the_known_row():
+    spec = load("verl-ppo-gsm8k-0.5b", "gcp", LEGACY_FACTS, IMAGE=VKE)
+    assert imagecheck.image_of(spec)[2] == "framework.image_facts"
+    with pytest.raises(imagecheck.ImageMismatch) as err:
+        imagecheck.lines(spec)
+    text = str(err.value)
+    # the user's torch 2.7.0 without vLLM (the recorded legacy pair), not the row's torch 2.6.0 with vLLM 0.8.4
+    assert "rollout.backend=vllm: vllm is not in the image" in text
+    assert "torch: the image has 2.7.0, verl[verl-core,vllm] 0.9.1 needs ==2.11.0" in text
+    assert f"{VKE} (facts from framework.image_facts): " in text and "images.verl.known" not in text
 
 
 def test_a_mismatched_image_with_facts_fails_naming_the_package_and_both_versions():

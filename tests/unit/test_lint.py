@@ -144,6 +144,8 @@ def pin_values(versions: dict) -> dict[str, str]:
             out[text] = key
     for fw in versions.get("images", {}):
         out[images.rlaunch_ref(fw, versions)] = f"the rlaunch image of {fw}"
+        for ref in (versions["images"][fw].get("known") or {}):  # known by name: keys, not values
+            out[ref] = f"images.{fw}.known"
     return out
 
 

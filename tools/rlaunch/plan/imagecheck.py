@@ -10,7 +10,8 @@ Three parts, each one line of `make plan` (`lines`):
                the `ray` pin: job submission needs the same Ray on both ends.
 
 The image and its facts: images.<framework> (by_accelerator.<GPU> where the accelerator has its
-own image) in configs/versions.yaml, or framework.image_ref (IMAGE=) with framework.image_facts.
+own image) in configs/versions.yaml, or framework.image_ref (IMAGE=) with framework.image_facts, or,
+for an IMAGE= that images.<framework>.known names, that row's facts (framework.image_facts win).
 An IMAGE= without facts is not checked, and the plan says so (a warning, never a pass).
 
 A failed check raises ImageMismatch (exit 2): the image, the package, both versions, and a
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from rlaunch import ROOT, frameworks
-from rlaunch.config import pins
+from rlaunch.config import images, pins
 from rlaunch.config.knobs import SKY_INFRAS
 from rlaunch.errors import RlaunchError
 from rlaunch.plan.pipindex import MetadataIndex
@@ -54,10 +55,13 @@ LOCK_DIR = ROOT / "configs" / "locks" / "imagecheck"
 class ImageMismatch(RlaunchError):
     """The image does not fit the framework: exit 2, nothing launched."""
 
-    def __init__(self, image: str, problems: list[str], fits: str):
+    def __init__(self, image: str, problems: list[str], fits: str, warning: str = "", where: str = ""):
         self.image, self.problems = image, problems
+        source = f" (facts from {where})" if where else ""  # what to correct if a fact is wrong
         hint = f"; an image that fits: {fits}" if fits else ""
-        super().__init__(f"image check: {image}: " + "; ".join(problems) + hint)
+        # The entry's warning too: a refusal for one reason should not hide another difference.
+        note = f"; warning: {warning}" if warning else ""
+        super().__init__(f"image check: {image}{source}: " + "; ".join(problems) + hint + note)
 
 
 def cache_dir() -> Path:
@@ -75,12 +79,28 @@ def image_of(spec: dict, versions: dict | None = None) -> tuple[str, dict | None
     versions = pins.load_versions() if versions is None else versions
     fw = spec["framework"]
     if fw.get("image_ref"):
-        facts = fw.get("image_facts") or {}
-        given = any(facts.get(k) for k in ("python", "packages"))
-        return fw["image_ref"], ({**facts, "arch": facts.get("arch") or "amd64"} if given else None), \
-            "framework.image_facts"
+        if _facts_given(fw):
+            facts = fw["image_facts"]
+            return fw["image_ref"], {**facts, "arch": facts.get("arch") or "amd64"}, "framework.image_facts"
+        row, where = known_image(fw["name"], fw["image_ref"], versions)
+        if row:
+            return fw["image_ref"], row.get("facts") or None, where + ".facts"
+        return fw["image_ref"], None, "framework.image_facts"
     entry, where = pinned_image(fw["name"], spec["cluster"]["accelerator"], versions)
     return spec["pins"]["image"], entry.get("facts"), where + ".facts"
+
+
+def _facts_given(framework: dict) -> bool:
+    """framework.image_facts describe the IMAGE= (its python or packages are set)."""
+    facts = framework.get("image_facts") or {}
+    return any(facts.get(k) for k in ("python", "packages"))
+
+
+def known_image(framework: str, ref: str, versions: dict) -> tuple[dict, str]:
+    """images.<framework>.known[<ref>] and its name, or ({}, "") where no row names `ref`."""
+    # Not pins.get: a reference has dots of its own, which a dotted key would split.
+    rows = (pins.get(f"images.{framework}", versions) or {}).get("known") or {}
+    return (rows[ref], f"images.{framework}.known[{ref}]") if ref in rows else ({}, "")
 
 
 def pinned_image(framework: str, accelerator: str, versions: dict) -> tuple[dict, str]:
@@ -106,11 +126,13 @@ def _images(framework: str):
 
 
 def _entry(spec: dict, versions: dict | None = None) -> dict:
-    """The pinned image's entry the run uses ({} for an IMAGE=)."""
-    if spec["framework"].get("image_ref"):
-        return {}
+    """The image entry the run uses: the pinned one, the known row of an IMAGE= without
+    framework.image_facts, else {} (an IMAGE= the user describes)."""
     versions = pins.load_versions() if versions is None else versions
-    return pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"], versions)[0]
+    fw = spec["framework"]
+    if fw.get("image_ref"):
+        return {} if _facts_given(fw) else known_image(fw["name"], fw["image_ref"], versions)[0]
+    return pinned_image(fw["name"], spec["cluster"]["accelerator"], versions)[0]
 
 
 def requirement(spec: dict, versions: dict | None = None) -> str:
@@ -325,21 +347,30 @@ def _conflict(output: str) -> list[str]:
 
 def _conflict_problem(inputs: dict, conflict: list[str], facts: dict) -> str:
     """'torch: the image has 2.7.0, verl[vllm] 0.9.1 needs ==2.11.0' from pip's conflict lines."""
-    pkgs, named = _packages(facts), []
+    pkgs, named, pinned_away = _packages(facts), [], []
     for line in conflict:
         m = re.match(r"(\S+) (\S+) depends on ([A-Za-z0-9_.\-]+)(\[[^]]*\])?([^;]*)", line)
-        if m and _norm(m.group(3)) in pkgs and m.group(5).strip():
-            named.append(f"{_norm(m.group(3))}: the image has {pkgs[_norm(m.group(3))]}, "
-                         f"{m.group(1)} {m.group(2)} needs {m.group(5).strip()}")
+        if not (m and _norm(m.group(3)) in pkgs and m.group(5).strip()):
+            continue
+        name, spec = _norm(m.group(3)), m.group(5).strip()
+        exact = re.fullmatch(r"==\s*([^,\s]+)", spec)
+        if exact and exact.group(1) == pkgs[name]:
+            continue  # the image's own version: what agrees with the image is not the conflict
+        named.append(f"{name}: the image has {pkgs[name]}, {m.group(1)} {m.group(2)} needs {spec}")
+        if exact:
+            pinned_away.append(named[-1])
     more = f" / ... ({len(conflict) - 4} more)" if len(conflict) > 4 else ""
-    return "; ".join(dict.fromkeys(named)) or \
+    # A pin to another version is the conflict for certain; a range (torch>=1.7.0) is named only
+    # where there is no such pin, since without a version parser it may be one the image meets.
+    return "; ".join(dict.fromkeys(pinned_away or named)) or \
         "the install does not resolve: " + " / ".join(conflict[:4]) + more
 
 
 def resolution_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
     """((a)'s line, a problem or "")."""
     fw = spec["framework"]["name"]
-    why = _images(fw).why_none.format(version=spec["pins"]["framework_version"])
+    # The image's own version of the framework where its facts give one (a known row's areal 2.1.0).
+    why = _images(fw).why_none.format(version=_packages(facts).get(fw) or spec["pins"]["framework_version"])
     inputs = resolution_inputs(spec, facts, versions)
     if not _installs_something(inputs):
         return f"{why}; the run installs nothing over the image", ""
@@ -376,20 +407,32 @@ def _install_names(spec: dict, versions: dict) -> set[str]:
 
 def fitting_image(spec: dict, versions: dict, ref: str) -> str:
     """A pinned image of the framework, other than `ref`, with the rollout engine and the Ray the
-    run needs (its install is resolved when a plan uses it): the suggestion in the message."""
-    entry = pins.get(f"images.{spec['framework']['name']}", versions)
-    candidates = [(entry, f"images.{spec['framework']['name']}")]
-    candidates += [(e, f"images.{spec['framework']['name']}.by_accelerator.{acc}")
+    run needs (its install is resolved when a plan uses it): the suggestion in the message. For an
+    IMAGE=, first the image the plan runs without it (framework.image's, on this accelerator)."""
+    fw = spec["framework"]
+    entry = pins.get(f"images.{fw['name']}", versions)
+    candidates = [(entry, f"images.{fw['name']}")]
+    candidates += [(e, f"images.{fw['name']}.by_accelerator.{acc}")
                    for acc, e in (entry.get("by_accelerator") or {}).items()]
     engine = spec["rollout"]["backend"]
-    own = None if spec["framework"].get("image_ref") else \
-        pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"], versions)[0]
+    own = None if fw.get("image_ref") else pinned_image(fw["name"], spec["cluster"]["accelerator"], versions)[0]
     _, facts, _ = image_of(spec, versions)
     arch = str((facts or {}).get("arch") or "amd64")  # the nodes': an image of another arch cannot run there
+
+    def fits(cand: dict) -> bool:
+        cand_facts = cand.get("facts") or {}
+        return (engine not in ENGINES or engine in _packages(cand_facts)) \
+            and str(cand_facts.get("arch") or "amd64") == arch
+
+    if fw.get("image_ref"):
+        # The hint must work as given: on KubeRay that is the rlaunch image, not its upstream base.
+        base, where = pinned_image(fw["name"], spec["cluster"]["accelerator"], versions)
+        pinned = images.ref(fw["name"], fw["image"], versions, spec["cluster"]["accelerator"], fw.get("registry", ""))
+        if pinned != ref and fits(base):
+            built = f"docker/{fw['name']} on " if fw["image"] == "rlaunch" else ""
+            return f"{pinned} ({built}{where}), which the plan runs without IMAGE="
     for cand, where in candidates:
-        pkgs = _packages(cand.get("facts") or {})
-        if cand is not own and cand.get("official") != ref and (engine not in ENGINES or engine in pkgs) \
-                and str((cand.get("facts") or {}).get("arch") or "amd64") == arch:
+        if cand is not own and cand.get("official") != ref and fits(cand):
             return f"{cand['official']} ({where})"
     return ""
 
@@ -399,8 +442,9 @@ def lines(spec: dict, versions: dict | None = None) -> list[str]:
     versions = pins.load_versions() if versions is None else versions
     ref, facts, where = image_of(spec, versions)
     if not facts:
-        return [f"image {ref}: warning: image check skipped: no facts for it ({where} is not set; "
-                "give python, arch, cuda and packages there to check it)"]
+        return [f"image {ref}: warning: image check skipped: no facts for it ({where} is not set, and "
+                f"images.{spec['framework']['name']}.known has no row for it; give python, arch, cuda and "
+                f"packages in {where} to check it)"]
     problems, out = [], []
     b = rollout_problem(spec, facts, versions)
     problems += [b] if b else []
@@ -410,10 +454,11 @@ def lines(spec: dict, versions: dict | None = None) -> list[str]:
     absent = framework_problem(spec, facts, versions)
     a_line, a = resolution_line(spec, facts, versions) if not absent else (f"warning: {absent}", "")
     problems += [a] if a else []
-    if problems:
-        raise ImageMismatch(ref, problems, fitting_image(spec, versions, ref) or "none pinned")
-    engine = spec["rollout"]["backend"]
     warning = _entry(spec, versions).get("warning")
+    if problems:
+        raise ImageMismatch(ref, problems, fitting_image(spec, versions, ref) or "none pinned",
+                            warning or "", where)
+    engine = spec["rollout"]["backend"]
     out.append(f"image {ref} ({facts.get('arch', 'amd64')}): "
                f"rollout {engine}" + (f" {_packages(facts)[engine]}" if engine in ENGINES else "")
                + f"; {c_line}; {a_line}" + (f"; warning: {warning} ({where.removesuffix('.facts')})" if warning else ""))

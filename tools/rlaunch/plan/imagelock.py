@@ -1,5 +1,6 @@
 """The image check's lock: every pinned preset's resolution, on every infrastructure it renders
-for, committed in configs/locks/imagecheck/ (`python -m rlaunch.plan.imagelock lock`), and the
+for, on its pinned image and on each image images.<framework>.known names (IMAGE=), committed in
+configs/locks/imagecheck/ (`python -m rlaunch.plan.imagelock lock`), and the
 recorded offline index the tests resolve from (`record`). It loads configs, so it lives beside the
 check (plan/imagecheck.py), which a config load uses, instead of inside it."""
 
@@ -17,23 +18,32 @@ from rlaunch.plan import imagecheck
 
 
 def pinned_inputs() -> dict[str, dict]:
-    """The resolution inputs of every preset on every infrastructure it renders for: key -> inputs."""
+    """The resolution inputs of every preset on every infrastructure it renders for, on its pinned
+    image and on every known one of its framework (IMAGE=<ref>): key -> inputs."""
     versions = pins.load_versions()
     out = {}
     for preset in config.available("presets"):
         for infra in INFRAS:
             if infra == "local":
                 continue
+            knobs = {"INFRA": infra, "RUN_ID": "imagecheck-lock"}
             try:
-                spec = config.load(preset, {"INFRA": infra, "RUN_ID": "imagecheck-lock"})
+                spec = config.load(preset, knobs)
             except ConfigError:
                 continue
-            _, facts, _ = imagecheck.image_of(spec, versions)
-            if not facts or imagecheck.framework_problem(spec, facts, versions):
-                continue
-            inputs = imagecheck.resolution_inputs(spec, facts, versions)
-            if imagecheck._installs_something(inputs):
-                out[imagecheck._key(inputs)] = inputs
+            specs = [spec]
+            for ref in (pins.get(f"images.{spec['framework']['name']}", versions) or {}).get("known") or {}:
+                try:
+                    specs.append(config.load(preset, {**knobs, "IMAGE": ref}))
+                except ConfigError:
+                    continue
+            for spec in specs:
+                _, facts, _ = imagecheck.image_of(spec, versions)
+                if not facts or imagecheck.framework_problem(spec, facts, versions):
+                    continue
+                inputs = imagecheck.resolution_inputs(spec, facts, versions)
+                if imagecheck._installs_something(inputs):
+                    out[imagecheck._key(inputs)] = inputs
     return out
 
 
