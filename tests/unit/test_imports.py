@@ -49,7 +49,7 @@ HEAVY = {"sky", "ray", "kubernetes", "torch", "transformers", "datasets", "huggi
          "wandb", "tensorboard", "numpy", "pandas", "pyarrow", "safetensors", "fire", "rich", "jinja2",
          "pydantic", "yaml", "jsonschema", "requests", "google", "boto3", "azure", "kr8s", "trl", "verl",
          "areal", "rlinf", "hydra", "omegaconf", "tokenizers", "cel", "kubernetes_validate", "vllm", "sglang", "accelerate", "peft", "psutil", "docker", "uv", "pip",
-         "packaging", "tomllib", "importlib_metadata", "tensorboardX", "PIL", "grpc", "modelscope"}
+         "packaging", "tomllib", "importlib_metadata", "tensorboardX", "PIL", "grpc", "modelscope", "modelscope_hub"}
 
 
 @functools.lru_cache(maxsize=1)

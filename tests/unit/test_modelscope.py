@@ -139,7 +139,7 @@ def test_a_dataset_pinned_on_modelscope_is_its_snapshot_or_its_file(ms, tmp_path
     info = data.prepare("one", tmp_path / "one")
     assert info["file"] == "prompts.jsonl" and not (tmp_path / "one" / "other.jsonl").exists()
     assert data.verify_manifest(tmp_path / "one") == []
-    assert all(f"Revision={DATA_COMMIT}" in p for p in ms.file_gets())
+    assert ms.file_gets() and all(f"Revision={DATA_COMMIT}" in p for p in ms.file_gets())
 
 
 def test_gsm8k_pinned_on_modelscope_becomes_verls_rows(ms, tmp_path, monkeypatch):

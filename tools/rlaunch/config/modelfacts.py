@@ -177,8 +177,15 @@ def _pinned(model: str, rev: str) -> tuple[dict, str] | None:
     for entry in pins.load_versions().get("models", {}).values():
         if (entry and entry.get("config") and hub.qualified(hub.of(entry), str(entry.get("hf_id"))) == model
                 and rev in ("", entry.get("revision"))):
-            return entry["config"], f"https://huggingface.co/{model}/blob/{entry['revision']}/config.json"
+            return entry["config"], _page(hub.of(entry), str(entry["hf_id"]), str(entry["revision"]))
     return None
+
+
+def _page(name: str, repo: str, rev: str, endpoint: str = "") -> str:
+    """Where a person reads the config.json on its hub."""
+    if name == "modelscope":
+        return f"{endpoint or 'https://modelscope.cn'}/models/{repo}/file/view/{rev or 'master'}/config.json"
+    return f"{endpoint or 'https://huggingface.co'}/{repo}/blob/{rev or 'main'}/config.json"
 
 
 def _reachable(endpoint: str) -> str:
@@ -201,12 +208,16 @@ def _keep(model: str, rev: str, cfg: dict) -> None:
 
 def _modelscope(repo: str, rev: str) -> tuple[dict, str] | str:
     """config.json from ModelScope (its client), kept in build/model-facts/."""
-    endpoint = (os.environ.get("MODELSCOPE_ENDPOINT") or "https://www.modelscope.cn").rstrip("/")
+    try:  # lazy: plan only; the endpoint is the client's own (MODELSCOPE_ENDPOINT, else its default site)
+        from modelscope_hub.config import get_default_config
+    except ImportError:
+        return "ModelScope's client (modelscope) is not installed here"
+    endpoint = str(get_default_config().endpoint)  # always set: the client normalises it
     why = _reachable(endpoint)
     if why:
         return f"ModelScope ({why})"
     try:
-        from modelscope.hub.file_download import model_file_download  # lazy: plan only
+        from modelscope.hub.file_download import model_file_download
 
         local = model_file_download(repo, "config.json", revision=rev or hub.HUBS["modelscope"]["moving"],
                                     cache_dir=str(CACHE / ".modelscope"))
@@ -216,7 +227,7 @@ def _modelscope(repo: str, rev: str) -> tuple[dict, str] | str:
     if cfg is None:
         return "ModelScope's config.json is not JSON"
     _keep(f"modelscope:{repo}", rev, cfg)
-    return cfg, f"{endpoint}/models/{repo}/file/view/{rev or 'master'}/config.json"
+    return cfg, _page("modelscope", repo, rev, endpoint)
 
 
 def _hub(repo: str, rev: str) -> tuple[dict, str] | str:
@@ -245,7 +256,7 @@ def _hub(repo: str, rev: str) -> tuple[dict, str] | str:
     if cfg is None:
         return "the Hub's config.json is not JSON"
     _keep(repo, rev, cfg)
-    return cfg, f"{endpoint}/{repo}/blob/{rev or 'main'}/config.json"
+    return cfg, _page(hub.DEFAULT, repo, rev, endpoint)
 
 
 @functools.lru_cache(maxsize=32)
