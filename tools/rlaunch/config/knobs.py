@@ -23,7 +23,7 @@ import os
 import re
 import shlex
 import sys
-from typing import Callable, Mapping
+from typing import Callable, Literal, Mapping, get_args
 
 from rlaunch import backends
 from rlaunch.errors import ConfigError
@@ -41,7 +41,9 @@ KNOBS = {
 }
 # The infrastructures' registry is standard library only, as this module is.
 INFRAS = backends.names()
-ALGOS = ["grpo", "ppo"]
+# The algorithms rlaunch renders (algo.name; rlaunch.config.spec types the key with it).
+AlgoName = Literal["grpo", "ppo"]
+ALGOS: list[str] = list(get_args(AlgoName))
 # Infrastructures that SkyPilot launches -> their cloud: INFRA_SPEC (a SkyPilot infra string) applies
 # to these only.
 SKY_INFRAS = backends.sky_clouds()

@@ -1,10 +1,12 @@
 """The typed spec: what a merged config may hold, and what rlaunch derives from it.
 
 `Config` is the merged config layers: frozen pydantic models, unknown keys refused (extra="forbid"),
-enums as Literals, bounds on the field. configs/defaults.yaml gives every key its first value (so no
-field has a default here: a key missing from that file is a bug the tests catch); these models say
-what each key may be. `Spec` is a Config plus what `config.derive` computes once from it (pins,
-paths on the shared storage, the Ray and NCCL facts), which every backend, template and check reads.
+fixed sets as Literals, bounds on the field, all declared statically so a type checker reads them (the
+infrastructures' and frameworks' names come from their registries at run time: a str to mypy, OneOf
+to pydantic). configs/defaults.yaml gives every key its first value (so no field has a default here:
+a key missing from that file is a bug the tests catch); these models say what each key may be.
+`Spec` is a Config plus what `config.derive` computes once from it (pins, paths on the shared
+storage, the Ray and NCCL facts), which every backend, template and check reads.
 
 The values arrive as YAML or as the text of a Make knob, so each type accepts exactly the spellings
 the config always took: 0/1 for a boolean (SPOT=1), any number for a float (YAML reads 1e-6 as a
@@ -20,13 +22,16 @@ import difflib
 import json
 import typing
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic.fields import FieldInfo
+from pydantic_core import CoreSchema, core_schema
 
 from rlaunch import frameworks
 from rlaunch.config import knobs
+from rlaunch.config.knobs import AlgoName
 from rlaunch.errors import ConfigError
 
 # Only these look like secrets; the config may name them, never hold them.
@@ -62,29 +67,41 @@ Bool = Annotated[bool, BeforeValidator(_bool)]
 Float = Annotated[float, BeforeValidator(_float)]
 Str = Annotated[str, BeforeValidator(_str)]
 Strings = list[str]
+# The integer keys' bounds (describe() reads them back for the error line).
+Count = Annotated[int, Field(ge=0)]
+Positive = Annotated[int, Field(ge=1)]
+Port = Annotated[int, Field(ge=1, le=65535)]
 
 
-def Int(ge: int | None = None, le: int | None = None) -> Any:  # noqa: N802 - a type
-    return Annotated[int, Field(ge=ge, le=le)]
+class OneOf:
+    """A string key whose values a registry gives at run time (infra.name, framework.name): a str to
+    the type checker, one of `values` to pydantic (its after-validator), and to choices()."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        self.values = tuple(values)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def _check(self, value: str) -> str:
+        if value not in self.values:
+            raise ValueError("one of " + ", ".join(self.values))
+        return value
 
 
-def Choice(values: list[str] | tuple[str, ...]) -> Any:  # noqa: N802 - a type
-    return Literal[tuple(values)]
-
-
-# The keys with a fixed set of values (infra, framework, algorithm names come from their registries).
-InfraName = Choice(knobs.INFRAS)
-K8sFlavor = Choice(["generic", "gke", "vke"])
-GkeNetworking = Choice(["dranet", "network-mapping"])
-FrameworkName = Choice(frameworks.names())
-ImageKind = Choice(["official", "rlaunch"])
-AlgoName = Choice(knobs.ALGOS)
-Estimator = Choice(["gae", "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline",
-    "remax", "opo", "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized"])
-Dataset = Choice(["gsm8k", "math", "boba", "digits"])
-RolloutBackend = Choice(["vllm", "sglang", "hf"])
-StorageMode = Choice(["MOUNT", "COPY", "MOUNT_CACHED"])
-Store = Choice(["", "gcs", "s3", "azure", "r2", "ibm", "oci"])
+# The keys with a fixed set of values; the infrastructures' and frameworks' come from their registries.
+InfraName = Annotated[str, OneOf(knobs.INFRAS)]
+FrameworkName = Annotated[str, OneOf(frameworks.names())]
+K8sFlavor = Literal["generic", "gke", "vke"]
+GkeNetworking = Literal["dranet", "network-mapping"]
+ImageKind = Literal["official", "rlaunch"]
+Estimator = Literal["gae", "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline",
+                    "remax", "opo", "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized"]
+Dataset = Literal["gsm8k", "math", "boba", "digits"]
+RolloutBackend = Literal["vllm", "sglang", "hf"]
+StorageMode = Literal["MOUNT", "COPY", "MOUNT_CACHED"]
+Store = Literal["", "gcs", "s3", "azure", "r2", "ibm", "oci"]
+Arch = Literal["", "amd64", "arm64"]
 
 
 class Section(BaseModel):
@@ -109,7 +126,7 @@ class Section(BaseModel):
     def items(self) -> list[tuple[str, Any]]:
         return [(k, getattr(self, k)) for k in type(self).model_fields]
 
-    def dump(self) -> dict:
+    def dump(self) -> dict[str, Any]:
         """The section as plain JSON data (what spec.json holds)."""
         return self.model_dump(mode="json")
 
@@ -127,20 +144,20 @@ class KubeRaySettings(Section):
     service_account: Str
     gcp_service_account: Str
     node_selector: Strings
-    head_cpus: Int()
-    head_memory_gb: Int()
-    head_ephemeral_storage_gb: Int(ge=0)
-    ephemeral_storage_gb: Int(ge=0)
+    head_cpus: int
+    head_memory_gb: int
+    head_ephemeral_storage_gb: Count
+    ephemeral_storage_gb: Count
     imex: Bool
     gke_networking: GkeNetworking
     gvnic_network_prefix: Str
     rdma_network_prefix: Str
     object_store_endpoint: Str
     object_store_secret: Str
-    ttl_seconds_after_finished: Int()
-    active_deadline_seconds: Int()
-    backoff_limit: Int()
-    inputs_timeout_s: Int(ge=1)
+    ttl_seconds_after_finished: int
+    active_deadline_seconds: int
+    backoff_limit: int
+    inputs_timeout_s: Positive
 
 
 class Infra(Section):
@@ -151,10 +168,10 @@ class Infra(Section):
     kuberay: KubeRaySettings
     spot: Bool
     rdma: Bool
-    autostop_idle_minutes: Int(ge=0)
+    autostop_idle_minutes: Count
     autostop_down: Bool
     recovery_strategy: Str
-    max_restarts_on_errors: Int()
+    max_restarts_on_errors: int
     install_root: Str
     image_bin: Str
 
@@ -162,22 +179,22 @@ class Infra(Section):
 class HealthCheck(Section):
     """Ray's GCS health check of every node (RAY_health_check_*, read by the head's GCS)."""
 
-    period_ms: Int(ge=100)
-    failure_threshold: Int(ge=1)
-    timeout_ms: Int(ge=100)
+    period_ms: Annotated[int, Field(ge=100)]
+    failure_threshold: Positive
+    timeout_ms: Annotated[int, Field(ge=100)]
 
 
 class Cluster(Section):
-    nodes: Int(ge=1)
-    gpus_per_node: Int(ge=0)
+    nodes: Positive
+    gpus_per_node: Count
     accelerator: Str
-    cpus_per_node: Int(ge=0)
-    memory_gb: Int(ge=0)
-    disk_gb: Int(ge=1)
+    cpus_per_node: Count
+    memory_gb: Count
+    disk_gb: Positive
     cpu_head: Bool
-    ray_port: Int(ge=1, le=65535)
-    dashboard_port: Int(ge=1, le=65535)
-    formation_timeout_s: Int(ge=1)
+    ray_port: Port
+    dashboard_port: Port
+    formation_timeout_s: Positive
     health_check: HealthCheck
 
 
@@ -185,7 +202,7 @@ class ImageFacts(Section):
     """IMAGE='s facts, as images.<framework>.facts (rlaunch.plan.imagecheck reads both)."""
 
     python: Str
-    arch: Choice(["", "amd64", "arm64"])
+    arch: Arch
     cuda: Str
     packages: Strings  # "name==version" (config.check)
     modules: Strings   # Python modules the image holds beyond its packages (monitoring.tracing_hook's)
@@ -203,7 +220,7 @@ class FrameworkSettings(Section):
 class Algo(Section):
     name: AlgoName
     adv_estimator: Estimator
-    group_size: Int(ge=1)
+    group_size: Positive
     kl_coef: Float
     use_kl_loss: Bool
     lr: Float
@@ -219,30 +236,30 @@ class ModelSettings(Section):
 class Data(Section):
     dataset: Dataset
     path: Str
-    max_prompt_length: Int(ge=1)
-    max_response_length: Int(ge=1)
+    max_prompt_length: Positive
+    max_response_length: Positive
 
 
 class Train(Section):
-    batch_size: Int(ge=1)
-    mini_batch_size: Int(ge=1)
-    micro_batch_size_per_gpu: Int(ge=1)
-    log_prob_micro_batch_size_per_gpu: Int(ge=0)
-    ref_log_prob_micro_batch_size_per_gpu: Int(ge=0)
-    max_tokens_per_mb: Int(ge=0)
-    steps: Int(ge=0)
-    epochs: Int(ge=1)
-    save_freq: Int()
-    test_freq: Int()
+    batch_size: Positive
+    mini_batch_size: Positive
+    micro_batch_size_per_gpu: Positive
+    log_prob_micro_batch_size_per_gpu: Count
+    ref_log_prob_micro_batch_size_per_gpu: Count
+    max_tokens_per_mb: Count
+    steps: Count
+    epochs: Positive
+    save_freq: int
+    test_freq: int
     offload: Bool
     smoke: Bool
-    smoke_steps: Int(ge=2)
+    smoke_steps: Annotated[int, Field(ge=2)]
     rehearse: Bool
 
 
 class Rollout(Section):
     backend: RolloutBackend
-    tp: Int(ge=1)
+    tp: Positive
     gpu_memory_utilization: Annotated[float, BeforeValidator(_float), Field(le=1.0)]
 
 
@@ -391,9 +408,12 @@ def _base(info: FieldInfo) -> Any:
 
 
 def choices(key: str) -> list[str] | None:
-    """The values a Literal key allows, in order; None for any other key."""
-    kind = _base(KEYS[key])
-    return list(typing.get_args(kind)) if typing.get_origin(kind) is Literal else None
+    """The values a Literal or OneOf key allows, in order; None for any other key."""
+    info = KEYS[key]
+    kind = _base(info)
+    if typing.get_origin(kind) is Literal:
+        return list(typing.get_args(kind))
+    return next((list(m.values) for m in info.metadata if isinstance(m, OneOf)), None)
 
 
 ENUMS: dict[str, list[str]] = {key: values for key in KEYS if (values := choices(key)) is not None}
@@ -401,7 +421,7 @@ ENUMS: dict[str, list[str]] = {key: values for key in KEYS if (values := choices
 
 def is_text(key: str) -> bool:
     """A string key takes a SET value's text exactly (YAML would drop quotes and '#...')."""
-    return key in KEYS and _base(KEYS[key]) is str
+    return key in KEYS and _base(KEYS[key]) is str and choices(key) is None
 
 
 def describe(key: str) -> str:
