@@ -6,11 +6,12 @@ The layers, in data-flow order (a module may import its own package and any laye
 
     base        rlaunch/__init__, errors, firecli, progress: used by every stage
     registry    what rlaunch launches and where, as declarations: the frameworks' registry and their
-                facts (frameworks/__init__, base, accel, topology, loaders, each frameworks/<name>/
-                __init__) and the infrastructures' (backends/__init__, each backends/<name>/__init__).
+                facts (frameworks/__init__, accel, loaders, each frameworks/<name>/__init__) and the
+                infrastructures' (backends/__init__, each backends/<name>/__init__).
                 Standard library only; a registry finds its packages on disk and loads an adapter or
                 a backend by name, so adding one is its package plus its config layer
-    config      load, spec, knobs, dotted, pins, images: the experiment's inputs as data
+    config      load, spec, knobs, dotted, pins, images, topology: the experiment's inputs as data and
+                the rules over them
     validate    offline validators of what a backend renders (CRDs, the API server, SkyPilot)
     job         what runs on the cluster head and the records it leaves: attempts, checkpoints,
                 nodewatch, data, phases, layouts, files
@@ -18,8 +19,8 @@ The layers, in data-flow order (a module may import its own package and any laye
     verify      cluster, probes, preflight, postflight, collective, accel, smoke, image, report, summary:
                 the checks and the closing summary
     rehearsal   the CPU training stand-in (the TRL framework's program)
-    frameworks  each framework's adapter, memory model and postflight checks (they use the libraries
-                below)
+    frameworks  base (the adapter interface), then each framework's adapter, memory model and
+                postflight checks (they use the libraries below)
     backends    base, then one package per infrastructure; no backend imports another
     runs        lookup, listing, board, compare: operator tools over existing runs
     cli         the top-level command line; nothing imports it
@@ -41,8 +42,7 @@ LAYERS = ["base", "registry", "config", "validate", "job", "plan", "verify", "re
 BASE = {"rlaunch", "rlaunch.errors", "rlaunch.firecli", "rlaunch.progress", "rlaunch.__main__"}
 MODULE_LAYER = {"rlaunch.__main__": "cli"}
 # The registries' own modules (besides each framework's and each backend's package __init__).
-REGISTRY = {"rlaunch.frameworks", "rlaunch.frameworks.base", "rlaunch.frameworks.accel",
-            "rlaunch.frameworks.topology", "rlaunch.frameworks.loaders", "rlaunch.backends"}
+REGISTRY = {"rlaunch.frameworks", "rlaunch.frameworks.accel", "rlaunch.frameworks.loaders", "rlaunch.backends"}
 # Imports that may stay inside a function: heavy or optional dependencies a command must not pay
 # for (or may lack) unless it uses them.
 HEAVY = {"sky", "ray", "kubernetes", "torch", "transformers", "datasets", "huggingface_hub", "matplotlib",

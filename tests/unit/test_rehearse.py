@@ -12,7 +12,7 @@ import pytest
 from rlaunch.config import load as config
 from rlaunch.errors import CheckError, ConfigError
 from rlaunch import frameworks
-from rlaunch.frameworks import topology
+from rlaunch.config import topology
 from rlaunch.frameworks.verl.cpu import plan as rehearsal
 from needs import missing
 

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from rlaunch import CONFIGS, ROOT, backends, frameworks
-from rlaunch.config import dotted, hub, images, inputs, pins, rehearse, spec
+from rlaunch.config import dotted, hub, images, inputs, pins, rehearse, spec, topology
 from rlaunch.config import overrides as _overrides  # load() has a parameter of that name
 from rlaunch.config import knobs as _knobs
 from rlaunch.errors import ConfigError
@@ -357,7 +357,11 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
         raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
                           f"cluster.gpus_per_node={cluster['gpus_per_node']}")
     try:
-        frameworks.check(spec_)
+        # The framework's topology rules: its descriptor's CPU rule, then its adapter's own.
+        rule = frameworks.descriptor(spec_.framework.name).cpu_rule
+        if rule is not None:
+            topology.ray_cpus(spec_, rule, spec_.framework.name)
+        frameworks.get(spec_.framework.name).check(spec_)
         backends.get(spec_.infra.name).rules(spec_)
     except ConfigError as err:
         source = sources.get(err.key.split("[", 1)[0], "")  # framework.overrides[trainer.nnodes]: SET's

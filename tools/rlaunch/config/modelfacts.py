@@ -28,7 +28,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from rlaunch.config import hub, pins
-from rlaunch.frameworks import topology
+from rlaunch.config import topology
 
 ROOT = Path(__file__).resolve().parents[3]
 CACHE = ROOT / "build" / "model-facts"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from rlaunch import frameworks
 from rlaunch.config import knobs, modelfacts, pins
-from rlaunch.frameworks import topology
+from rlaunch.config import topology
 from rlaunch.plan import catalog
 from rlaunch.errors import CheckError, ConfigError
 

@@ -35,7 +35,7 @@ from rlaunch.backends.base import Answer, Backend, Run
 from rlaunch.backends.local import forward
 from rlaunch.config import load as config
 from rlaunch.errors import EXIT_NODE_LOST, ConfigError, MissingPrerequisite, RlaunchError
-from rlaunch.frameworks import topology
+from rlaunch.config import topology
 from rlaunch.job import attempts, checkpoints, phases
 from rlaunch.plan import artifacts, jobenv, tracking
 from rlaunch.verify.summary import closing_summary

@@ -16,7 +16,7 @@ import yaml
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
-from rlaunch.frameworks import topology
+from rlaunch.config import topology
 from rlaunch.frameworks.areal.allocation import allocation_gpus
 from rlaunch.frameworks.base import ARTIFACTS, Framework
 

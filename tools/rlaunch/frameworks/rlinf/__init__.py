@@ -1,6 +1,6 @@
 """RLinf (0.3, pinned commit): examples/reasoning/main_grpo.py with a YAML rlaunch renders."""
 
-from rlaunch.frameworks.base import Descriptor, Images, Validator
+from rlaunch.frameworks import Descriptor, Images, Validator
 
 FRAMEWORK = Descriptor(
     name="rlinf",

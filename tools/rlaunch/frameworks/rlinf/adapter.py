@@ -22,7 +22,7 @@ from rlaunch.config import pins
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
-from rlaunch.frameworks import topology
+from rlaunch.config import topology
 from rlaunch.frameworks.rlinf.placement import default_placement, parse_ranks, placement as check_placement
 from rlaunch.frameworks.base import ARTIFACTS, Framework
 

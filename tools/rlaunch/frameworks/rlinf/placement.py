@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from rlaunch.errors import ConfigError
-from rlaunch.frameworks.topology import total_gpus
+from rlaunch.config.topology import total_gpus
 
 
 def parse_ranks(key: str, value: Any) -> list[int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
-from rlaunch.frameworks import topology
+from rlaunch.config import topology
 from rlaunch.frameworks.base import Framework
 from rlaunch.frameworks.verl.cpu import plan as cpu_plan
 from rlaunch.frameworks.verl.cpu import prepare as cpu_prepare

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rlaunch.frameworks import topology
+from rlaunch.config import topology
 from rlaunch.job import attempts, layouts
 from rlaunch.job.layouts import log_files, relocate
 from rlaunch.verify.postflight import (check_lr, check_series, check_step_target, check_topology, is_finite,

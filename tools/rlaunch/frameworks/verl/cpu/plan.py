@@ -12,7 +12,8 @@ import yaml
 from rlaunch import ROOT
 from rlaunch.config.rehearse import Rewrite
 from rlaunch.errors import CheckError, MissingPrerequisite
-from rlaunch.frameworks import loaders, topology
+from rlaunch.config import topology
+from rlaunch.frameworks import loaders
 from rlaunch.frameworks.verl.cpu import rewrites as cpu
 
 # What a CPU rehearsal of verl cannot show (README, docs/VERL-ON-CPU.md).

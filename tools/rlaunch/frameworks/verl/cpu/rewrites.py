@@ -5,7 +5,7 @@ rewrites (rlaunch.config.rehearse)."""
 from __future__ import annotations
 
 from rlaunch.config.rehearse import Rewrite
-from rlaunch.frameworks import topology
+from rlaunch.config import topology
 
 # Ray GPUs each node declares, so verl's placement (which counts GPUs only) has its bundles.
 DECLARED_GPUS = topology.REHEARSAL_GPUS_PER_NODE
