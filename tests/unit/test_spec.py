@@ -4,6 +4,8 @@ facts config.derive computes once, and that each is decided in one place."""
 from __future__ import annotations
 
 import ast
+import json
+from operator import attrgetter
 from pathlib import Path
 
 import pydantic
@@ -11,7 +13,7 @@ import pytest
 
 from rlaunch.config import load as config
 from rlaunch.config import pins
-from rlaunch.config import spec
+from rlaunch.config import spec, specjson
 from rlaunch.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +49,22 @@ def test_spec_json_reads_back_as_the_same_spec(tmp_path):
     (tmp_path / "spec.json").write_text('{"run": {}}')
     with pytest.raises(ConfigError, match="spec.json="):
         spec.Spec.read(tmp_path / "spec.json")
+
+
+def test_spec_json_read_on_the_nodes_reads_as_the_spec():
+    """rlaunch.config.specjson: what the nodes read of spec.json is, key by key and type by type, what
+    the Spec holds; a key is set as a key, never as an attribute (that would be lost)."""
+    s = load("verl-grpo-gsm8k-32b", INFRA="kuberay")
+    node = specjson.view(json.loads(s.json_text()))
+    for key in [*spec.KEYS, "preset", *(f"{part}.{name}" for part, model in
+                                        (("pins", spec.Pins), ("paths", spec.Paths), ("derived", spec.Derived))
+                                        for name in model.model_fields)]:
+        mine, theirs = attrgetter(key)(s), attrgetter(key)(node)
+        assert isinstance(theirs, type(mine)) and theirs == mine, key  # a mapping: a dict (SpecJson)
+    node["cluster"]["nodes"] = 7
+    assert node.cluster.nodes == 7
+    with pytest.raises(AttributeError):
+        node.cluster.nodes = 8  # type: ignore[misc]
 
 
 def test_descriptions_name_type_and_bounds():
