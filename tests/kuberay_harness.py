@@ -192,7 +192,7 @@ def rlaunch_image(root: Path = ROOT, venv: Path = VENV) -> Image:
 
 def default_images(spec: dict) -> dict[str, Image]:
     """The images a rendered launch names -> their stand-ins (IMAGES for one spec)."""
-    return {spec["pins"]["image"]: rlaunch_image()}
+    return {spec.pins.image: rlaunch_image()}
 
 
 # ---------------------------------------------------------------- Kubernetes quantities
@@ -653,7 +653,7 @@ def kuberay_objects(spec: dict, files: dict[str, str], environ: dict[str, str] |
     from rlaunch.backends.kuberay import manifests
 
     objects = []
-    if spec["secrets"]:
+    if spec.secrets:
         objects.append(manifests.secret_manifest(spec, dict(environ or {})))
     objects.append(manifests.configmap_manifest(spec, files))
     objects += [doc for _, doc in manifests.documents(files)]

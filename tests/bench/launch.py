@@ -97,7 +97,7 @@ def bare_run(run_id: str) -> dict:
     from rlaunch.config.spec import Spec
 
     spec = Spec.read(REPO / "build" / run_id / "spec.json")
-    c = Cluster(run_id, {"ray": str(RAY)}, spec["cluster"]["nodes"])
+    c = Cluster(run_id, {"ray": str(RAY)}, spec.cluster.nodes)
     head = c.nodes[0]
     procs: list[subprocess.Popen] = []
     logs = REPO / "build" / "bench" / "launch-logs"
@@ -106,8 +106,8 @@ def bare_run(run_id: str) -> dict:
         def node(rank: int) -> list[str]:
             n = c.nodes[rank]
             args = [f"--node-ip-address={n['ip']}", f"--temp-dir={n['temp_dir']}", "--disable-usage-stats"]
-            if spec["cluster"]["cpus_per_node"]:
-                args.append(f"--num-cpus={spec['cluster']['cpus_per_node']}")
+            if spec.cluster.cpus_per_node:
+                args.append(f"--num-cpus={spec.cluster.cpus_per_node}")
             return args
 
         t0 = time.time()

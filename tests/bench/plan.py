@@ -61,7 +61,7 @@ def main() -> int:
         specs.append(config.load(preset, {**knobs, "OUT": str(out)}))
     requests: dict[str, list[dict]] = {}
     for spec in specs:
-        fw = frameworks.get(spec["framework"]["name"])
+        fw = frameworks.get(spec.framework.name)
         if hasattr(fw, "loader_request"):
             requests.setdefault(fw.name, []).append(fw.loader_request(spec))
     loaded = time.monotonic()
@@ -71,10 +71,10 @@ def main() -> int:
     for spec in specs:
         try:
             backend, files = cli._render(spec)
-            lines[spec["preset"] + ("" if spec["cluster"]["nodes"] < 2 or "areal" not in spec["preset"]
-                                    else "@2nodes")] = backend.check(spec, files)
+            lines[spec.preset + ("" if spec.cluster.nodes < 2 or "areal" not in spec.preset
+                                 else "@2nodes")] = backend.check(spec, files)
         except Exception as err:  # noqa: BLE001 - reported per preset
-            failed.append(f"{spec['preset']}: {err}")
+            failed.append(f"{spec.preset}: {err}")
     seconds = round(time.monotonic() - started, 2)
     result = {"presets": len(specs), "seconds": seconds, "loader_seconds": round(loader_s, 2),
               "validators": {fw: loaders.available(fw) for fw in ("verl", "areal", "rlinf")},

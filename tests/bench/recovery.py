@@ -269,12 +269,13 @@ def false_alarms(name: str, seconds: float, check: dict) -> dict:
     then with its raylet stopped 2 s at a time (each health check answered up to 2 s late: what a
     2 s delay does to the check, measurable where the kernel has no netem)."""
     from rlaunch.config import load as config
+    from rlaunch.config.spec import HealthCheck
 
     state = REPO / "build" / "bench" / "clusters" / name
     env = {**os.environ, "RLAUNCH_CLUSTER_NAME": name, "RLAUNCH_NODES": "2", "RLAUNCH_NUM_CPUS": "1",
            "RLAUNCH_OBJECT_STORE_BYTES": "80000000", "RLAUNCH_STATE_DIR": str(state),
            "RLAUNCH_LOCAL_MODE": "netns", "RLAUNCH_STOP_GRACE_S": "5",
-           "RLAUNCH_RAY": str(Path(sys.executable).parent / "ray"), **config.ray_health_env(check)}
+           "RLAUNCH_RAY": str(Path(sys.executable).parent / "ray"), **config.ray_health_env(HealthCheck(**check))}
     owned.claim("cluster", name)
     up = local_cluster(env, "up")
     try:

@@ -23,7 +23,7 @@ def rehearsal():
     run_id = f"e2e-{os.getpid()}"
     from rlaunch.backends.local.backend import cluster_name
 
-    name = cluster_name({"run": {"id": run_id}})
+    name = cluster_name(run_id)
     proc = make("launch", f"RUN_ID={run_id}", timeout=600)
     yield run_id, name, proc
     make("down", "INFRA=local", f"RUN_ID={run_id}", timeout=120)

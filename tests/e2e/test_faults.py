@@ -82,7 +82,7 @@ def bystander():
     (other / "metrics.jsonl").write_text('{"step": 1}\n')
     from rlaunch.backends.local import backend as local
 
-    lock = open(local.lock_path({"run": {"id": name}}), "w")  # noqa: SIM115 - held for the module
+    lock = open(local.lock_path(name), "w")  # noqa: SIM115 - held for the module
     import fcntl
 
     fcntl.flock(lock, fcntl.LOCK_EX)

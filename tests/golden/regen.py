@@ -44,7 +44,7 @@ def render_case(preset: str, knobs: dict) -> dict[str, str]:
     knobs = dict(knobs)
     sets = knobs.pop("SET", "")
     spec = config.load(preset, {"RUN_ID": RUN_ID, **knobs}, sets)
-    files = artifacts.finish(spec, backends.get(spec["infra"]["name"]).render(spec))
+    files = artifacts.finish(spec, backends.get(spec.infra.name).render(spec))
     return {rel: text.replace(str(ROOT), REPO_TOKEN) for rel, text in files.items()}
 
 

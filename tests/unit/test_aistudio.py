@@ -34,7 +34,7 @@ def render(spec: dict) -> dict[str, str]:
 
 
 def valid_env(spec: dict) -> dict:
-    return {"working_dir": f"{spec['storage']['mount']}/code/checkouts/abc", "excludes": ["/.git/"],
+    return {"working_dir": f"{spec.storage.mount}/code/checkouts/abc", "excludes": ["/.git/"],
             "env_vars": {"NCCL_IB_DISABLE": "1"}}
 
 
@@ -143,7 +143,7 @@ def test_pythonpath_keeps_megatron_between_the_checkout_and_rlaunch():
     """Seed 003: the RLinf image's /opt/Megatron-LM stays on PYTHONPATH, in the RuntimeEnv and run.sh."""
     spec = load(PRESET)
     files = render(spec)
-    code = f"{spec['storage']['mount']}/code/checkouts/{spec['pins']['framework_commit']}"
+    code = f"{spec.storage.mount}/code/checkouts/{spec.pins.framework_commit}"
     want = f"{code}:/opt/Megatron-LM:{aistudio.launch_dir(spec)}/home/tools"
     assert json.loads(files["runtime_env.json"])["env_vars"]["PYTHONPATH"] == want
     assert f"export PYTHONPATH={want}\n" in files["run.sh"]
@@ -158,7 +158,7 @@ def test_input_paths_must_be_absolute_and_clean():
         with pytest.raises(ConfigError, match=f"{key}=.*an absolute path"):
             load(PRESET, sets=sets)
     # A Hub id that is not the pin is its own model (issue 29): its own directory, never the pin's revision.
-    model_dir = load(PRESET, sets="model.path=org/other-model")["paths"]["model_dir"]
+    model_dir = load(PRESET, sets="model.path=org/other-model").paths.model_dir
     assert "/models/org--other-model/" in model_dir and not model_dir.endswith("/6fc93244f442")
 
 
@@ -260,11 +260,11 @@ def test_status_logs_down_dashboard_say_what_to_do(tmp_path, capsys):
 def installed(tmp_path: Path, sets: str = "", preset: str = "rehearsal") -> tuple[dict, Path]:
     spec = load(preset, sets=f"storage.mount={tmp_path} {sets}")
     aistudio.BACKEND.launch(LaunchPlan.render(spec, tmp_path / "out"))
-    return spec, tmp_path / "rlaunch/launches" / spec["run"]["id"]
+    return spec, tmp_path / "rlaunch/launches" / spec.run.id
 
 
 def run_script(spec: dict, launch: Path, **env) -> subprocess.CompletedProcess:
-    full = {"PATH": os.environ["PATH"], "WORK_ROOT": spec["storage"]["mount"], "RUN_ID": spec["run"]["id"],
+    full = {"PATH": os.environ["PATH"], "WORK_ROOT": spec.storage.mount, "RUN_ID": spec.run.id,
             **env}
     return subprocess.run(["bash", str(launch / "run.sh")], env=full, capture_output=True, text=True,
                           timeout=60, check=False)
@@ -288,7 +288,7 @@ def test_run_script_refuses_task_values_it_was_not_rendered_for(tmp_path, capsys
 
 def test_run_script_refuses_a_reused_run_id_before_anything_starts(tmp_path):
     spec, launch = installed(tmp_path)
-    run_dir = Path(spec["paths"]["run_dir"])
+    run_dir = Path(spec.paths.run_dir)
     run_dir.mkdir(parents=True)
     proc = run_script(spec, launch)
     assert proc.returncode == 2
@@ -305,7 +305,7 @@ def test_run_script_refuses_an_altered_launch(tmp_path):
     proc = run_script(spec, launch)
     assert proc.returncode == 3
     assert "launch file home/tools/rlaunch/cli/commands.py missing or altered" in proc.stderr
-    assert not Path(spec["paths"]["run_dir"]).exists()
+    assert not Path(spec.paths.run_dir).exists()
 
 
 def test_startup_command_refuses_a_run_script_that_differs(tmp_path):

@@ -66,8 +66,8 @@ def test_the_prepare_step_downloads_once_and_a_second_run_downloads_nothing(plat
     spec, launch, tmp = platform
     assert (launch / "setup.sh").is_file() and "setup.sh" in (launch / aistudio.MANIFEST).read_text()
     boba = pins.load_versions()["datasets"]["boba"]
-    model = Path(spec["paths"]["model_dir"])
-    assert model == Path(spec["storage"]["mount"]) / SEED_MODEL  # seed 003's own path
+    model = Path(spec.paths.model_dir)
+    assert model == Path(spec.storage.mount) / SEED_MODEL  # seed 003's own path
     with FakeHub(tmp / "hub") as hub, FakeModelScope(tmp / "modelscope") as ms:
         first = prepare(launch, hub, ms, tmp)
         assert first.returncode == 0, first.stdout + first.stderr
@@ -75,7 +75,7 @@ def test_the_prepare_step_downloads_once_and_a_second_run_downloads_nothing(plat
         assert any("FilePath=model.safetensors" in p and MS_REV in p for p in ms.file_gets())
         assert (model / "model.safetensors").stat().st_size == 4096
         for key in ("model_dir", "data_dir"):
-            directory = Path(spec["paths"][key])
+            directory = Path(getattr(spec.paths, key))
             assert subprocess.run(["sha256sum", "--check", "--quiet", "--strict", "SHA256SUMS"],
                                   cwd=directory).returncode == 0, directory
         before, ms_before = len(hub.requests), len(ms.requests)
@@ -87,7 +87,7 @@ def test_the_prepare_step_downloads_once_and_a_second_run_downloads_nothing(plat
 
 def test_a_model_its_user_already_put_in_seed_003s_layout_is_kept(platform):
     spec, launch, tmp = platform
-    model = Path(spec["paths"]["model_dir"])
+    model = Path(spec.paths.model_dir)
     model.mkdir(parents=True)
     (model / "model.safetensors").write_bytes(b"\1" * 64)  # the seed's own copy, with its SHA256SUMS
     subprocess.run("sha256sum model.safetensors > SHA256SUMS", shell=True, cwd=model, check=True)
@@ -109,4 +109,4 @@ def test_too_little_free_space_stops_the_prepare_step_before_any_download(platfo
         assert proc.returncode == 3
         assert f"has 1 GiB free; seed 003 asks for {aistudio.FREE_GIB} GiB a run" in proc.stderr
         assert hub.requests == [] and ms.requests == []
-    assert not Path(spec["paths"]["data_dir"]).exists()
+    assert not Path(spec.paths.data_dir).exists()

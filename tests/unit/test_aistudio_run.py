@@ -210,7 +210,7 @@ def load(work_root: Path, run_id: str, sets: str = "") -> dict:
 
 
 def install(spec: dict) -> Path:
-    aistudio.BACKEND.launch(LaunchPlan.render(spec, Path(spec["run"]["out"])))
+    aistudio.BACKEND.launch(LaunchPlan.render(spec, Path(spec.run.out)))
     return Path(aistudio.launch_dir(spec))
 
 
@@ -264,14 +264,14 @@ def _refused(spec: dict, launch: Path, message: str) -> None:
     proc = run_script(spec, launch)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert message in proc.stderr, proc.stderr
-    assert not Path(spec["paths"]["run_dir"]).exists()  # nothing started, RUN_ID still unused
+    assert not Path(spec.paths.run_dir).exists()  # nothing started, RUN_ID still unused
     assert "preflight" not in proc.stdout
 
 
 def test_a_missing_model_file_is_named(storage):
     spec = load(storage["root"], "t-missing")
     launch = install(spec)
-    model = Path(spec["paths"]["model_dir"])
+    model = Path(spec.paths.model_dir)
     (model / "model.safetensors").unlink()
     _refused(spec, launch, f"model: input {model}/model.safetensors missing or altered")
 
@@ -288,7 +288,7 @@ def test_an_altered_data_file_is_named(storage):
 def test_a_manifest_that_omits_a_required_file_is_refused(storage):
     spec = load(storage["root"], "t-omitted")
     launch = install(spec)
-    manifest = Path(spec["paths"]["model_dir"]) / "SHA256SUMS"
+    manifest = Path(spec.paths.model_dir) / "SHA256SUMS"
     manifest.write_text("".join(ln for ln in manifest.read_text().splitlines(True) if "config.json" not in ln))
     _refused(spec, launch, f"model: {manifest} does not list config.json")
 
@@ -296,7 +296,7 @@ def test_a_manifest_that_omits_a_required_file_is_refused(storage):
 def test_a_model_without_weights_is_refused(storage):
     spec = load(storage["root"], "t-noweights")
     launch = install(spec)
-    model = Path(spec["paths"]["model_dir"])
+    model = Path(spec.paths.model_dir)
     (model / "SHA256SUMS").write_text("".join(
         ln for ln in (model / "SHA256SUMS").read_text().splitlines(True) if ".safetensors" not in ln))
     _refused(spec, launch, f"model: {model}/SHA256SUMS does not list *.safetensors")
@@ -311,7 +311,7 @@ def test_inputs_in_the_seed_layout_are_checked_where_they_are(storage):
     preflight's inputs with them; rlaunch's own directories are not looked at."""
     root = storage["root"]
     spec = load(root, "t-seed-layout", f"model.path={root}/{SEED_MODEL} data.path={root}/{SEED_DATA}")
-    assert (spec["paths"]["model_dir"], spec["paths"]["data_dir"]) == (f"{root}/{SEED_MODEL}", f"{root}/{SEED_DATA}")
+    assert (spec.paths.model_dir, spec.paths.data_dir) == (f"{root}/{SEED_MODEL}", f"{root}/{SEED_DATA}")
     shutil.rmtree(root / "models")
     shutil.rmtree(root / "data")  # rlaunch's layout is gone: only the seed's is there
     make_inputs(spec)
@@ -327,7 +327,7 @@ def test_inputs_in_the_seed_layout_are_checked_where_they_are(storage):
     assert "rlaunch-job: accelerator rule a100-flash-attn-4 on every node" in proc.stdout
     assert "accelerator: FAILED ray cluster: cannot connect to RAY_ADDRESS=127.0.0.1:" in proc.stdout
     assert proc.returncode != 0 and "RLAUNCH_RUN_STATUS=failed" in proc.stdout
-    (Path(spec["paths"]["model_dir"]) / "model.safetensors").unlink()
+    (Path(spec.paths.model_dir) / "model.safetensors").unlink()
     spec2 = load(root, "t-seed-layout-2", f"model.path={root}/{SEED_MODEL} data.path={root}/{SEED_DATA}")
     _refused(spec2, install(spec2), f"model: input {root}/{SEED_MODEL}/model.safetensors missing or altered")
 
@@ -353,7 +353,7 @@ def test_the_image_needs_only_what_the_jobs_steps_import(storage, tmp_path):
     lacking = image_python(tmp_path / "a", ["ray", "tensorboard"])
     proc = run_script(spec, launch, RLAUNCH_PYTHON=lacking)
     assert proc.returncode == 3 and "lacks modules the job's steps import: yaml" in proc.stderr, proc.stderr
-    assert not Path(spec["paths"]["run_dir"]).exists()
+    assert not Path(spec.paths.run_dir).exists()
     enough = image_python(tmp_path / "b", ["ray", "yaml", "tensorboard"])  # no fire
     proc = run_script(spec, launch, RLAUNCH_PYTHON=enough, **no_cluster())
     assert "lacks modules" not in proc.stderr and "=== 5. run directory" in proc.stdout, proc.stdout + proc.stderr
@@ -481,7 +481,7 @@ def test_run_script_on_a_cluster_standing_in_for_the_platform(storage, cluster, 
     spec = load(storage["root"], "t-cluster")
     launch = install(spec)
     cpu_standin(launch)
-    run_dir = Path(spec["paths"]["run_dir"])
+    run_dir = Path(spec.paths.run_dir)
     started = time.monotonic()
     log = submit(cluster, spec, launch, tmp_path)
     print(log)

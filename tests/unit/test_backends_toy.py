@@ -47,9 +47,9 @@ PACKAGE = {
             name = "toy"
 
             def render(self, spec):
-                cluster = backends.infra("toy").cluster_name(spec["run"]["id"])
+                cluster = backends.infra("toy").cluster_name(spec.run.id)
                 files = artifacts.common(spec)  # spec.json, job.sh and the framework's files
-                files["toy/cluster.json"] = json.dumps({"cluster": cluster, "nodes": spec["cluster"]["nodes"]})
+                files["toy/cluster.json"] = json.dumps({"cluster": cluster, "nodes": spec.cluster.nodes})
                 return files
 
             def check(self, spec, artifacts):
@@ -63,13 +63,13 @@ PACKAGE = {
                 return 0
 
             def status(self, spec, out):
-                _log("status", spec["run"]["id"])
+                _log("status", spec.run.id)
                 return 0
 
             logs = status
 
             def down(self, spec, out):
-                _log("down", spec["run"]["id"], "known" if out else "by-id")
+                _log("down", spec.run.id, "known" if out else "by-id")
                 return 0
 
             def runs(self, spec):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rlaunch.config import specjson
 from rlaunch.cli import commands as cli
 from rlaunch.runs import compare
 from rlaunch.runs import lookup as runref
@@ -66,8 +67,8 @@ def test_unknown_run_is_bad_input_naming_the_key(tmp_path):
 def test_a_run_dir_on_a_bucket_says_where_it_is_and_how_to_get_it(tmp_path):
     run_dir = fake_run(tmp_path, "r-cloud", [0.1], storage_source="gs://bucket/rl")
     run = runref.find(str(run_dir))
-    remote = runref.RunDir(run.id, {**run.spec, "paths": {**run.spec["paths"],
-                                                     "run_dir": run.spec["storage"]["mount"] + "/runs/x/r-cloud"}},
+    remote = runref.RunDir(run.id, {**run.data, "paths": {**run.data["paths"],
+                                                     "run_dir": run.data["storage"]["mount"] + "/runs/x/r-cloud"}},
                       Path("/nonexistent/r-cloud"))
     with pytest.raises(MissingPrerequisite, match=r"it is at gs://bucket/rl/runs/x/r-cloud\).*sync"):
         runref.require_local(remote)
@@ -102,7 +103,7 @@ def test_compare_reads_verl_metrics(tmp_path):
     with (run_dir / "logs" / "metrics.jsonl").open("w") as fh:
         for step in (1, 2, 3):
             fh.write(json.dumps({"step": step, "data": {"critic/score/mean": step / 10}}) + "\n")
-    spec = json.loads((run_dir / "spec.json").read_text())
+    spec = specjson.read(run_dir / "spec.json")
     assert compare.reward_series(spec, run_dir) == [(1, 0.1), (2, 0.2), (3, 0.3)]
 
 

@@ -22,38 +22,38 @@ def load(**kw):
 
 def test_default_is_the_local_rehearsal():
     spec = load()
-    assert spec["preset"] == "rehearsal"
-    assert spec["infra"]["name"] == "local"
-    assert spec["framework"]["name"] == "trl"
-    assert spec["cluster"]["nodes"] == 2
+    assert spec.preset == "rehearsal"
+    assert spec.infra.name == "local"
+    assert spec.framework.name == "trl"
+    assert spec.cluster.nodes == 2
 
 
 def test_layers_apply_in_order_and_set_wins():
     spec = load(NODES="3", SET="cluster.nodes=4 train.steps=7")
-    assert spec["cluster"]["nodes"] == 4  # SET beats the knob
-    assert spec["train"]["steps"] == 7  # SET beats the preset (300)
-    assert load(NODES="3")["cluster"]["nodes"] == 3  # the knob beats the infra layer (2)
+    assert spec.cluster.nodes == 4  # SET beats the knob
+    assert spec.train.steps == 7  # SET beats the preset (300)
+    assert load(NODES="3").cluster.nodes == 3  # the knob beats the infra layer (2)
 
 
 def test_numbers_and_booleans_from_text():
     spec = load(SET="algo.lr=1e-5", SPOT="1")
-    assert spec["algo"]["lr"] == pytest.approx(1e-5)
-    assert spec["infra"]["spot"] is True
+    assert spec.algo.lr == pytest.approx(1e-5)
+    assert spec.infra.spot is True
 
 
 def test_run_id_default_is_preset_and_utc_timestamp():
     now = dt.datetime(2026, 11, 29, 12, 0, 5, tzinfo=dt.timezone.utc)
     spec = config.load("", {}, "", now=now)
-    assert spec["run"]["id"] == "rehearsal-20261129-120005"
-    assert spec["run"]["out"] == str(ROOT / "build" / "rehearsal-20261129-120005")
+    assert spec.run.id == "rehearsal-20261129-120005"
+    assert spec.run.out == str(ROOT / "build" / "rehearsal-20261129-120005")
 
 
 def test_local_storage_is_under_the_repo_and_paths_derive_from_it():
     spec = load(RUN_ID="r1")
     mount = str(ROOT / "build" / "storage")
-    assert spec["storage"]["mount"] == mount
-    assert spec["paths"]["run_dir"] == f"{mount}/runs/rehearsal/r1"
-    assert spec["paths"]["ckpt_dir"] == f"{mount}/runs/rehearsal/r1/checkpoints"
+    assert spec.storage.mount == mount
+    assert spec.paths.run_dir == f"{mount}/runs/rehearsal/r1"
+    assert spec.paths.ckpt_dir == f"{mount}/runs/rehearsal/r1/checkpoints"
 
 
 def test_pins_come_from_versions_yaml():
@@ -61,32 +61,32 @@ def test_pins_come_from_versions_yaml():
     from rlaunch.config import pins
 
     spec = load(RUN_ID="r1")
-    assert spec["pins"]["ray"] == pins.get_str("ray")
-    assert spec["pins"]["image"] == pins.get_str("images.trl.official")
-    assert load(RUN_ID="r1", SET="framework.image=rlaunch")["pins"]["image"] == images.rlaunch_ref("trl")
+    assert spec.pins.ray == pins.get_str("ray")
+    assert spec.pins.image == pins.get_str("images.trl.official")
+    assert load(RUN_ID="r1", SET="framework.image=rlaunch").pins.image == images.rlaunch_ref("trl")
 
 
 def test_model_and_data_live_under_their_pinned_revision(tmp_path, monkeypatch):
     import yaml
 
     spec = load(PRESET="verl-ppo-gsm8k-0.5b", INFRA="gcp", RUN_ID="r1")
-    mount = spec["storage"]["mount"]
-    assert spec["paths"]["model_dir"] == f"{mount}/models/qwen2.5-0.5b-instruct/7ae557604adf"
-    assert spec["paths"]["data_dir"] == f"{mount}/data/gsm8k/cc7b047b6e5b"
+    mount = spec.storage.mount
+    assert spec.paths.model_dir == f"{mount}/models/qwen2.5-0.5b-instruct/7ae557604adf"
+    assert spec.paths.data_dir == f"{mount}/data/gsm8k/cc7b047b6e5b"
     # A new pin means a new directory: the old copy would pass its own SHA256SUMS.
     versions = yaml.safe_load((ROOT / "configs" / "versions.yaml").read_text())
     versions["models"]["qwen2.5-0.5b-instruct"]["revision"] = "0123456789abcdef"
     (tmp_path / "versions.yaml").write_text(yaml.safe_dump(versions))
     monkeypatch.setenv("RLAUNCH_VERSIONS", str(tmp_path / "versions.yaml"))
     moved = load(PRESET="verl-ppo-gsm8k-0.5b", INFRA="gcp", RUN_ID="r1")
-    assert moved["paths"]["model_dir"] == f"{mount}/models/qwen2.5-0.5b-instruct/0123456789ab"
+    assert moved.paths.model_dir == f"{mount}/models/qwen2.5-0.5b-instruct/0123456789ab"
     from rlaunch import frameworks
 
     argv = frameworks.get("verl").command(moved)
     assert f"actor_rollout_ref.model.path={mount}/models/qwen2.5-0.5b-instruct/0123456789ab" in argv
     # Unpinned (the rehearsal's synthetic data): no revision level.
     rehearsal = load(RUN_ID="r1")
-    assert rehearsal["paths"]["data_dir"] == f"{rehearsal['storage']['mount']}/data/digits"
+    assert rehearsal.paths.data_dir == f"{rehearsal.storage.mount}/data/digits"
 
 
 BAD = [
@@ -156,4 +156,4 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, argv):
 def test_every_preset_and_layer_file_validates():
     for preset in config.available("presets"):
         spec = config.load(preset, {"RUN_ID": "check"})
-        assert spec["preset"] == preset
+        assert spec.preset == preset

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from operator import attrgetter
 from pathlib import Path
 
 import pytest
@@ -60,9 +61,7 @@ def test_kubernetes_names_must_be_dns_1123(key, value):
 ])
 def test_good_kubernetes_names_pass(key, value):
     spec = load(f"{key}={value}")
-    node = spec
-    for part in key.split("."):
-        node = node[part]
+    node = attrgetter(key)(spec)
     assert node == value
 
 
@@ -84,7 +83,7 @@ def test_storage_source_must_be_a_bucket_the_infra_mounts(knobs, source):
     ({"INFRA": "azure"}, "https://acct01.blob.core.windows.net/data"), (GKE, "gs://bucket/dir"),
 ])
 def test_bucket_urls_each_infra_mounts_pass(knobs, source):
-    assert load(f"storage.source={source}", **knobs)["storage"]["source"] == source
+    assert load(f"storage.source={source}", **knobs).storage.source == source
 
 
 def test_skypilot_sources_are_skypilots_own_prefixes(tmp_path):

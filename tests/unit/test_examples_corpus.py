@@ -66,7 +66,7 @@ def test_the_corpus_is_every_fixture_and_at_least_ten_runs():
 @pytest.mark.parametrize("script", sorted(PLANS))
 def test_a_published_run_plans_at_its_own_size(preset, script, capsys):
     spec = config.load(preset(script), {"INFRA": "gcp", "RUN_ID": "corpus1"})
-    assert (spec["cluster"]["nodes"], spec["cluster"]["gpus_per_node"]) == PLANS[script]
+    assert (spec.cluster.nodes, spec.cluster.gpus_per_node) == PLANS[script]
     files = artifacts.finish(spec, backend("gcp").render(spec))
     assert "task.yaml" in files
     print(script, memory.check(spec))  # expected to change with the model facts (module docstring)

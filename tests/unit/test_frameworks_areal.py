@@ -38,10 +38,10 @@ def test_two_nodes_use_the_ray_scheduler_in_the_accepted_form():
 
 def test_fileroot_and_outputs_under_the_mount():
     spec, _, _, cfg = render()
-    assert cfg["cluster"]["fileroot"] == spec["paths"]["run_dir"]
-    assert cfg["stats_logger"]["tensorboard"]["path"].startswith(spec["storage"]["mount"] + "/")
-    assert (cfg["experiment_name"], cfg["trial_name"]) == (spec["run"]["name"], spec["run"]["id"])
-    assert cfg["actor"]["path"] == spec["paths"]["model_dir"]
+    assert cfg["cluster"]["fileroot"] == spec.paths.run_dir
+    assert cfg["stats_logger"]["tensorboard"]["path"].startswith(spec.storage.mount + "/")
+    assert (cfg["experiment_name"], cfg["trial_name"]) == (spec.run.name, spec.run.id)
+    assert cfg["actor"]["path"] == spec.paths.model_dir
     assert "gsm8k" in cfg["train_dataset"]["path"]  # AReaL picks its GSM8K loader by that name
 
 

@@ -28,14 +28,14 @@ def test_seed_003_placement_steps_and_save():
 
 def test_command_uses_the_pinned_checkout_and_the_rendered_file():
     spec, _, argv, _ = render()
-    commit = spec["pins"]["framework_commit"]
-    assert argv == ["python", f"{spec['storage']['mount']}/code/checkouts/{commit}/examples/reasoning/main_grpo.py",
+    commit = spec.pins.framework_commit
+    assert argv == ["python", f"{spec.storage.mount}/code/checkouts/{commit}/examples/reasoning/main_grpo.py",
                     "--config-path", "${RLAUNCH_ARTIFACTS}/rlinf", "--config-name", "rlaunch-grpo"]
 
 
 def test_outputs_land_in_the_run_dir():
     spec, _, _, cfg = render()
-    run_dir = spec["paths"]["run_dir"]
+    run_dir = spec.paths.run_dir
     assert f"{cfg['runner']['output_dir']}/{cfg['runner']['experiment_name']}" == run_dir
     assert cfg["runner"]["logger"]["log_path"] == run_dir
     assert "tensorboard" in cfg["runner"]["logger"]["logger_backends"]
@@ -64,4 +64,4 @@ def test_inputs_and_setup():
     assert inputs[0].endswith("examples/reasoning/main_grpo.py")
     assert inputs[-1].endswith("AReaL-boba-106k.jsonl")
     setup = fw.setup(spec)
-    assert spec["pins"]["framework_commit"] in setup[1]
+    assert spec.pins.framework_commit in setup[1]

@@ -48,15 +48,15 @@ PACKAGE = {
                 return ["python3", "-m", "toy_rl", "--config", f"{ARTIFACTS}/toy.json"]
 
             def files(self, spec):
-                return {"toy.json": json.dumps({"run_dir": spec["paths"]["run_dir"],
-                                                "steps": spec["train"]["steps"]}) + "\\n"}
+                return {"toy.json": json.dumps({"run_dir": spec.paths.run_dir,
+                                                "steps": spec.train.steps}) + "\\n"}
 
             def env(self, spec):
-                return {"TOY_METRICS": spec["paths"]["run_dir"] + "/toy-metrics.jsonl"}
+                return {"TOY_METRICS": spec.paths.run_dir + "/toy-metrics.jsonl"}
 
             def check(self, spec):
-                if spec["algo"]["group_size"] < 2:
-                    raise ConfigError("algo.group_size", spec["algo"]["group_size"], ">= 2 for the toy learner")
+                if spec.algo.group_size < 2:
+                    raise ConfigError("algo.group_size", spec.algo.group_size, ">= 2 for the toy learner")
 
 
         ADAPTER = Toy()
@@ -160,7 +160,7 @@ def test_preflight_postflight_and_compare_read_its_package(repo, tmp_path):
     out = tmp_path / "out"
     assert rl(repo, "render", "--FRAMEWORK=toy", "--RUN_ID=toy-pf", f"--OUT={out}").returncode == 0
     spec = json.loads((out / "spec.json").read_text())
-    code = ("import json, sys; from rlaunch.verify import preflight; spec = json.load(open(sys.argv[1])); "
+    code = ("import json, sys; from rlaunch.verify import preflight, report; spec = report.load_spec(sys.argv[1]); "
             "node = {'node_id': 'n', 'ip': '10.0.0.1', 'is_head': True, 'cpus': 1, 'gpus': 0}; "
             "print(json.dumps(preflight.check_cpus(spec, [node])))")
     env = {"PYTHONPATH": str(repo / "tools"), "PATH": "/usr/bin:/bin"}

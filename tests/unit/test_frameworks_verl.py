@@ -30,7 +30,7 @@ def test_grpo_is_a_group_with_no_critic():
 def test_ppo_has_gae_and_a_critic_on_the_pinned_model():
     spec, _, _, o = render("verl-ppo-gsm8k-0.5b")
     assert o["algorithm.adv_estimator"] == "gae"
-    assert o["critic.model.path"] == o["actor_rollout_ref.model.path"] == spec["paths"]["model_dir"]
+    assert o["critic.model.path"] == o["actor_rollout_ref.model.path"] == spec.paths.model_dir
     assert o["critic.optim.lr"] == "1e-05"
 
 
@@ -48,15 +48,15 @@ def test_topology_is_literal_and_storage_is_shared():
     spec, _, _, o = render("verl-ppo-gsm8k-0.5b", NODES="4", GPUS_PER_NODE="2")
     assert (o["trainer.nnodes"], o["trainer.n_gpus_per_node"]) == ("4", "2")
     ckpt = o["trainer.default_local_dir"]
-    assert ckpt == spec["paths"]["ckpt_dir"] and ckpt.startswith(spec["storage"]["mount"] + "/")
-    assert o["data.train_files"] == f"{spec['paths']['data_dir']}/train.parquet"
-    assert o["hydra.run.dir"] == f"{spec['paths']['run_dir']}/hydra"
+    assert ckpt == spec.paths.ckpt_dir and ckpt.startswith(spec.storage.mount + "/")
+    assert o["data.train_files"] == f"{spec.paths.data_dir}/train.parquet"
+    assert o["hydra.run.dir"] == f"{spec.paths.run_dir}/hydra"
 
 
 def test_file_logger_always_wandb_only_when_asked():
     spec, fw, _, o = render("verl-ppo-gsm8k-0.5b")
     assert o["trainer.logger"] == "[console,file]"
-    assert fw.env(spec)["VERL_FILE_LOGGER_PATH"] == f"{spec['paths']['log_dir']}/metrics.jsonl"
+    assert fw.env(spec)["VERL_FILE_LOGGER_PATH"] == f"{spec.paths.log_dir}/metrics.jsonl"
     _, _, _, o = render("verl-ppo-gsm8k-0.5b", ["logging.wandb=true"])
     assert o["trainer.logger"] == "[console,file,wandb]"
 
@@ -79,7 +79,7 @@ def test_rollout_named_and_user_overrides_last():
 def test_setup_prepares_once(tmp_path):
     """The setup line skips a data dir whose SHA256SUMS verifies (no python run at all)."""
     spec, fw, _, _ = render("verl-ppo-gsm8k-0.5b", [f"storage.mount={tmp_path}"])
-    data = Path(spec["paths"]["data_dir"])
+    data = Path(spec.paths.data_dir)
     assert data.parent == tmp_path / "data" / "gsm8k"  # one directory per pinned revision
     data.mkdir(parents=True)
     (data / "train.parquet").write_text("x")

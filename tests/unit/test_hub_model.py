@@ -41,9 +41,9 @@ def load(sets: str):
 
 def test_a_hub_id_is_resolved_to_a_commit_and_laid_out_like_a_pinned_model(hub):
     spec = load("model.path=acme/tiny-lm")
-    pin = spec["pins"]["model"]
+    pin = spec.pins.model
     assert (pin["hf_id"], pin["revision"], pin["asked"], pin["unresolved"]) == ("acme/tiny-lm", COMMIT, "main", "")
-    assert spec["paths"]["model"] == f"/storage/models/acme--tiny-lm/{COMMIT[:12]}"
+    assert spec.paths.model == f"/storage/models/acme--tiny-lm/{COMMIT[:12]}"
     assert json.loads(spec.json_text())["pins"]["model"]["revision"] == COMMIT  # recorded in spec.json
     assert not any(line.startswith("WARNING") for line in inputs.layout(spec))
     model = next(i for i in inputs.of(spec) if i.what == "model")
@@ -53,11 +53,11 @@ def test_a_hub_id_is_resolved_to_a_commit_and_laid_out_like_a_pinned_model(hub):
 def test_without_the_hub_a_moving_revision_is_a_warning_naming_the_risk(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     spec = load("model.path=Qwen/Qwen3-8B")
-    assert spec["paths"]["model"] == "/storage/models/Qwen--Qwen3-8B/main"
+    assert spec.paths.model == "/storage/models/Qwen--Qwen3-8B/main"
     warning = [line for line in inputs.layout(spec) if line.startswith("WARNING")]
     assert warning and "'main' moves" in warning[0] and "a rerun may train another model" in warning[0]
     pinned = load(f"model.path=Qwen/Qwen3-8B@{COMMIT}")  # a commit needs no Hub
-    assert pinned["paths"]["model"].endswith(f"/Qwen--Qwen3-8B/{COMMIT[:12]}")
+    assert pinned.paths.model.endswith(f"/Qwen--Qwen3-8B/{COMMIT[:12]}")
     assert not any(line.startswith("WARNING") for line in inputs.layout(pinned))
 
 
@@ -68,7 +68,7 @@ def test_the_input_preparation_downloads_it_once(hub, tmp_path):
     env = {**os.environ, "RLAUNCH_PYTHON": sys.executable, "PYTHONPATH": str(ROOT / "tools")}
     first = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
-    mdir = Path(spec["paths"]["model"])
+    mdir = Path(spec.paths.model)
     assert (mdir / "model.safetensors").is_file() and "model.safetensors" in (mdir / "SHA256SUMS").read_text()
     gets = len(hub.file_gets())
     second = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=120)
@@ -79,6 +79,6 @@ def test_the_input_preparation_downloads_it_once(hub, tmp_path):
 def test_a_directory_on_the_shared_storage_and_the_pins_own_id_keep_working(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     mine = load("model.path=/storage/models/mine")
-    assert mine["paths"]["model"] == "/storage/models/mine" and "asked" not in mine["pins"]["model"]
+    assert mine.paths.model == "/storage/models/mine" and "asked" not in mine.pins.model
     same = load("model.path=Qwen/Qwen2.5-7B-Instruct")  # the preset's pinned model: its pin, not the Hub
-    assert same["pins"]["model"]["revision"] == "a09a35458c702b33eeacc393d103063234e8bc28"
+    assert same.pins.model["revision"] == "a09a35458c702b33eeacc393d103063234e8bc28"

@@ -69,14 +69,14 @@ def test_the_lock_holds_every_pinned_resolution_and_nothing_else():
 def test_every_framework_preset_passes_on_its_infrastructure(preset, infra):
     spec = load(preset, infra)
     (line,) = imagecheck.plan_lines(spec)
-    assert line.startswith(f"image check: image {spec['pins']['image']} (amd64): rollout {spec['rollout']['backend']}")
+    assert line.startswith(f"image check: image {spec.pins.image} (amd64): rollout {spec.rollout.backend}")
     assert "NOT CHECKED" not in line
 
 
 def test_the_gb200_preset_selects_the_arm64_image_keeps_its_vllm_and_says_so():
     # seed 004's verlai/verl:vllm023.aarch64.dev1: vLLM 0.23, not the 0.24 verl 0.9.1's [vllm] pins
     spec = load("verl-grpo-gsm8k-32b", "kuberay")
-    assert spec["pins"]["image"] == "ghcr.io/rlaunch/rlaunch-verl:0.9.1-arm64"
+    assert spec.pins.image == "ghcr.io/rlaunch/rlaunch-verl:0.9.1-arm64"
     assert imagecheck.image_of(spec)[1]["arch"] == "arm64"
     (line,) = imagecheck.plan_lines(spec)
     assert line.startswith("image check: image ghcr.io/rlaunch/rlaunch-verl:0.9.1-arm64 (arm64): rollout vllm 0.23.0")
@@ -125,7 +125,7 @@ def test_seed_002s_image_is_known_and_fails_verl_0_9_1_naming_the_image_to_use()
     assert text.endswith("an image that fits: " + hint)
     # the hint works as given: the same launch without IMAGE= runs that image, and it passes
     plain = load("verl-ppo-gsm8k-0.5b", "kuberay", K8S_FLAVOR="vke")
-    assert plain["pins"]["image"] == hint.split()[0]
+    assert plain.pins.image == hint.split()[0]
     (line,) = imagecheck.plan_lines(plain)
     assert line.startswith(f"image check: image {hint.split()[0]} (amd64): rollout vllm 0.24.0")
     assert "NOT CHECKED" not in line

@@ -56,7 +56,7 @@ def test_an_imported_script_plans_and_runs_its_own_values(imported, script, monk
     assert "read, not run" in printed and "mapped" in printed and "dropped" in printed
     spec = config.load(name, {"INFRA": "gcp", "RUN_ID": "imp1"})
     files = artifacts.finish(spec, backend("gcp").render(spec))
-    fw = frameworks.get(spec["framework"]["name"])
+    fw = frameworks.get(spec.framework.name)
     rendered = " ".join(fw.command(spec)) + "".join(fw.files(spec).values())
     for value in CASES[script]:
         key, _, want = value.partition("=")

@@ -29,9 +29,9 @@ def load(preset: str, sets: str = "", **knobs):
 def test_pinned_layout_by_default_one_directory_per_revision():
     spec = load("verl-ppo-gsm8k-0.5b", INFRA="kuberay")
     (data, model) = inputs.of(spec)
-    assert data.dir == spec["paths"]["data_dir"] and data.fetch == ("--dataset=gsm8k",) and not data.user
-    assert model.dir == spec["paths"]["model_dir"] and model.fetch == ("--model=qwen2.5-0.5b-instruct",)
-    assert model.dir.endswith("/" + spec["pins"]["model"]["revision"][:12])
+    assert data.dir == spec.paths.data_dir and data.fetch == ("--dataset=gsm8k",) and not data.user
+    assert model.dir == spec.paths.model_dir and model.fetch == ("--model=qwen2.5-0.5b-instruct",)
+    assert model.dir.endswith("/" + spec.pins.model["revision"][:12])
     assert model.required == ("config.json", "tokenizer_config.json", "*.safetensors")
     assert data.required == ("train.parquet", "test.parquet")
 
@@ -40,8 +40,8 @@ def test_pinned_layout_by_default_one_directory_per_revision():
 def test_every_framework_loads_what_the_user_paths_name_and_preflight_checks_them(preset):
     # framework.image=rlaunch: KubeRay runs the rlaunch image (its rule runs at load)
     spec = load(preset, "model.path=/data/m data.path=/data/data/gsm8k framework.image=rlaunch", INFRA="kuberay")
-    fw = {"verl": verl.ADAPTER, "areal": areal.ADAPTER, "rlinf": rlinf.ADAPTER}[spec["framework"]["name"]]
-    assert spec["paths"]["model"] == "/data/m"  # what every adapter loads (config.derive decides it)
+    fw = {"verl": verl.ADAPTER, "areal": areal.ADAPTER, "rlinf": rlinf.ADAPTER}[spec.framework.name]
+    assert spec.paths.model == "/data/m"  # what every adapter loads (config.derive decides it)
     checked = fw.inputs(spec)
     assert "/data/m/config.json" in checked
     assert any(p.startswith("/data/data/gsm8k/") for p in checked)
@@ -57,13 +57,13 @@ def test_verl_inputs_follow_overridden_data_files():
     spec = load("verl-ppo-gsm8k-0.5b", f"framework.overrides='{over}'", INFRA="kuberay")
     checked = verl.ADAPTER.inputs(spec)
     assert "/data/mine/a.parquet" in checked and "/data/mine/b.parquet" in checked
-    assert f"{spec['paths']['data_dir']}/train.parquet" not in checked
+    assert f"{spec.paths.data_dir}/train.parquet" not in checked
 
 
 def test_areal_reads_the_snapshot_and_a_user_path_must_name_gsm8k():
     spec = load("areal-grpo-gsm8k", INFRA="gcp")
     (data, _) = inputs.of(spec)
-    assert data.dir == spec["paths"]["data_dir"] + "-hf" and data.fetch == ("--dataset=gsm8k", "--snapshot")
+    assert data.dir == spec.paths.data_dir + "-hf" and data.fetch == ("--dataset=gsm8k", "--snapshot")
     assert areal.ADAPTER.experiment(spec)["train_dataset"]["path"] == data.dir
     with pytest.raises(ConfigError, match="data.path='/storage/my-data'.*names gsm8k"):
         load("areal-grpo-gsm8k", "data.path=/storage/my-data", INFRA="gcp")  # the framework's rule, at load
@@ -110,7 +110,7 @@ def test_aistudio_checks_the_manifests_where_the_user_paths_are():
 def test_make_plan_prints_the_layout_it_expects():
     spec = load("verl-ppo-gsm8k-0.5b", INFRA="kuberay")
     lines = inputs.layout(spec)
-    assert lines[0].startswith(f"dataset {spec['paths']['data_dir']}/  (train.parquet, test.parquet, SHA256SUMS)")
+    assert lines[0].startswith(f"dataset {spec.paths.data_dir}/  (train.parquet, test.parquet, SHA256SUMS)")
     assert "openai/gsm8k main@" in lines[1] and "downloaded unless its SHA256SUMS verifies" in lines[1]
     spec = load("verl-ppo-gsm8k-0.5b", "model.path=/data/Qwen2.5-0.5B-Instruct", INFRA="kuberay")
     assert "yours (model.path): never downloaded; SHA256SUMS computed once" in inputs.layout(spec)[3]

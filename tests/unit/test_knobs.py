@@ -34,7 +34,7 @@ def load(preset: str = "rehearsal", sets: str = "", **kw) -> dict:
 def test_set_splits_like_a_shell_command_line():
     assert knobs.split_set('a.b="x y" c.d=1') == ["a.b=x y", "c.d=1"]
     spec = load(sets='logging.project="exp 1" train.steps=3')
-    assert spec["logging"]["project"] == "exp 1" and spec["train"]["steps"] == 3
+    assert spec.logging.project == "exp 1" and spec.train.steps == 3
 
 
 def test_an_open_quote_in_set_is_one_error_naming_set():
@@ -45,13 +45,13 @@ def test_an_open_quote_in_set_is_one_error_naming_set():
 @pytest.mark.parametrize("text", ["it's #1", "1e5", '"quoted"', "a: b", "yes", "${oc.env:USER}", "null", ""])
 def test_a_string_key_takes_the_value_exactly(text):
     """YAML would drop '#...' and quotes, turn 1e5 into 100000.0, yes into true, a: b into a mapping."""
-    assert load(sets="logging.project=" + shlex.quote(text))["logging"]["project"] == text
+    assert load(sets="logging.project=" + shlex.quote(text)).logging.project == text
 
 
 def test_typed_keys_still_read_yaml():
     spec = load(sets='framework.overrides=\'["a=${x} y", "b=2"]\' algo.lr=1e-5 infra.spot=true')
-    assert spec["framework"]["overrides"] == ["a=${x} y", "b=2"]
-    assert spec["algo"]["lr"] == pytest.approx(1e-5) and spec["infra"]["spot"] is True
+    assert spec.framework.overrides == ["a=${x} y", "b=2"]
+    assert spec.algo.lr == pytest.approx(1e-5) and spec.infra.spot is True
 
 
 def test_from_env_reads_make_exports_byte_for_byte():
@@ -71,8 +71,8 @@ def test_work_root_must_be_a_plain_absolute_path(value):
 
 def test_work_root_is_the_rendered_storage_path():
     spec = load("rlinf-grpo-pipeline-1.5b", INFRA="aistudio", WORK_ROOT="/mnt/team-a/")
-    assert spec["storage"]["mount"] == "/mnt/team-a"
-    assert spec["paths"]["run_dir"].startswith("/mnt/team-a/runs/")
+    assert spec.storage.mount == "/mnt/team-a"
+    assert spec.paths.run_dir.startswith("/mnt/team-a/runs/")
     files = artifacts.finish(spec, aistudio.BACKEND.render(spec))
     assert "RENDERED_WORK_ROOT=/mnt/team-a\n" in files["run.sh"]
     assert json.loads(files["form.json"])["env"]["WORK_ROOT"] == "/mnt/team-a"
@@ -137,7 +137,7 @@ def test_preset_is_a_name_never_a_path():
 
 def test_out_is_any_path_and_arrives_exactly():
     odd = "/tmp/x y/$(a) `b` ${c} \"d\" 'e' \\f"
-    assert load(OUT=odd)["run"]["out"] == odd
+    assert load(OUT=odd).run.out == odd
 
 
 # ---------------------------------------------------------------- REGISTRY, TAG and the check command

@@ -129,13 +129,13 @@ def test_every_pod_has_memory_backed_shm_logs_and_the_shared_volume_at_the_mount
     spec, files = render("cluster.memory_gb=600", GPUS_PER_NODE="4", ACCELERATOR="H100")
     for pod in (head_pod(files), worker_group(files)["template"]):
         at = mounts(pod)
-        assert at["/dev/shm"] == "shm" and at[spec["storage"]["mount"]] == "shared"
+        assert at["/dev/shm"] == "shm" and at[spec.storage.mount] == "shared"
         vols = volumes(pod)
         assert vols["shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "200Gi"}
         assert vols["shared"]["persistentVolumeClaim"]["claimName"] == "t1-data"
     # Data and checkpoints are under the mount, i.e. on the shared volume, not in a pod.
-    assert spec["paths"]["ckpt_dir"].startswith(spec["storage"]["mount"] + "/")
-    assert spec["paths"]["data_dir"].startswith(spec["storage"]["mount"] + "/")
+    assert spec.paths.ckpt_dir.startswith(spec.storage.mount + "/")
+    assert spec.paths.data_dir.startswith(spec.storage.mount + "/")
 
 
 def test_gpu_pods_tolerate_the_gpu_taint_and_cpu_pods_do_not_need_to():
@@ -418,7 +418,7 @@ def test_grafana_dashboard_is_rays_own_for_this_runs_cluster():
     (name, text), = cm["data"].items()
     board = json.loads(text)
     assert name == "ray-t1.json" and board["uid"] == "rlaunch-t1" and board["title"] == "Ray: rlaunch run t1"
-    assert f"rayVersion:{spec['pins']['ray']}" in board["tags"]  # Ray's generator at the pinned Ray
+    assert f"rayVersion:{spec.pins.ray}" in board["tags"]  # Ray's generator at the pinned Ray
     from ray.dashboard.modules.metrics import grafana_dashboard_factory as factory
 
     rays, _ = factory.generate_default_grafana_dashboard()
@@ -541,27 +541,27 @@ def preset_on_kuberay(preset: str) -> dict:
 
 def test_verl_ppo_preset_on_vke_is_two_nodes_of_two_gpus_on_a_tos_bucket():
     spec = preset_on_kuberay("verl-ppo-gsm8k-0.5b")
-    assert spec["infra"]["k8s_flavor"] == "vke" and spec["framework"]["image"] == "rlaunch"
+    assert spec.infra.k8s_flavor == "vke" and spec.framework.image == "rlaunch"
     head, worker = manifests._groups(spec)
     assert head["resources"]["nvidia.com/gpu"] == 2 and "num-cpus" not in head["params"]
     assert worker["replicas"] == 1 and worker["resources"]["nvidia.com/gpu"] == 2
     assert worker["resources"]["cpu"] == "30" and worker["resources"]["memory"] == "100Gi"
     assert manifests._storage(spec)["kind"] == "tos"
-    assert spec["paths"]["ckpt_dir"].startswith("/data/")
+    assert spec.paths.ckpt_dir.startswith("/data/")
     # Seed 002's observability: PodMonitors and the Grafana dashboard are on by default.
-    assert spec["monitoring"]["podmonitors"] is True and spec["monitoring"]["grafana_dashboard"] is True
-    assert spec["monitoring"]["dashboard_ingress"] is False and spec["monitoring"]["apmplus"] is False
+    assert spec.monitoring.podmonitors is True and spec.monitoring.grafana_dashboard is True
+    assert spec.monitoring.dashboard_ingress is False and spec.monitoring.apmplus is False
 
 
 def test_verl_grpo_32b_preset_on_gke_is_a_cpu_head_and_four_workers_of_four_gpus():
     spec = preset_on_kuberay("verl-grpo-gsm8k-32b")
-    assert spec["infra"]["k8s_flavor"] == "gke" and spec["infra"]["rdma"] is True
+    assert spec.infra.k8s_flavor == "gke" and spec.infra.rdma is True
     head, worker = manifests._groups(spec)
     assert "nvidia.com/gpu" not in head["resources"]
     assert int(head["params"]["num-cpus"]) >= 10  # verl's TransferQueue lives on the head
     assert worker["replicas"] == 4 and worker["resources"]["nvidia.com/gpu"] == 4
-    assert spec["rollout"]["tp"] == 4 and spec["algo"]["group_size"] == 8
+    assert spec.rollout.tp == 4 and spec.algo.group_size == 8
     assert (head["resources"]["ephemeral-storage"], worker["resources"]["ephemeral-storage"]) == ("20Gi", "500Gi")
     storage = manifests._storage(spec)
     assert storage["kind"] == "gcsfuse"  # checkpoints on the bucket, through the /data mount
-    assert spec["paths"]["ckpt_dir"].startswith(spec["storage"]["mount"] + "/")
+    assert spec.paths.ckpt_dir.startswith(spec.storage.mount + "/")

@@ -85,10 +85,10 @@ def test_the_inputs_job_is_rendered_and_runs_setup_sh_on_the_shared_volume():
     job = yaml.safe_load(files["kuberay/inputs.yaml"])
     assert job["kind"] == "Job" and job["metadata"]["name"] == "inp-inputs"
     assert job["metadata"]["labels"]["rlaunch.io/run"] == "inp"
-    assert job["spec"]["activeDeadlineSeconds"] == spec["infra"]["kuberay"]["inputs_timeout_s"]
+    assert job["spec"]["activeDeadlineSeconds"] == spec.infra.kuberay.inputs_timeout_s
     pod = job["spec"]["template"]["spec"]
     (c,) = pod["containers"]
-    assert c["command"] == ["bash", "/opt/rlaunch-run/setup.sh"] and c["image"] == spec["pins"]["image"]
+    assert c["command"] == ["bash", "/opt/rlaunch-run/setup.sh"] and c["image"] == spec.pins.image
     assert "nvidia.com/gpu" not in c["resources"]["limits"] and "tolerations" not in pod  # a CPU pod
     assert pod["nodeSelector"] == {"kubernetes.io/arch": "amd64"}  # on nodes of the image's architecture
     assert c["resources"]["requests"] == c["resources"]["limits"]
@@ -153,7 +153,7 @@ def test_setup_sh_downloads_the_pinned_inputs_once_and_a_second_run_downloads_no
         assert first.returncode == 0, first.stdout + first.stderr
         got = hub.file_gets()
         assert any(p.endswith("/model.safetensors") for p in got) and any(p.endswith("train-00000-of-00001.parquet") for p in got)
-        model, data = Path(spec["paths"]["model_dir"]), Path(spec["paths"]["data_dir"])
+        model, data = Path(spec.paths.model_dir), Path(spec.paths.data_dir)
         assert verified(model) and verified(data)
         assert (data / "train.parquet").is_file() and (model / "config.json").is_file()
         before = len(hub.requests)
@@ -167,13 +167,13 @@ def test_a_changed_pinned_file_is_downloaded_again(tmp_path):
     spec, script = pinned_setup(tmp_path)
     with FakeHub(hub_tree(tmp_path / "hub")) as hub:
         assert run_setup(script, hub, tmp_path).returncode == 0
-        (Path(spec["paths"]["model_dir"]) / "config.json").write_text("{}")  # a torn copy
+        (Path(spec.paths.model_dir) / "config.json").write_text("{}")  # a torn copy
         before = len(hub.requests)
         again = run_setup(script, hub, tmp_path)
         assert again.returncode == 0, again.stderr
         assert any("/Qwen2.5-0.5B-Instruct/" in p for _, p in hub.requests[before:])
         assert not any("gsm8k" in p for _, p in hub.requests[before:])  # the dataset still verified
-        assert verified(Path(spec["paths"]["model_dir"]))
+        assert verified(Path(spec.paths.model_dir))
 
 
 def test_seed_layout_manifests_are_computed_once_then_checked(tmp_path):
@@ -243,8 +243,8 @@ def test_the_inputs_job_pod_fills_the_pvc_and_a_second_pod_downloads_nothing(hos
             pod = inputs_pod(files, hub.url)
             first = run.run_pod(pod, deadline_s=300)
             assert first.phase == "Succeeded", first.tail(60)
-            model = pvc / Path(spec["paths"]["model_dir"]).relative_to("/data")
-            data = pvc / Path(spec["paths"]["data_dir"]).relative_to("/data")
+            model = pvc / Path(spec.paths.model_dir).relative_to("/data")
+            data = pvc / Path(spec.paths.data_dir).relative_to("/data")
             assert verified(model) and verified(data) and (data / "test.parquet").is_file()
             assert any(p.endswith("/model.safetensors") for p in hub.file_gets())
             before = len(hub.requests)

@@ -51,7 +51,7 @@ def pods(files: dict) -> dict[str, dict]:
 @pytest.mark.parametrize("sets", ["", "cluster.cpu_head=true"], ids=["gpu-head", "cpu-head"])
 def test_every_pod_of_the_a4x_render_can_be_placed_on_seed_004s_nodes(sets):
     spec = config.load("verl-grpo-gsm8k-32b", {"INFRA": "kuberay", "RUN_ID": "t1"}, sets)
-    assert spec["cluster"]["accelerator"] == "GB200" and spec["infra"]["k8s_flavor"] == "gke"
+    assert spec.cluster.accelerator == "GB200" and spec.infra.k8s_flavor == "gke"
     files = artifacts.finish(spec, kr.BACKEND.render(spec))
     found = pods(files)
     assert {"submitter", "head", "inputs"} <= set(found), sorted(found)

@@ -259,7 +259,7 @@ def _objects_for_plain_pod(spec):
 
 def test_a_plain_pod_sees_its_volumes_env_workdir_and_dns(host_ok, tmp_path):
     spec, _ = plan("r")
-    image = spec["pins"]["image"]
+    image = spec.pins.image
     pod = yaml.safe_load(PLAIN_POD.replace("IMAGE", image))
     with kh.RayJobRun(_objects_for_plain_pod(spec), workdir=tmp_path / "k8s", images=kh.default_images(spec),
                       claims={"claim": tmp_path / "pvc"}) as run:
@@ -280,7 +280,7 @@ def test_a_plain_pod_sees_its_volumes_env_workdir_and_dns(host_ok, tmp_path):
 def test_a_pod_can_be_deleted_and_started_again(host_ok, tmp_path):
     spec, _ = plan("r")
     pod = {"metadata": {"name": "sleeper"}, "spec": {"containers": [{
-        "name": "main", "image": spec["pins"]["image"], "command": ["/bin/sleep", "600"]}]}}
+        "name": "main", "image": spec.pins.image, "command": ["/bin/sleep", "600"]}]}}
     with kh.RayJobRun(_objects_for_plain_pod(spec), workdir=tmp_path / "k8s", images=kh.default_images(spec)) as run:
         first = run._start(pod, run.net.pod_ip())
         first.started.wait(30)
@@ -304,7 +304,7 @@ def test_a_pod_can_be_deleted_and_started_again(host_ok, tmp_path):
 def run_rayjob(tmp_path: Path, objects: list[dict], spec: dict, **kwargs) -> kh.JobResult:
     with kh.RayJobRun(objects, workdir=tmp_path / "k8s", images=kh.default_images(spec)) as run:
         result = run.execute(ready_s=300, job_s=900, **kwargs)
-        run_dir = run.claims[names.pvc_name(spec)] / Path(spec["paths"]["run_dir"]).relative_to("/data")
+        run_dir = run.claims[names.pvc_name(spec)] / Path(spec.paths.run_dir).relative_to("/data")
         return result, run_dir
 
 
@@ -389,7 +389,7 @@ def test_a_rayjob_retry_on_a_fresh_cluster_resumes_the_run(host_ok, tmp_path):
                          f"train.steps=120 train.save_freq={save_freq} infra.kuberay.backoff_limit=1")
     assert rayjob(objects)["spec"]["backoffLimit"] == 1
     with kh.RayJobRun(objects, workdir=tmp_path / "k8s", images=kh.default_images(spec)) as run:
-        run_dir = run.claims[names.pvc_name(spec)] / Path(spec["paths"]["run_dir"]).relative_to("/data")
+        run_dir = run.claims[names.pvc_name(spec)] / Path(spec.paths.run_dir).relative_to("/data")
         run.start_cluster()
         first_cluster = run.cluster
         run.wait_ready(300)

@@ -44,12 +44,12 @@ def test_gpu_preset_without_gpus_is_refused(monkeypatch, tmp_path):
 
 
 def test_cluster_names_are_the_run_id_stable_and_distinct():
-    a, b = local.cluster_name({"run": {"id": "a"}}), local.cluster_name({"run": {"id": "b"}})
-    assert a == local.cluster_name({"run": {"id": "a"}}) and a != b
+    a, b = local.cluster_name("a"), local.cluster_name("b")
+    assert a == local.cluster_name("a") and a != b
     # The run id itself, found again from the id alone. Only namespace names carry it (up to 255
     # bytes); the links inside the namespaces have fixed names (v<rank>, eth0, br0) within IFNAMSIZ.
     assert a == "a"
-    assert local.cluster_name({"run": {"id": "x" * 40}}) == "x" * 40
+    assert local.cluster_name("x" * 40) == "x" * 40
 
 
 @pytest.mark.parametrize(("mode", "ifname"), [("netns", "eth0"), ("loopback", "lo")])
@@ -78,7 +78,7 @@ def test_a_second_launch_of_a_running_run_id_is_refused_at_once(tmp_path):
     import fcntl
 
     s = claim_spec(tmp_path)
-    with open(local.lock_path(s), "w") as held:  # another launch of it, running
+    with open(local.lock_path(s.run.id), "w") as held:  # another launch of it, running
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(local.RunInUse, match="another launch of it is running") as err:
             with local.BACKEND.claim(s):
@@ -94,7 +94,7 @@ def test_a_used_run_id_is_refused_unless_resume_and_resume_needs_the_same_config
     with pytest.raises(ConfigError, match="RESUME.*it never started"):
         with local.BACKEND.claim(s, resume=True):
             pass
-    run_dir = Path(s["paths"]["run_dir"])
+    run_dir = Path(s.paths.run_dir)
     run_dir.mkdir(parents=True)
     (run_dir / "spec.json").write_text(artifacts.spec_json(s))  # as the job keeps it
     with pytest.raises(ConfigError, match=r"already has .*RESUME=1` continues the run from step 0") as err:
@@ -103,7 +103,7 @@ def test_a_used_run_id_is_refused_unless_resume_and_resume_needs_the_same_config
     assert err.value.exit_code == 2
     with local.BACKEND.claim(s, resume=True):
         pass
-    changed = config.load("rehearsal", {"RUN_ID": s["run"]["id"], "WORK_ROOT": str(tmp_path)}, "train.steps=7")
+    changed = config.load("rehearsal", {"RUN_ID": s.run.id, "WORK_ROOT": str(tmp_path)}, "train.steps=7")
     with pytest.raises(ConfigError, match="train.steps was 300, now 7"):
         with local.BACKEND.claim(changed, resume=True):
             pass

@@ -13,13 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch.config import modelfacts
+from rlaunch.config import modelfacts, specjson
 from rlaunch.config import load as config
 from rlaunch.plan import memory
 from rlaunch.errors import CheckError
 
 ROOT = Path(__file__).resolve().parents[2]
 GB = 10**9
+
+
+def pinned(model: str):
+    """A spec that names a pinned model and no other (the facts modelfacts reads of it)."""
+    return specjson.view({"model": {"name": model, "path": ""}, "pins": {"model": {}}})
 
 
 def spec_of(preset: str, **knobs) -> dict:
@@ -33,13 +38,13 @@ def spec_of(preset: str, **knobs) -> dict:
     ("qwen2.5-0.5b-instruct", 494_032_768), ("qwen2.5-1.5b-instruct", 1_543_714_304),
     ("qwen2.5-7b-instruct", 7_615_616_512), ("qwen2.5-32b-instruct", 32_763_876_352)])
 def test_parameter_count_from_the_pinned_config_facts(model, params):
-    facts = modelfacts.of({"model": {"name": model, "path": ""}})
+    facts = modelfacts.of(pinned(model))
     assert facts.params == params
     assert facts.source.startswith("https://huggingface.co/") and facts.source.endswith("/config.json")
 
 
 def test_tied_embeddings_have_no_separate_head():
-    facts = modelfacts.of({"model": {"name": "qwen2.5-0.5b-instruct", "path": ""}})
+    facts = modelfacts.of(pinned("qwen2.5-0.5b-instruct"))
     assert facts.parts["lm_head"] == 0 and facts.tied
     cfg = config_of("qwen2.5-0.5b-instruct")
     untied = modelfacts.param_count({**cfg, "tie_word_embeddings": False})
@@ -80,7 +85,7 @@ def test_every_verl_and_areal_preset_fits_and_prints_bound_and_headroom(preset, 
 
 def test_a_32b_run_on_one_node_of_4_a100_80gb_without_offload_fails_naming_its_terms():
     spec = spec_of("verl-grpo-gsm8k-32b", INFRA="gcp", NODES="1", ACCELERATOR="A100-80GB")
-    assert spec["cluster"]["gpus_per_node"] == 4 and not spec["train"]["offload"]
+    assert spec.cluster.gpus_per_node == 4 and not spec.train.offload
     with pytest.raises(CheckError) as err:
         memory.check(spec)
     text = str(err.value)

@@ -57,9 +57,9 @@ def load(sets: str, infra: str = "gcp"):
 
 def test_a_modelscope_id_at_a_commit_is_pinned_and_laid_out_as_seed_003_lays_it_out():
     spec = load(f"model.path=modelscope:acme/tiny-lm@{COMMIT}")
-    pin = spec["pins"]["model"]
+    pin = spec.pins.model
     assert (pin["hub"], pin["hf_id"], pin["revision"], pin["unresolved"]) == ("modelscope", "acme/tiny-lm", COMMIT, "")
-    assert spec["paths"]["model"] == f"/storage/models/modelscope/acme/tiny-lm/{COMMIT}"
+    assert spec.paths.model == f"/storage/models/modelscope/acme/tiny-lm/{COMMIT}"
     model = next(i for i in inputs.of(spec) if i.what == "model")
     assert model.fetch == ("--modelscope-id=acme/tiny-lm", f"--revision={COMMIT}") and model.key == "model.path"
     layout = "\n".join(inputs.layout(spec))
@@ -69,7 +69,7 @@ def test_a_modelscope_id_at_a_commit_is_pinned_and_laid_out_as_seed_003_lays_it_
 
 def test_a_branch_on_modelscope_is_a_warning_whose_fix_works():
     spec = load("model.path=modelscope:acme/tiny-lm")
-    assert spec["pins"]["model"]["revision"] == "master"
+    assert spec.pins.model["revision"] == "master"
     warning = next(line for line in inputs.layout(spec) if line.startswith("WARNING"))
     assert "'master' moves" in warning and "ModelScope's API names no commit" in warning
     fix = warning.rsplit("name a commit: ", 1)[1].replace("<40-hex commit>", COMMIT)
@@ -100,7 +100,7 @@ def test_the_input_preparation_downloads_it_once_with_modelscopes_client(ms, tmp
     line = next(line for line in inputs.setup_lines(spec) if "--modelscope-id=" in line)
     first = subprocess.run(["bash", "-c", line], env=env(), capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
-    mdir = Path(spec["paths"]["model"])
+    mdir = Path(spec.paths.model)
     assert (mdir / "model.safetensors").is_file() and "model.safetensors" in (mdir / "SHA256SUMS").read_text()
     assert any(f"Revision={COMMIT}" in p and "FilePath=model.safetensors" in p for p in ms.file_gets())
     before = len(ms.requests)
@@ -179,9 +179,9 @@ def test_the_models_facts_come_from_modelscope(ms, tmp_path, monkeypatch):
 def test_a_gated_model_on_modelscope_needs_modelscopes_token_by_name(monkeypatch):
     monkeypatch.setenv("MODELSCOPE_API_TOKEN", "ms-secret-value-0123456789")
     spec = load(f"model.path=modelscope:acme/tiny-lm@{COMMIT} model.gated=true")
-    assert "MODELSCOPE_API_TOKEN" in spec["secrets"] and "HF_TOKEN" not in spec["secrets"]
-    assert hub.token(spec["pins"]["model"]) == "MODELSCOPE_API_TOKEN"
-    assert "HF_TOKEN" in load(f"model.path=acme/tiny-lm@{COMMIT} model.gated=true")["secrets"]
+    assert "MODELSCOPE_API_TOKEN" in spec.secrets and "HF_TOKEN" not in spec.secrets
+    assert hub.token(spec.pins.model) == "MODELSCOPE_API_TOKEN"
+    assert "HF_TOKEN" in load(f"model.path=acme/tiny-lm@{COMMIT} model.gated=true").secrets
 
 
 def test_a_pin_on_an_unknown_hub_is_refused_naming_the_pin(tmp_path, monkeypatch):

@@ -38,10 +38,10 @@ def test_every_table_names_rlaunch_keys_and_keys_its_adapter_renders(fw):
 
 def test_verl_batch_size_override_is_the_batch_size_every_check_sees():
     s = load("verl", ["data.train_batch_size=1024", "actor_rollout_ref.rollout.n=4", "trainer.save_freq=5"])
-    assert (s["train"]["batch_size"], s["algo"]["group_size"], s["train"]["save_freq"]) == (1024, 4, 5)
+    assert (s.train.batch_size, s.algo.group_size, s.train.save_freq) == (1024, 4, 5)
     argv = frameworks.get("verl").command(s)
     assert "data.train_batch_size=1024" in argv and "data.train_batch_size=32" not in " ".join(argv)
-    assert s["framework"]["overrides"] == []  # rendered once, from rlaunch's key
+    assert s.framework.overrides == []  # rendered once, from rlaunch's key
 
 
 def test_a_mapped_override_goes_through_rlaunchs_own_rules():
@@ -57,7 +57,7 @@ def test_an_override_contradicting_a_knob_or_set_is_refused_naming_both():
         load("verl", ["data.train_batch_size=1024"], "train.batch_size=64")
     with pytest.raises(ConfigError, match=r"cluster\.nodes=4 \(from NODES\)"):
         load("verl", ["trainer.nnodes=2"], NODES="4")
-    assert load("verl", ["data.train_batch_size=64"], "train.batch_size=64")["train"]["batch_size"] == 64
+    assert load("verl", ["data.train_batch_size=64"], "train.batch_size=64").train.batch_size == 64
 
 
 @pytest.mark.parametrize("fw, override, key", [
@@ -74,16 +74,16 @@ def test_what_rlaunch_keeps_is_refused_naming_the_key_to_use(fw, override, key):
 
 def test_areal_and_rlinf_map_their_own_spellings():
     s = load("areal", ["train_dataset.batch_size=64", "gconfig.n_samples=4", "stats_logger.wandb.mode=online"])
-    assert (s["train"]["batch_size"], s["algo"]["group_size"], s["logging"]["wandb"]) == (64, 4, True)
-    assert s["secrets"] == ["WANDB_API_KEY"]  # the logger an override turns on forwards its key
+    assert (s.train.batch_size, s.algo.group_size, s.logging.wandb) == (64, 4, True)
+    assert s.secrets == ["WANDB_API_KEY"]  # the logger an override turns on forwards its key
     r = load("rlinf", ["runner.max_steps=-1", "runner.max_epochs=3"])
-    assert (r["train"]["steps"], r["train"]["epochs"]) == (0, 3)
+    assert (r.train.steps, r.train.epochs) == (0, 3)
 
 
 def test_verl_logger_override_turns_wandb_on_and_still_reaches_verl():
     s = load("verl", ["trainer.logger=[console,file,wandb]"])
-    assert s["logging"]["wandb"] and s["secrets"] == ["WANDB_API_KEY"]
-    assert s["framework"]["overrides"] == ["trainer.logger=[console,file,wandb]"]
+    assert s.logging.wandb and s.secrets == ["WANDB_API_KEY"]
+    assert s.framework.overrides == ["trainer.logger=[console,file,wandb]"]
 
 
 def test_an_interpolated_value_of_an_owned_key_is_refused():

@@ -121,7 +121,7 @@ def job_sh(tmp_path):
 
 def test_job_sh_marks_each_phase_and_watches_the_frameworks_metrics(job_sh):
     spec, text = job_sh
-    metrics = str(Path(spec["paths"]["run_dir"]) / "metrics.jsonl")
+    metrics = str(Path(spec.paths.run_dir) / "metrics.jsonl")
     for mark in ("phase job start", "phase preflight start", "phase preflight end", "phase framework start",
                  "phase framework end", "phase postflight start", "phase postflight end"):
         assert mark in text

@@ -214,7 +214,7 @@ def test_verl_topology_mismatch_fails(verl):
 
 def test_verl_ppo_needs_critic_shards(verl):
     run_dir, spec = verl
-    spec["algo"].update(name="ppo", adv_estimator="gae")
+    spec.algo.update(name="ppo", adv_estimator="gae")
     runtrees.verl_run(run_dir)
     assert_fails(verify(spec, run_dir), "critic checkpoint shards", "no model_world_size")
     shutil.rmtree(run_dir)
@@ -336,7 +336,7 @@ def test_rlinf_without_a_plan_compares_with_the_spec(tmp_path):
 
     spec = config.load("rlinf-grpo-pipeline-1.5b", {"INFRA": "aistudio", "RUN_ID": "rid-1"})
     run_dir = tmp_path / "copy-of-rid-1"  # a copy of the run (make verify RUN_DIR=...) without plan/
-    requested = Path(spec["paths"]["run_dir"])
+    requested = Path(spec.paths.run_dir)
     runtrees.rlinf_run(run_dir, resolved={"runner.output_dir": str(requested.parent), "runner.experiment_name": "rid-1"})
     shutil.rmtree(run_dir / "plan")
     report = verify(spec, run_dir)

@@ -529,7 +529,7 @@ def test_cluster_passes(cluster, workspace):
     assert sorted(n["node_ip"] for n in report["nodes"]) == sorted(cluster.ips)
     assert {n["framework"]["version"] for n in report["nodes"]} == {_version("trl")}
     assert {n["framework"]["commit"] for n in report["nodes"]} == {""}  # pip-installed: no commit
-    tokens = list((Path(spec["paths"]["run_dir"]) / ".preflight").iterdir())
+    tokens = list((Path(spec.paths.run_dir) / ".preflight").iterdir())
     assert len(tokens) == NODES  # one token file per node, all in the one shared directory
 
 
@@ -586,7 +586,7 @@ def test_default_inputs_come_from_the_framework_adapter(tmp_path, monkeypatch):
 
     class WithInputs:
         def inputs(self, spec):
-            return [Path(spec["paths"]["model_dir"]), spec["paths"]["data_dir"] + "/train.jsonl"]
+            return [Path(spec.paths.model_dir), spec.paths.data_dir + "/train.jsonl"]
 
     monkeypatch.setattr(frameworks, "get", lambda name: WithInputs())
-    assert preflight.default_inputs(spec) == [spec["paths"]["model_dir"], spec["paths"]["data_dir"] + "/train.jsonl"]
+    assert preflight.default_inputs(spec) == [spec.paths.model_dir, spec.paths.data_dir + "/train.jsonl"]

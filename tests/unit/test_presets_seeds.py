@@ -240,7 +240,7 @@ CASES = {
 def launch(case: dict):
     knobs = {"RUN_ID": "seed", **case["knobs"]}
     spec = config.load(case["preset"], knobs, case["sets"])
-    return spec, artifacts.finish(spec, backends.get(spec["infra"]["name"]).render(spec))
+    return spec, artifacts.finish(spec, backends.get(spec.infra.name).render(spec))
 
 
 def same(seed_value: str, ours) -> bool:
@@ -294,7 +294,7 @@ def test_the_preset_runs_with_the_seeds_values(name):
     for key, value, _, _ in case.get("areal_yaml", []):
         got.append((key, value, dotted(yaml.safe_load(files["areal.yaml"]), key)))
     for key, value, _, _ in case.get("cluster", []):
-        got.append((f"cluster.{key}", value, spec["cluster"][key]))
+        got.append((f"cluster.{key}", value, getattr(spec.cluster, key)))
     if "pods" in case or "env" in case:
         p = pods(files)
         for role, key, value, _, _ in case.get("pods", []):

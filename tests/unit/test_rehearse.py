@@ -33,15 +33,15 @@ def rewrites(spec) -> dict:
 
 def test_a_verl_preset_becomes_two_cpu_nodes_and_a_tiny_model_and_keeps_its_experiment():
     real, spec = config.load(PRESET, {}, []), spec_of()
-    assert (spec["infra"]["name"], spec["cluster"]["nodes"], spec["cluster"]["gpus_per_node"]) == ("local", 2, 0)
+    assert (spec.infra.name, spec.cluster.nodes, spec.cluster.gpus_per_node) == ("local", 2, 0)
     assert topology.total_gpus(spec) == 2  # one declared Ray GPU per node: verl's placement
-    assert spec["model"]["path"].endswith("/rehearsal/verl-cpu-1/model")
-    assert spec["data"]["path"].endswith("/rehearsal/verl-cpu-1/math")
+    assert spec.model.path.endswith("/rehearsal/verl-cpu-1/model")
+    assert spec.data.path.endswith("/rehearsal/verl-cpu-1/math")
     # Not sizes, so not changed: the algorithm, the dataset and its reward source, the checkpoint wiring.
     for key in ("algo", "logging"):
-        assert spec[key] == real[key]
-    assert spec["data"]["dataset"] == real["data"]["dataset"]
-    assert spec["pins"]["dataset"] == real["pins"]["dataset"]
+        assert getattr(spec, key) == getattr(real, key)
+    assert spec.data.dataset == real.data.dataset
+    assert spec.pins.dataset == real.pins.dataset
     argv = command(spec)
     for kept in ("algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=8", "trainer.resume_mode=auto",
                  "trainer.logger=[console,file]", "data.truncation=error"):
@@ -78,7 +78,7 @@ def test_the_users_own_overrides_stay_unless_the_cpu_needs_them_otherwise_and_th
 
 def test_the_sizes_a_user_set_are_replaced_and_listed():
     spec = spec_of("train.batch_size=64", "data.max_response_length=1024")
-    assert (spec["train"]["batch_size"], spec["data"]["max_response_length"]) == (4, 8)
+    assert (spec.train.batch_size, spec.data.max_response_length) == (4, 8)
     found = rewrites(spec)
     assert found["train.batch_size"].was == 64 and found["data.max_response_length"].was == 1024
 
@@ -170,16 +170,16 @@ def test_a_ppo_preset_rehearses_its_critic_on_cpu_too_with_micro_batches_that_di
                    "+critic.model.override_config.attn_implementation=sdpa", "algorithm.adv_estimator=gae"):
         assert needed in argv
     # 4 prompts x n=1 over 2 GPUs: 2 per GPU, so micro-batches of 2 (GRPO's n=8 gives 4).
-    assert spec["train"]["micro_batch_size_per_gpu"] == 2 and spec_of()["train"]["micro_batch_size_per_gpu"] == 4
-    assert spec["data"]["path"].endswith("/rehearsal/verl-cpu-1/gsm8k")
+    assert spec.train.micro_batch_size_per_gpu == 2 and spec_of().train.micro_batch_size_per_gpu == 4
+    assert spec.data.path.endswith("/rehearsal/verl-cpu-1/gsm8k")
     assert "critic.strategy=fsdp2" not in command(spec_of())  # GRPO has no critic
 
 
 def test_the_rollout_is_vllm_cpu_whatever_the_preset_serves_with():
     spec = spec_of(preset="verl-grpo-math-7b", **{"FRAMEWORK": "verl"})
-    assert spec["rollout"]["backend"] == "vllm"
+    assert spec.rollout.backend == "vllm"
     sglang = spec_of("rollout.backend=sglang")
-    assert sglang["rollout"]["backend"] == "vllm"
+    assert sglang.rollout.backend == "vllm"
     assert rewrites(sglang)["rollout.backend"].was == "sglang"
 
 

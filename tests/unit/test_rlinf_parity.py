@@ -95,9 +95,9 @@ def composed(tmp_path_factory):
         _need("RLinf's pinned e2e config", str(err), upstream.unreachable("rlinf"))
     spec = config.load(PRESET, {"INFRA": "aistudio", "RUN_ID": "parity"})
     fw = frameworks.get("rlinf")
-    run_dir = spec["paths"]["run_dir"]
-    fields = {"output_dir": run_dir, "output_root": posixpath.dirname(run_dir), "run_id": spec["run"]["id"],
-              "model": spec["paths"]["model"], "data_file": fw.data_file(spec), "steps": spec["train"]["steps"]}
+    run_dir = spec.paths.run_dir
+    fields = {"output_dir": run_dir, "output_root": posixpath.dirname(run_dir), "run_id": spec.run.id,
+              "model": spec.paths.model, "data_file": fw.data_file(spec), "steps": spec.train.steps}
     seed = {"config_dir": str(root / posixpath.dirname(E2E)), "config_name": posixpath.basename(E2E)[:-5],
             "overrides": [o.format(**fields) for o in SEED_003_OVERRIDES], "env": {"REPO_PATH": str(root)},
             "compose_only": True}

@@ -124,7 +124,7 @@ def test_aistudio_finds_launches_on_the_storage_and_reads_their_state(tmp_path):
     spec = config.load("rehearsal", {"INFRA": "aistudio", "RUN_ID": "ai-1", "WORK_ROOT": str(tmp_path)})
     launch = tmp_path / aistudio.launch_rel(spec)
     launch.mkdir(parents=True)
-    (launch / "spec.json").write_text(json.dumps({**spec.dump(), "infra": {**spec["infra"].dump(), "install_root": "/elsewhere"}}))
+    (launch / "spec.json").write_text(json.dumps({**spec.dump(), "infra": {**spec.infra.dump(), "install_root": "/elsewhere"}}))
     other = config.load("", {"INFRA": "aistudio", "RUN_ID": "other", "WORK_ROOT": str(tmp_path)})
 
     found = aistudio.BACKEND.find(spec)
@@ -200,9 +200,9 @@ def test_the_cache_is_used_for_its_infra_and_the_id_alone_otherwise(tmp_path):
     assert which(OUT=str(tmp_path)) == (spec, tmp_path)
     assert which(OUT=str(tmp_path), INFRA="gcp") == (spec, tmp_path)
     other, out = which(OUT=str(tmp_path), INFRA="kuberay", RUN_ID="c-1")
-    assert out is None and other["infra"]["name"] == "kuberay" and other["run"]["id"] == "c-1"
+    assert out is None and other.infra.name == "kuberay" and other.run.id == "c-1"
     found, out = which(RUN_ID="never-built-here", INFRA="local")
-    assert out is None and found["run"]["id"] == "never-built-here"
+    assert out is None and found.run.id == "never-built-here"
 
 
 def test_without_a_cache_the_run_and_its_infra_must_be_named(tmp_path):

@@ -28,10 +28,10 @@ def render(infra: str, sets: str):
 @pytest.mark.parametrize("sets, name", [("logging.wandb=true", "WANDB_API_KEY"), ("model.gated=true", "HF_TOKEN")])
 def test_a_setting_that_needs_a_secret_names_it(sets, name):
     spec = config.load("rehearsal", {"RUN_ID": "sec1"}, sets)
-    assert spec["secrets"] == [name]
+    assert spec.secrets == [name]
     # Named once, whether the config also lists it or not.
-    assert config.load("rehearsal", {"RUN_ID": "sec1"}, f"{sets} secrets=[{name}]")["secrets"] == [name]
-    assert config.load("rehearsal", {"RUN_ID": "sec1"})["secrets"] == []
+    assert config.load("rehearsal", {"RUN_ID": "sec1"}, f"{sets} secrets=[{name}]").secrets == [name]
+    assert config.load("rehearsal", {"RUN_ID": "sec1"}).secrets == []
 
 
 def test_wandb_key_travels_by_name_on_every_infra(monkeypatch):
@@ -47,7 +47,7 @@ def test_wandb_key_travels_by_name_on_every_infra(monkeypatch):
     spec, files = render("aistudio", "logging.wandb=true")
     assert "`WANDB_API_KEY`" in files["form.md"]
     spec, files = render("local", "logging.wandb=true")
-    assert spec["secrets"] == ["WANDB_API_KEY"]  # local: jobs.submit copies it from this env into the job's
+    assert spec.secrets == ["WANDB_API_KEY"]  # local: jobs.submit copies it from this env into the job's
     for infra in SETS:
         _, files = render(infra, "logging.wandb=true model.gated=true")
         assert all(VALUE not in text for text in files.values()), infra

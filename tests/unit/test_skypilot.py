@@ -46,7 +46,7 @@ def test_task_carries_the_spec_shape():
     assert res["infra"] == "gcp"
     assert res["accelerators"] == "H100:1"
     assert (res["cpus"], res["memory"], res["disk_size"]) == ("8+", "128+", 64)
-    assert res["image_id"] == "docker:" + spec["pins"]["image"]
+    assert res["image_id"] == "docker:" + spec.pins.image
     assert res["ports"] == [8265]
     assert res["autostop"] == {"idle_minutes": 10, "down": True}
     assert "job_recovery" not in res and "use_spot" not in res
@@ -55,7 +55,7 @@ def test_task_carries_the_spec_shape():
     assert task["workdir"] == str(ROOT)
     assert task["file_mounts"] == {
         "/storage": {"name": "rlaunch-t-sky", "store": "gcs", "mode": "MOUNT"},
-        "/rlaunch/run": spec["run"]["out"],
+        "/rlaunch/run": spec.run.out,
     }
     assert "secrets" not in task and "config" not in task
     envs = task["envs"]
@@ -95,7 +95,7 @@ def test_named_new_bucket_and_another_mount_path():
     spec = spec_for(SET="storage.bucket=my-sky-bucket storage.store=r2 storage.mount=/mnt/shared")
     task = task_of(spec)
     assert task["file_mounts"]["/mnt/shared"] == {"name": "my-sky-bucket", "store": "r2", "mode": "MOUNT"}
-    assert spec["paths"]["ckpt_dir"].startswith("/mnt/shared/")
+    assert spec.paths.ckpt_dir.startswith("/mnt/shared/")
 
 
 def test_sky_infra_needs_a_string_and_a_known_store():
@@ -117,7 +117,7 @@ def test_spot_is_a_managed_job_with_recovery_and_no_autostop():
     assert "autostop" not in res  # the jobs controller tears a managed job's cluster down
     assert sp.launch_argv(spec, "/o")[:4] == ["jobs", "launch", "-n", "t-sky"]
     # Recoveries resume in the run dir, which is bound to the first task id that used it.
-    assert spec["paths"]["run_dir"] + "/skypilot-task-id" in task["run"]
+    assert spec.paths.run_dir + "/skypilot-task-id" in task["run"]
 
 
 def test_spot_on_kubernetes_recovers_pods_but_rents_no_spot_instances():
@@ -234,7 +234,7 @@ def rendered(spec: dict) -> tuple[dict, dict[str, str]]:
 def storage_check(spec, task, files, argv=None):
     parsed = {rel: yaml.safe_load(text) for rel, text in files.items() if rel.endswith(".json")
               and rel != "spec.json"}
-    fw = frameworks.get(spec["framework"]["name"])
+    fw = frameworks.get(spec.framework.name)
     return v.check_storage(spec, task, argv if argv is not None else fw.command(spec), parsed, sp.ARTIFACTS_MOUNT)
 
 
@@ -264,7 +264,7 @@ def test_mount_path_mismatch_fails():
 def test_framework_path_off_the_mount_fails():
     spec = spec_for()
     task, files = rendered(spec)
-    files["trl.json"] = files["trl.json"].replace(spec["paths"]["run_dir"], "/home/me/runs/x")
+    files["trl.json"] = files["trl.json"].replace(spec.paths.run_dir, "/home/me/runs/x")
     with pytest.raises(CheckError, match="trl.json:run_dir='/home/me/runs/x'"):
         storage_check(spec, task, files)
 

@@ -83,7 +83,7 @@ def use_facts(facts, monkeypatch):
         one = dict(facts, tasks={"task.yaml": facts["tasks"][name]})
         monkeypatch.setattr(v, "skypilot_facts", lambda tasks: one)
         # The framework's own loader is tested with the framework; here the SkyPilot side is.
-        fw = frameworks.get(spec["framework"]["name"])
+        fw = frameworks.get(spec.framework.name)
         monkeypatch.setattr(type(fw), "loader_check", lambda self, spec, files: "loader: not run here")
         return sp.BACKEND.check(spec, files)
 

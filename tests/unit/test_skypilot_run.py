@@ -187,7 +187,7 @@ def test_run_section_forms_the_cluster_and_runs_the_entrypoint_once_on_rank_0(no
     assert lines == [f"rank=0 ip={nodes.ips[0]} nodes=2 ray={nodes.ips[0]}:6379 wandb={wandb} on_nodes={wandb}"], \
         output
     assert "is gone; stopping this node's Ray" in output[1]
-    owner = Path(spec["paths"]["run_dir"]) / "skypilot-task-id"
+    owner = Path(spec.paths.run_dir) / "skypilot-task-id"
     assert owner.read_text().strip() == TASK_ID
     # ray-down on both nodes: nothing of rlaunch's Ray is left in either namespace.
     end = time.monotonic() + 20
@@ -271,7 +271,7 @@ def test_a_managed_job_recovered_on_fresh_nodes_resumes_from_its_last_checkpoint
     home = tmp_path / "home"
     home.mkdir()
     (home / "sky_workdir").symlink_to(ROOT)
-    run_dir = Path(spec["paths"]["run_dir"])
+    run_dir = Path(spec.paths.run_dir)
 
     nodes = _fresh_nodes()
     try:
@@ -307,7 +307,7 @@ def test_a_managed_job_recovered_on_fresh_nodes_resumes_from_its_last_checkpoint
     records = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
     second = next(r for r in records if r["event"] == "start" and r["attempt"] == 2)
     assert second["resume_step"] == SAVE_FREQ and 0 < second["steps_lost"] <= SAVE_FREQ, second
-    assert f"rlaunch-job: attempt 2 of run {spec['run']['id']}: resuming from step {SAVE_FREQ}" in output[0]
+    assert f"rlaunch-job: attempt 2 of run {spec.run.id}: resuming from step {SAVE_FREQ}" in output[0]
     assert steps(run_dir / "metrics.jsonl") == list(range(1, 121))
     report = json.loads((run_dir / "verification.json").read_text())
     assert report["passed"] is True, [c for c in report["checks"] if not c["passed"]]

@@ -10,6 +10,7 @@ import pytest
 from rlaunch import frameworks
 from rlaunch.cli import commands as cli
 from rlaunch.config import load as config
+from rlaunch.config import specjson
 from rlaunch.errors import ConfigError
 from rlaunch.verify import smoke
 
@@ -20,9 +21,9 @@ def spec_of(preset: str, **knobs) -> dict:
 
 def test_smoke_knob_sets_the_key_and_names_the_default_run_id():
     spec = config.load("rehearsal", {"SMOKE": "1"})
-    assert spec["train"]["smoke"] is True and spec["train"]["smoke_steps"] == 5
-    assert spec["run"]["id"].startswith("rehearsal-smoke-")
-    assert not config.load("rehearsal", {})["run"]["id"].startswith("rehearsal-smoke-")
+    assert spec.train.smoke is True and spec.train.smoke_steps == 5
+    assert spec.run.id.startswith("rehearsal-smoke-")
+    assert not config.load("rehearsal", {}).run.id.startswith("rehearsal-smoke-")
     with pytest.raises(ConfigError, match=r"train.smoke_steps=1 .*>= 2"):
         config.load("rehearsal", {"SMOKE": "1"}, "train.smoke_steps=1")
 
@@ -60,7 +61,7 @@ def test_report_extrapolates_the_full_run_from_the_steady_speed(tmp_path):
 
 
 def test_a_real_run_never_resumes_from_a_smoke_directory_and_back(tmp_path, monkeypatch):
-    spec = spec_of("rehearsal", RUN_ID="guard").dump()  # spec.json's data, changed below
+    spec = specjson.view(spec_of("rehearsal", RUN_ID="guard").dump())  # spec.json's data, changed below
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     spec["paths"]["run_dir"] = str(run_dir)

@@ -25,11 +25,11 @@ def test_a_restarted_run_without_a_checkpoint_before_its_end_is_refused_and_the_
         config.load(preset, knobs, sets)
     text = str(err.value)
     assert err.value.key == "train.save_freq" and why in text
-    steps = config.load(preset, knobs, sets, rules=False)["train"]["steps"]
+    steps = config.load(preset, knobs, sets, rules=False).train.steps
     assert f"lose all {steps} steps" in text if steps else "lose every step of its" in text
     hint = re.search(r"SET=(train\.save_freq=\d+)", text).group(1)
     spec = config.load(preset, knobs, f"{sets} {hint}")
-    assert 0 < spec["train"]["save_freq"] < (spec["train"]["steps"] or 10**9)
+    assert 0 < spec.train.save_freq < (spec.train.steps or 10**9)
 
 
 def test_nothing_retries_or_checkpoints_come_before_the_end():

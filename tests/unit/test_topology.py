@@ -19,7 +19,7 @@ AREAL, RLINF = "areal-grpo-gsm8k", "rlinf-grpo-pipeline-1.5b"
 
 def check(preset: str, sets: list[str] = (), **knobs) -> dict:
     spec = config.load(preset, knobs, list(sets))
-    frameworks.get(spec["framework"]["name"]).check(spec)
+    frameworks.get(spec.framework.name).check(spec)
     return spec
 
 

@@ -6,12 +6,15 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import backends
 from rlaunch.config.load import NEEDED_SECRETS
 from rlaunch.errors import ConfigError, MissingPrerequisite
 from rlaunch.plan import artifacts
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class LaunchPlan:
     very texts written to `out`), the offline checks that passed and the steps launch will run.
     Launch never renders again."""
 
-    spec: Any
+    spec: Spec
     out: Path
     files: dict[str, str]
     checks: tuple[str, ...] = ()
@@ -72,11 +75,11 @@ class LaunchPlan:
         return {rel: text for rel, text in self.files.items() if rel != self.PLAN_TXT}
 
     @classmethod
-    def render(cls, spec, out: Path | None = None) -> "LaunchPlan":
+    def render(cls, spec: Spec, out: Path | None = None) -> "LaunchPlan":
         """The plan of `spec` without its checks (render only): what tests and `make render` hold."""
-        backend = backends.get(spec["infra"]["name"])
+        backend = backends.get(spec.infra.name)
         files = artifacts.finish(spec, backend.render(spec))
-        return cls(spec, Path(out or spec["run"]["out"]), files)
+        return cls(spec, Path(out or spec.run.out), files)
 
 
 class Backend:
@@ -93,21 +96,21 @@ class Backend:
     resume_hint = "a run here is started again by its infrastructure, not by RESUME=1"
 
     @contextlib.contextmanager
-    def claim(self, spec: dict, resume: bool = False):
+    def claim(self, spec: Spec, resume: bool = False):
         """Held for the whole launch, before anything is rendered or written: refuses a run id
         this launch must not (re)use. Here: nothing to hold, and RESUME=1 is the local launch's."""
         if resume:
             where = ", ".join(n for n in backends.names() if backends.infra(n).resume)
-            raise ConfigError("RESUME", "1", f"INFRA={where} only; on {spec['infra']['name']}, {self.resume_hint}")
+            raise ConfigError("RESUME", "1", f"INFRA={where} only; on {spec.infra.name}, {self.resume_hint}")
         yield
 
     # Where a launch's secrets come from: this shell's environment, sent by name to the nodes (False:
     # the user types them into the infrastructure's own form).
     secrets_from_env = True
 
-    def require_secrets(self, spec: dict) -> None:
+    def require_secrets(self, spec: Spec) -> None:
         """Before anything is created: every name in spec.secrets is set here (exit 3 naming it)."""
-        missing = [name for name in spec["secrets"] if not os.environ.get(name)] if self.secrets_from_env else []
+        missing = [name for name in spec.secrets if not os.environ.get(name)] if self.secrets_from_env else []
         if missing:
             why = {name: f"{key}=true" for key, name in NEEDED_SECRETS}
             because = [f"{why[name]} needs {name}" for name in missing if name in why]
@@ -116,19 +119,19 @@ class Backend:
                 f"export {missing[0]}=... and launch again ({'; '.join(because) or 'secrets names it'}; "
                 "it travels by name to the nodes, never written)")
 
-    def rules(self, spec) -> None:
+    def rules(self, spec: Spec) -> None:
         """What this infrastructure refuses in a spec, as one ConfigError naming the key; part of
         config.check's one pass, so render can rely on it."""
 
-    def render(self, spec: dict) -> dict[str, str]:
+    def render(self, spec: Spec) -> dict[str, str]:
         """Every artifact of a launch: relative path -> text (headers added by the caller)."""
         raise NotImplementedError
 
-    def check(self, spec: dict, artifacts: dict[str, str]) -> list[str]:
+    def check(self, spec: Spec, artifacts: dict[str, str]) -> list[str]:
         """Offline validation by the owning tool's parser; raise CheckError. Returns lines passed."""
         return []
 
-    def plan(self, spec: dict, artifacts: dict[str, str]) -> list[str]:
+    def plan(self, spec: Spec, artifacts: dict[str, str]) -> list[str]:
         """Human lines: what `launch` would run, in order."""
         return []
 
@@ -136,26 +139,26 @@ class Backend:
         """Act on the plan (plan.files are on disk in plan.out): form, submit, follow."""
         raise NotImplementedError
 
-    def status(self, spec: dict, out: Path | None) -> int:
+    def status(self, spec: Spec, out: Path | None) -> int:
         raise NotImplementedError
 
-    def logs(self, spec: dict, out: Path | None) -> int:
+    def logs(self, spec: Spec, out: Path | None) -> int:
         raise NotImplementedError
 
-    def down(self, spec: dict, out: Path | None) -> int:
+    def down(self, spec: Spec, out: Path | None) -> int:
         raise NotImplementedError
 
-    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
+    def dashboard(self, spec: Spec, out: Path | None, port: int | None = None) -> int:
         """Make the Ray dashboard openable from this machine (port: the local one, None = default)."""
         print(f"{self.name}: no dashboard command for this infrastructure")
         return 0
 
-    def runs(self, spec: dict) -> Answer:
+    def runs(self, spec: Spec) -> Answer:
         """Every rlaunch run this infrastructure knows, asked once. `spec` carries the settings of
         where to ask (namespace, WORK_ROOT, ...); its run id is ignored."""
         raise NotImplementedError
 
-    def find(self, spec: dict) -> Answer:
+    def find(self, spec: Spec) -> Answer:
         """What exists of run spec.run.id here (no runs: the infrastructure answered none)."""
         answer = self.runs(spec)
-        return Answer(answer.asked, tuple(r for r in answer.runs if r.run_id == spec["run"]["id"]))
+        return Answer(answer.asked, tuple(r for r in answer.runs if r.run_id == spec.run.id))

@@ -67,8 +67,8 @@ def _spec(preset: str, set_: str, out: str, knobs: dict, rules: bool = True):
     return config.load(preset, _knobs(given), set_, rules=rules)
 
 
-def _render(spec: dict) -> tuple[Backend, dict[str, str]]:
-    return backends.get(spec["infra"]["name"]), LaunchPlan.render(spec).files
+def _render(spec: Spec) -> tuple[Backend, dict[str, str]]:
+    return backends.get(spec.infra.name), LaunchPlan.render(spec).files
 
 
 def _write(out: Path, files: dict[str, str]) -> None:
@@ -80,25 +80,25 @@ def _write(out: Path, files: dict[str, str]) -> None:
             path.chmod(0o755)
 
 
-def _summary(spec: dict, backend, files: dict[str, str], checks: list[str]) -> str:
-    c, p = spec["cluster"], spec["paths"]
-    fw = frameworks.get(spec["framework"]["name"])
-    gpus = f"{c['gpus_per_node']} x {c['accelerator']}" if c["gpus_per_node"] else "CPU only"
+def _summary(spec: Spec, backend, files: dict[str, str], checks: list[str]) -> str:
+    c, p = spec.cluster, spec.paths
+    fw = frameworks.get(spec.framework.name)
+    gpus = f"{c.gpus_per_node} x {c.accelerator}" if c.gpus_per_node else "CPU only"
     lines = [
-        f"plan for run {spec['run']['id']} (preset {spec['preset']})",
-        f"  infra       {spec['infra']['name']}" + (f" ({spec['infra']['sky_infra']})"
-                                                   if spec["infra"]["sky_infra"] else ""),
-        f"  nodes       {c['nodes']} x ({gpus})",
-        f"  framework   {spec['framework']['name']} {spec['pins']['framework_version']}"
-        f"{' @ ' + spec['pins']['framework_commit'][:12] if spec['pins']['framework_commit'] else ''}",
-        f"  image       {spec['pins']['image']}",
-        f"  algorithm   {spec['algo']['name']} (group size {spec['algo']['group_size']})",
+        f"plan for run {spec.run.id} (preset {spec.preset})",
+        f"  infra       {spec.infra.name}" + (f" ({spec.infra.sky_infra})"
+                                                   if spec.infra.sky_infra else ""),
+        f"  nodes       {c.nodes} x ({gpus})",
+        f"  framework   {spec.framework.name} {spec.pins.framework_version}"
+        f"{' @ ' + spec.pins.framework_commit[:12] if spec.pins.framework_commit else ''}",
+        f"  image       {spec.pins.image}",
+        f"  algorithm   {spec.algo.name} (group size {spec.algo.group_size})",
         f"  entrypoint  {shjoin(fw.command(spec))}",
         *_inputs_lines(spec),
-        f"  checkpoints {p['ckpt_dir']}",
-        f"  run dir     {p['run_dir']}   (logs, metrics, preflight.json, verification.json)",
-        f"  artifacts   {spec['run']['out']}/ ({', '.join(sorted(files))})",
-        f"  secrets     by reference only: {', '.join(spec['secrets']) or '(none)'}",
+        f"  checkpoints {p.ckpt_dir}",
+        f"  run dir     {p.run_dir}   (logs, metrics, preflight.json, verification.json)",
+        f"  artifacts   {spec.run.out}/ ({', '.join(sorted(files))})",
+        f"  secrets     by reference only: {', '.join(spec.secrets) or '(none)'}",
         "  checks      " + ("\n              ".join(checks) if checks else "(none)"),
     ]
     rewrites = fw.rehearsal_lines(spec)
@@ -111,7 +111,7 @@ def _summary(spec: dict, backend, files: dict[str, str], checks: list[str]) -> s
     return "\n".join(lines)
 
 
-def _inputs_lines(spec: dict) -> list[str]:
+def _inputs_lines(spec: Spec) -> list[str]:
     """The inputs layout the run expects on the shared storage (rlaunch.config.inputs)."""
     found = inputs.layout(spec) or ["none on the shared storage (the job makes its own)"]
     return [f"  {'inputs' if i == 0 else '':<12}{line}" for i, line in enumerate(found)]
@@ -182,7 +182,7 @@ class Cli:
         """Write every artifact of a launch under OUT (default build/<run_id>); touch nothing else."""
         spec = _spec(PRESET, SET, OUT, knobs)
         _, files = _render(spec)
-        out_dir = Path(spec["run"]["out"])
+        out_dir = Path(spec.run.out)
         _write(out_dir, files)
         print(f"rendered {len(files)} files to {out_dir}")
 
@@ -191,20 +191,20 @@ class Cli:
         spec = _spec(PRESET, SET, OUT, knobs)
         self._plan(spec)
 
-    def _plan(self, spec: dict):
+    def _plan(self, spec: Spec):
         """The LaunchPlan: rendered, checked offline, written to OUT with plan.txt, printed."""
         backend, files = _render(spec)
         # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
         checks = [modelfacts.check(spec), memory.check(spec), *backend.check(spec, files)]
         # The framework's own config loader, on the files every infrastructure renders alike.
-        checks.append(frameworks.get(spec["framework"]["name"]).loader_check(spec, files))
+        checks.append(frameworks.get(spec.framework.name).loader_check(spec, files))
         checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
         # REHEARSE=1: the user's code that can run here (verl: the reward function) runs here first.
-        checks += frameworks.get(spec["framework"]["name"]).rehearsal_check(spec)
+        checks += frameworks.get(spec.framework.name).rehearsal_check(spec)
         summary = _summary(spec, backend, files, checks)
         steps = tuple(backend.plan(spec, files))
         # plan.txt travels with the artifacts: job.sh copies them into the run directory.
-        plan = LaunchPlan(spec, Path(spec["run"]["out"]), {**files, PLAN_TXT: summary + "\n"}, tuple(checks), steps)
+        plan = LaunchPlan(spec, Path(spec.run.out), {**files, PLAN_TXT: summary + "\n"}, tuple(checks), steps)
         _write(plan.out, plan.files)
         print(summary)
         plan = dataclasses.replace(plan, started=phases.process_start(), planned=time.time())
@@ -215,9 +215,9 @@ class Cli:
         resume = _resume(_with_env({"RESUME": RESUME}, {"RESUME"}).get("RESUME", ""))
         spec = _spec(PRESET, SET, OUT, knobs)
         _smoke_guard(spec)
-        backends.get(spec["infra"]["name"]).require_secrets(spec)  # exit 3 before anything exists
+        backends.get(spec.infra.name).require_secrets(spec)  # exit 3 before anything exists
         # Before anything is written: a used RUN_ID, or one another launch holds, is refused here.
-        with backends.get(spec["infra"]["name"]).claim(spec, resume):
+        with backends.get(spec.infra.name).claim(spec, resume):
             backend, plan = self._plan(spec)
             LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
             LAST_RUN.write_text(str(plan.out) + "\n")
@@ -246,8 +246,8 @@ class Cli:
         given = _with_env({"RUN_ID": RUN_ID, "OUT": OUT, **_knobs(knobs)}, set(KNOBS))
         run_id, infra = str(given.get("RUN_ID", "")), str(given.get("INFRA", ""))
         cached, out_dir = self._existing(run_id, str(given.get("OUT", "")))
-        if cached is not None and (not infra or cached["infra"]["name"] == infra) and \
-                (not run_id or cached["run"]["id"] == run_id):
+        if cached is not None and (not infra or cached.infra.name == infra) and \
+                (not run_id or cached.run.id == run_id):
             return cached, out_dir
         if not run_id:
             raise ConfigError("RUN_ID", "", "the run to act on: no launch from this machine to default to"
@@ -261,7 +261,7 @@ class Cli:
 
     def _act(self, verb: str, **kw):
         spec, out_dir = self._which(**kw)
-        return _exit(getattr(backends.get(spec["infra"]["name"]), verb)(spec, out_dir))
+        return _exit(getattr(backends.get(spec.infra.name), verb)(spec, out_dir))
 
     def status(self, **kw):
         """Nodes and job state of the last (or RUN_ID's) launch."""
@@ -279,7 +279,7 @@ class Cli:
         """Open the Ray dashboard from this machine: a forward (local, KubeRay) or the endpoint."""
         port = _port(_with_env({"PORT": PORT}, {"PORT"}).get("PORT", ""))
         spec, out_dir = self._which(**kw)
-        return _exit(backends.get(spec["infra"]["name"]).dashboard(spec, out_dir, port=port))
+        return _exit(backends.get(spec.infra.name).dashboard(spec, out_dir, port=port))
 
     def ssh(self, **kw):
         """A shell on the run's SkyPilot cluster head (ssh <cluster>)."""
@@ -291,7 +291,7 @@ class Cli:
 
     def _on_sky(self, verb: str, **kw):
         spec, out_dir = self._which(**kw)
-        name = spec["infra"]["name"]
+        name = spec.infra.name
         if not backends.infra(name).ssh:
             with_ssh = ", ".join(n for n in backends.names() if backends.infra(n).ssh)
             raise ConfigError("INFRA", name, f"a SkyPilot infrastructure ({with_ssh}): `make {verb.replace('_', '-')}` "
@@ -304,7 +304,7 @@ class Cli:
         Actions job ($GITHUB_STEP_SUMMARY set) it is also appended there as Markdown, with the
         verification table."""
         spec, out_dir = self._which(**kw)
-        run_dir, out = Path(spec["paths"]["run_dir"]), out_dir or Path(spec["run"]["out"])
+        run_dir, out = Path(spec.paths.run_dir), out_dir or Path(spec.run.out)
         print(closing_summary(spec, run_dir, out))
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if step_summary:
@@ -363,16 +363,16 @@ class Cli:
         print(_spec(PRESET, SET, OUT, knobs).json_text(), end="")
 
 
-def _smoke_guard(spec: dict) -> None:
+def _smoke_guard(spec: Spec) -> None:
     """A real run never resumes from a smoke run's directory, nor a smoke run writes into a real
     one's. Where the run directory is on this machine (INFRA=local) it is checked before anything
     starts; everywhere, job.sh checks it again on the cluster."""
-    run_dir, smoke = Path(spec["paths"]["run_dir"]), spec["train"]["smoke"]
+    run_dir, smoke = Path(spec.paths.run_dir), spec.train.smoke
     if (run_dir / "SMOKE").exists() and not smoke:
-        raise ConfigError("RUN_ID", spec["run"]["id"], f"an id whose run directory is not a smoke run's: {run_dir} "
+        raise ConfigError("RUN_ID", spec.run.id, f"an id whose run directory is not a smoke run's: {run_dir} "
                           "holds SMOKE, and a real run never resumes from a smoke run")
     if smoke and (run_dir / "spec.json").exists() and not (run_dir / "SMOKE").exists():
-        raise ConfigError("RUN_ID", spec["run"]["id"], f"a new id for the smoke run: {run_dir} holds a real run")
+        raise ConfigError("RUN_ID", spec.run.id, f"a new id for the smoke run: {run_dir} holds a real run")
 
 
 def _resume(value) -> bool:

@@ -21,6 +21,7 @@ already passes its manifest is left alone), AIStudio's run.sh manifest checks (o
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 import os
 import shlex
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ from dataclasses import dataclass
 from rlaunch import frameworks
 from rlaunch.config import hub
 from rlaunch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 MANIFEST = "SHA256SUMS"
 # The datasets rlaunch's own preparation (rlaunch.job.data) converts to the framework's rows; any
@@ -49,8 +53,8 @@ class Input:
     required: tuple[str, ...]  # files it must hold besides SHA256SUMS (*.ext: at least one such file)
 
 
-def _adapter(spec: dict):
-    return frameworks.get(spec["framework"]["name"])
+def _adapter(spec: Spec):
+    return frameworks.get(spec.framework.name)
 
 
 def _is_dir(path: str) -> bool:
@@ -60,30 +64,35 @@ def _is_dir(path: str) -> bool:
 # ---------------------------------------------------------------- where
 
 
-def model_dir(spec: dict) -> str:
+def model_dir(spec: Spec) -> str:
     """The directory the framework loads the model from: model.path when it is an absolute path,
     else the pinned revision's directory; "" when model.path names another hub id (no directory)."""
-    path, pinned = spec["model"]["path"], spec["pins"]["model"].get("hf_id", "")
+    return model_dir_of(spec.model.path, spec.pins.model, spec.paths.model_dir)
+
+
+def model_dir_of(path: str, pin: dict[str, Any], pinned_dir: str) -> str:
+    """model_dir of model.path, pins.model and paths.model_dir (config.derive's, before the Spec is)."""
     if _is_dir(path):
         return path.rstrip("/")
-    hub_id = bool(spec["pins"]["model"].get("asked"))  # model.path=<org>/<name>[@rev] (rlaunch.config.hub)
-    if pinned and spec["paths"]["model_dir"] and (path in ("", pinned) or hub_id):
-        return spec["paths"]["model_dir"]
+    pinned = pin.get("hf_id", "")
+    hub_id = bool(pin.get("asked"))  # model.path=<org>/<name>[@rev] (rlaunch.config.hub)
+    if pinned and pinned_dir and (path in ("", pinned) or hub_id):
+        return pinned_dir
     return ""
 
 
-def model_path(spec: dict) -> str:
+def model_path(spec: Spec) -> str:
     """What the framework loads: the model directory, or the hub id model.path names. Decided once,
     by config.derive, as paths.model: read that."""
-    return model_dir(spec) or spec["model"]["path"]
+    return model_dir(spec) or spec.model.path
 
 
-def data_dir(spec: dict) -> str:
+def data_dir(spec: Spec) -> str:
     """The dataset directory: data.path, or the pinned revision's directory in the framework's layout
     (AReaL reads the hub snapshot as is: a sibling directory ending in -hf)."""
-    if spec["data"]["path"]:
-        return spec["data"]["path"].rstrip("/")
-    base = spec["paths"]["data_dir"]
+    if spec.data.path:
+        return spec.data.path.rstrip("/")
+    base = spec.paths.data_dir
     return f"{base}-hf" if getattr(_adapter(spec), "dataset_snapshot", False) else base
 
 
@@ -93,18 +102,17 @@ def _under(directory: str, files: list[str]) -> list[str]:
     return [p[len(directory) + 1:] for p in files if p.startswith(directory + "/")]
 
 
-def of(spec: dict) -> list[Input]:
+def of(spec: Spec) -> list[Input]:
     """The model and dataset inputs of the run, each with its directory, origin and required files
     (the adapter's inputs(spec) under that directory)."""
     adapter = _adapter(spec)
     wanted = [str(p) for p in adapter.inputs(spec)]
-    pins = spec["pins"]
     out = []
-    pin = pins["dataset"]
-    if pin.get("hf_id") or spec["data"]["path"]:
+    pin = spec.pins.dataset
+    if pin.get("hf_id") or spec.data.path:
         ddir = data_dir(spec)
-        user = bool(spec["data"]["path"])
-        name = spec["data"]["dataset"]
+        user = bool(spec.data.path)
+        name = spec.data.dataset
         if getattr(adapter, "dataset_snapshot", False):
             fetch = (f"--dataset={name}", "--snapshot")
         elif name in CONVERTED or pin.get("file"):
@@ -121,13 +129,13 @@ def of(spec: dict) -> list[Input]:
             required=required))
     mdir = model_dir(spec)
     if mdir:
-        user = _is_dir(spec["model"]["path"])
-        pin = pins["model"]
+        user = _is_dir(spec.model.path)
+        pin = spec.pins.model
         required = list(MODEL_FILES) + _under(mdir, wanted)
         hub_id = bool(pin.get("asked"))
         flag = "--modelscope-id" if hub.of(pin) == "modelscope" else "--hf-id"
         fetch = (f"{flag}={pin['hf_id']}", f"--revision={pin['revision']}") if hub_id else \
-            (f"--model={spec['model']['name']}",)
+            (f"--model={spec.model.name}",)
         out.append(Input(
             what="model", dir=mdir, key="model.path" if user or hub_id else "model.name", user=user,
             fetch=() if user else fetch,
@@ -136,10 +144,10 @@ def of(spec: dict) -> list[Input]:
     return out
 
 
-def sites(spec: dict, first: str = "GitHub") -> str:
+def sites(spec: Spec, first: str = "GitHub") -> str:
     """What must be reachable where the inputs are prepared, for the lines that say so: `first`,
     then the hubs the downloads go to ("GitHub, the Hugging Face Hub and ModelScope")."""
-    names = [hub.of(spec["pins"][item.what]) for item in of(spec) if item.fetch]
+    names = [hub.of(spec.pins.model if item.what == "model" else spec.pins.dataset) for item in of(spec) if item.fetch]
     items = list(dict.fromkeys([first, *(hub.HUBS[n]["shown"] for n in names)]))
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
@@ -150,10 +158,10 @@ def _on(pin: dict) -> str:
     return "" if name == hub.DEFAULT else f" on {hub.HUBS[name]['shown']}"
 
 
-def check(spec: dict) -> None:
+def check(spec: Spec) -> None:
     """The user's input paths are absolute and on the storage every node shares."""
-    mount = spec["storage"]["mount"].rstrip("/")
-    for key, path in (("model.path", spec["model"]["path"]), ("data.path", spec["data"]["path"])):
+    mount = spec.storage.mount.rstrip("/")
+    for key, path in (("model.path", spec.model.path), ("data.path", spec.data.path)):
         if key == "data.path" and path and not _is_dir(path):
             raise ConfigError(key, path, f"an absolute path under storage.mount={mount} (the directory "
                               "where the dataset already is), or empty for the pinned dataset")
@@ -165,7 +173,7 @@ def check(spec: dict) -> None:
 # ---------------------------------------------------------------- how (shell lines, run on the cluster)
 
 
-def setup_lines(spec: dict) -> list[str]:
+def setup_lines(spec: Spec) -> list[str]:
     """Idempotent shell lines that make every input ready: a directory whose SHA256SUMS verifies is
     left alone (nothing is downloaded again); a pinned one is (re)made at its revision; the user's gets
     its manifest computed once, and a user directory that no longer matches its manifest stops the run."""
@@ -185,7 +193,7 @@ def setup_lines(spec: dict) -> list[str]:
 # ---------------------------------------------------------------- what `make plan` says
 
 
-def layout(spec: dict) -> list[str]:
+def layout(spec: Spec) -> list[str]:
     """The inputs layout the run expects, for `make plan`: per input, where and what it holds, then
     where it comes from."""
     lines = []
@@ -198,5 +206,5 @@ def layout(spec: dict) -> list[str]:
         else:
             how = f"{item.source}: put it there yourself; {MANIFEST} computed once if missing"
         lines += [f"{item.what:<8}{item.dir}/  ({holds})", f"{'':<8}{how}"]
-    moving = hub.warning(spec["pins"]["model"])
+    moving = hub.warning(spec.pins.model)
     return lines + ([f"WARNING {moving}"] if moving else [])

@@ -17,8 +17,9 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import re
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -259,74 +260,75 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
 
 
 def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.datetime | None = None,
-           rehearsal: list[dict] | None = None) -> Spec:
+           rehearsal: list[dict[str, Any]] | None = None) -> Spec:
     """What follows from the config, each fact decided once: the run's names and id, the shared
     storage's paths, the pins, and the Ray and NCCL facts; the cross-key rules along the way."""
-    data = config.dump()
-    data["preset"] = preset
-    run = data["run"]
-    run["name"] = run["name"] or re.sub(r"[^a-z0-9-]+", "-", preset.lower())  # 0.5b -> 0-5b
-    if not run["id"]:
+    run = config.run
+    name = run.name or re.sub(r"[^a-z0-9-]+", "-", preset.lower())  # 0.5b -> 0-5b
+    run_id = run.id
+    if not run_id:
         stamp = (now or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y%m%d-%H%M%S")
         # A smoke run's id says so: a real run's default id never names its directory.
-        run["id"] = f"{run['name']}-{'smoke-' if data['train']['smoke'] else ''}{stamp}"
+        run_id = f"{name}-{'smoke-' if config.train.smoke else ''}{stamp}"
     # The one run-id rule (rlaunch.config.knobs): it names clusters, namespaces and Kubernetes objects.
-    _check(_knobs.run_id_problem, "run.id", run["id"], sources)
-    if not re.fullmatch(RUN_ID_RE, run["name"]):
-        raise ConfigError("run.name", run["name"], "lower-case letters, digits and '-'",
-                          sources.get("run.name", ""))
-    run["out"] = run["out"] or str(ROOT / "build" / run["id"])
-    _check(_knobs.out_problem, "run.out", run["out"], sources)
+    _check(_knobs.run_id_problem, "run.id", run_id, sources)
+    if not re.fullmatch(RUN_ID_RE, name):
+        raise ConfigError("run.name", name, "lower-case letters, digits and '-'", sources.get("run.name", ""))
+    out = run.out or str(ROOT / "build" / run_id)
+    _check(_knobs.out_problem, "run.out", out, sources)
 
-    infra, storage, cluster = data["infra"], data["storage"], data["cluster"]
-    mount = storage["mount"]
-    if infra["name"] == "local" and not mount.startswith("/") and sources.get("storage.mount") != "WORK_ROOT":
+    infra, cluster = config.infra, config.cluster
+    mount = config.storage.mount
+    if infra.name == "local" and not mount.startswith("/") and sources.get("storage.mount") != "WORK_ROOT":
         mount = str(ROOT / mount)  # local: the repo's build/ is the shared storage
     else:
         _check(_knobs.path_problem, "storage.mount", mount, sources)
-    mount = storage["mount"] = mount.rstrip("/")
+    mount = mount.rstrip("/")
     # The free-form values, each by its own rule (rlaunch.config.knobs); what several keys say together is check's.
-    if infra["install_root"]:
-        _check(_knobs.path_problem, "infra.install_root", infra["install_root"], sources)
-    if infra["sky_infra"]:
-        _check(_knobs.sky_infra_problem, "infra.sky_infra", infra["sky_infra"], sources)
-    if cluster["accelerator"]:
-        _check(_knobs.accelerator_problem, "cluster.accelerator", cluster["accelerator"], sources)
-    if data["framework"]["image_ref"]:
-        _check(_knobs.image_ref_problem, "framework.image_ref", data["framework"]["image_ref"], sources)
-    if data["framework"]["registry"]:
-        _check(_knobs.registry_problem, "framework.registry", data["framework"]["registry"], sources)
-    _check_k8s_names(data, sources)
+    if infra.install_root:
+        _check(_knobs.path_problem, "infra.install_root", infra.install_root, sources)
+    if infra.sky_infra:
+        _check(_knobs.sky_infra_problem, "infra.sky_infra", infra.sky_infra, sources)
+    if cluster.accelerator:
+        _check(_knobs.accelerator_problem, "cluster.accelerator", cluster.accelerator, sources)
+    if config.framework.image_ref:
+        _check(_knobs.image_ref_problem, "framework.image_ref", config.framework.image_ref, sources)
+    if config.framework.registry:
+        _check(_knobs.registry_problem, "framework.registry", config.framework.registry, sources)
+    _check_k8s_names(config, sources)
 
-    model_path, data_path = data["model"]["path"], data["data"]["path"]
+    model_path, data_path = config.model.path, config.data.path
     if model_path.startswith("/"):
         _check(_knobs.path_problem, "model.path", model_path, sources)
     if data_path.startswith("/"):  # a relative one: rlaunch.config.inputs.check says where it must be
         _check(_knobs.path_problem, "data.path", data_path, sources)
-    data["pins"] = _pins(data)
+    pins = _pins(config)
     # model.path=[modelscope:]<org>/<name>[@rev]: a model like a pinned one (rlaunch.config.hub), unless
     # it is the pin's own id.
-    if not model_path.startswith("/") and model_path != data["pins"]["model"].get("hf_id"):
+    if not model_path.startswith("/") and model_path != pins["model"].get("hf_id"):
         if ":" in model_path.split("/", 1)[0] and hub.parse(model_path) is None:
             raise ConfigError("model.path", model_path, "a directory under storage.mount, <org>/<name>[@<revision>] "
                               "on the Hugging Face Hub, or modelscope:<org>/<name>[@<revision>] on ModelScope",
                               sources.get("model.path", ""))
-        data["pins"]["model"] = hub.pin(mount, model_path) or data["pins"]["model"]
-    data["secrets"] = secret_names(data)
-    if not data["model"]["path"]:
-        data["model"]["path"] = data["pins"]["model"].get("hf_id", "")
-    data["paths"] = _paths(data)
+        pins["model"] = hub.pin(mount, model_path) or pins["model"]
+    config = config.model_copy(update={
+        "run": run.model_copy(update={"name": name, "id": run_id, "out": out}),
+        "storage": config.storage.model_copy(update={"mount": mount}),
+        "model": config.model.model_copy(update={"path": model_path or pins["model"].get("hf_id", "")}),
+        "secrets": secret_names(config, pins["model"]),
+    })
+    paths = _paths(config, pins)
     # What the framework loads (rlaunch.config.inputs decides it): the model directory, or another hub id.
-    data["paths"]["model"] = inputs.model_path(data)
-    data["derived"] = {
-        "ray_nodes": cluster["nodes"] + (1 if cpu_only_head(data) else 0),
-        "cpu_only_head": cpu_only_head(data),
-        "head_ray_cpus": head_ray_cpus(data),
-        "nccl_env": nccl_env(infra["rdma"]),
-        "ray_health_env": ray_health_env(cluster["health_check"]),
+    paths["model"] = inputs.model_dir_of(config.model.path, pins["model"], paths["model_dir"]) or config.model.path
+    derived = {
+        "ray_nodes": cluster.nodes + (1 if cpu_only_head(config) else 0),
+        "cpu_only_head": cpu_only_head(config),
+        "head_ray_cpus": head_ray_cpus(config),
+        "nccl_env": nccl_env(infra.rdma),
+        "ray_health_env": ray_health_env(cluster.health_check),
         "rehearsal": rehearsal or [],
     }
-    return Spec.model_validate(data)
+    return Spec.model_validate({**config.dump(), "preset": preset, "pins": pins, "paths": paths, "derived": derived})
 
 
 def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
@@ -334,28 +336,27 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
     config's own, the framework's topology rules, then the infrastructure's. The first broken rule
     is one ConfigError naming the key to change."""
     sources = sources or {}
-    data = spec_.dump()
-    storage, cluster = data["storage"], data["cluster"]
-    if storage["source"] and storage["bucket"]:
-        raise ConfigError("storage.bucket", storage["bucket"],
+    storage, cluster = spec_.storage, spec_.cluster
+    if storage.source and storage.bucket:
+        raise ConfigError("storage.bucket", storage.bucket,
                           "empty when storage.source is set (mount an existing bucket, or create one)")
-    if storage["bucket"] and not storage["store"]:
+    if storage.bucket and not storage.store:
         raise ConfigError("storage.store", "", "a store (gcs, s3, azure, r2, ibm, oci) for the new bucket "
-                          f"'{storage['bucket']}'")
-    _check_sky_infra(data["infra"], sources)
-    _check_source(data, sources)
+                          f"'{storage.bucket}'")
+    _check_sky_infra(spec_.infra, sources)
+    _check_source(spec_, sources)
     try:
-        inputs.check(data)  # model.path / data.path: on the storage every node shares
+        inputs.check(spec_)  # model.path / data.path: on the storage every node shares
     except ConfigError as err:
         raise ConfigError(err.key, err.value, err.allowed, sources.get(err.key, "")) from None
-    if cluster["accelerator"] and cluster["gpus_per_node"] == 0 and sources.get("cluster.accelerator") == "ACCELERATOR":
-        raise ConfigError("cluster.accelerator", cluster["accelerator"], "a GPU type needs GPUs: set "
+    if cluster.accelerator and cluster.gpus_per_node == 0 and sources.get("cluster.accelerator") == "ACCELERATOR":
+        raise ConfigError("cluster.accelerator", cluster.accelerator, "a GPU type needs GPUs: set "
                           "GPUS_PER_NODE too (this run has cluster.gpus_per_node=0)", "ACCELERATOR")
-    _check_image_facts(data["framework"], sources)
-    _check_recovery(data, sources)
-    if cluster["gpus_per_node"] > 0 and not cluster["accelerator"]:
+    _check_image_facts(spec_.framework, sources)
+    _check_recovery(spec_, sources)
+    if cluster.gpus_per_node > 0 and not cluster.accelerator:
         raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
-                          f"cluster.gpus_per_node={cluster['gpus_per_node']}")
+                          f"cluster.gpus_per_node={cluster.gpus_per_node}")
     try:
         # The framework's topology rules: its descriptor's CPU rule, then its adapter's own.
         rule = frameworks.descriptor(spec_.framework.name).cpu_rule
@@ -376,11 +377,11 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
 NEEDED_SECRETS = (("logging.wandb", "WANDB_API_KEY"), *(("model.gated", h["token"]) for h in hub.HUBS.values()))
 
 
-def secret_names(data: dict) -> list[str]:
+def secret_names(config: spec.Config, model_pin: dict[str, Any]) -> list[str]:
     """spec.secrets: the config's names, then those its settings need (NEEDED_SECRETS), once each."""
-    token = hub.token(data["pins"]["model"])
-    needed = [name for key, name in NEEDED_SECRETS if _get(data, key) and (key != "model.gated" or name == token)]
-    return list(dict.fromkeys([*data["secrets"], *needed]))
+    token = hub.token(model_pin)
+    needed = [name for key, name in NEEDED_SECRETS if attrgetter(key)(config) and (key != "model.gated" or name == token)]
+    return list(dict.fromkeys([*config.secrets, *needed]))
 
 
 def nccl_env(rdma: bool) -> dict[str, str]:
@@ -389,41 +390,41 @@ def nccl_env(rdma: bool) -> dict[str, str]:
     return {} if rdma else {"NCCL_IB_DISABLE": "1"}
 
 
-def ray_health_env(check: dict) -> dict[str, str]:
+def ray_health_env(check: spec.HealthCheck) -> dict[str, str]:
     """Ray's GCS health check of every node (cluster.health_check), as the env the head's `ray start`
     reads: the GCS declares a node lost after failure_threshold failed checks in a row."""
-    return {"RAY_health_check_period_ms": str(check["period_ms"]),
-            "RAY_health_check_failure_threshold": str(check["failure_threshold"]),
-            "RAY_health_check_timeout_ms": str(check["timeout_ms"])}
+    return {"RAY_health_check_period_ms": str(check.period_ms),
+            "RAY_health_check_failure_threshold": str(check.failure_threshold),
+            "RAY_health_check_timeout_ms": str(check.timeout_ms)}
 
 
-def cpu_only_head(data: dict) -> bool:
+def cpu_only_head(config: spec.Config) -> bool:
     """KubeRay's cluster.cpu_head: a head pod without GPUs beside `nodes` GPU workers."""
-    return data["infra"]["name"] == "kuberay" and bool(data["cluster"]["cpu_head"])
+    return config.infra.name == "kuberay" and config.cluster.cpu_head
 
 
-def head_ray_cpus(data: dict) -> int | None:
+def head_ray_cpus(config: spec.Config) -> int | None:
     """The Ray CPUs a CPU-only head advertises: 0 (no task or actor lands there), unless the
     framework needs Ray CPUs on the head (verl's TransferQueue): then the head pod's CPUs."""
-    if not cpu_only_head(data):
+    if not cpu_only_head(config):
         return None
-    name = data["framework"]["name"]
+    name = config.framework.name
     rule = frameworks.descriptor(name).cpu_rule
     if rule is None or rule.where != "head":
         return 0
-    have = data["infra"]["kuberay"]["head_cpus"]
+    have = config.infra.kuberay.head_cpus
     if have < rule.count:
         raise ConfigError("infra.kuberay.head_cpus", have, f">= {rule.count} with cluster.cpu_head and {name}: "
                           f"{rule.why}")
     return have
 
 
-def _paths(data: dict) -> dict[str, str]:
-    mount, run, model = data["storage"]["mount"], data["run"], data["model"]
-    run_dir = f"{mount}/runs/{run['name']}/{run['id']}"
-    pin = data["pins"]["model"]
-    model_dir = _pinned_dir(f"{mount}/models/{model['name']}", pin) if model["name"] else ""
-    if model["name"] and hub.of(pin) != hub.DEFAULT:  # seed 003's models/modelscope/<org>/<name>/<revision>
+def _paths(config: spec.Config, pins: dict[str, Any]) -> dict[str, str]:
+    mount, run, model = config.storage.mount, config.run, config.model
+    run_dir = f"{mount}/runs/{run.name}/{run.id}"
+    pin = pins["model"]
+    model_dir = _pinned_dir(f"{mount}/models/{model.name}", pin) if model.name else ""
+    if model.name and hub.of(pin) != hub.DEFAULT:  # seed 003's models/modelscope/<org>/<name>/<revision>
         model_dir = hub.directory(mount, hub.of(pin), pin["hf_id"], str(pin.get("revision", "")))
     model_dir = pin.get("dir", model_dir)  # a hub id's (rlaunch.config.hub)
     return {
@@ -432,32 +433,32 @@ def _paths(data: dict) -> dict[str, str]:
         "ckpt_dir": f"{run_dir}/checkpoints",
         # Inputs laid out otherwise (seed 003's models/modelscope/<org>/<name>/<revision>): an absolute
         # model.path or a data.path is where the input is, so every check of it looks there.
-        "data_dir": data["data"]["path"].rstrip("/") or _pinned_dir(f"{mount}/data/{data['data']['dataset']}",
-                                                                   data["pins"]["dataset"]),
-        "model_dir": model["path"].rstrip("/") if model["path"].startswith("/") else model_dir,
+        "data_dir": config.data.path.rstrip("/") or _pinned_dir(f"{mount}/data/{config.data.dataset}",
+                                                                pins["dataset"]),
+        "model_dir": model.path.rstrip("/") if model.path.startswith("/") else model_dir,
     }
 
 
-def restarts(data: dict) -> str:
+def restarts(spec_: spec.Config) -> str:
     """What restarts this run by itself from its last checkpoint ("" where nothing does)."""
-    infra = data["infra"]
-    if infra["name"] == "kuberay":
-        backoff = infra["kuberay"]["backoff_limit"]
+    infra = spec_.infra
+    if infra.name == "kuberay":
+        backoff = infra.kuberay.backoff_limit
         return f"infra.kuberay.backoff_limit={backoff} (the operator retries the RayJob)" if backoff > 0 else ""
     # AIStudio's form says "auto restart: off": a preempted task there fails, it does not restart.
-    if infra["spot"] and backends.infra(infra["name"]).spot:
+    if infra.spot and backends.infra(infra.name).spot:
         return "SPOT=1 (SkyPilot's managed job recovers a preempted cluster)"
     return ""
 
 
-def _check_recovery(data: dict, sources: dict[str, str]) -> None:
+def _check_recovery(spec_: Spec, sources: dict[str, str]) -> None:
     """A run that its infrastructure restarts resumes from its last checkpoint: with none before the
     end (train.save_freq -1, or not below train.steps) a preemption silently starts it at step 0."""
-    train, why = data["train"], restarts(data)
-    save, steps, epochs = train["save_freq"], train["steps"], train["epochs"]
-    if not why or train["smoke"]:
+    train, why = spec_.train, restarts(spec_)
+    save, steps, epochs = train.save_freq, train.steps, train.epochs
+    if not why or train.smoke:
         return  # SMOKE=1 saves at step 1
-    if data["framework"]["name"] == "areal" and save <= 0 and steps == 0 and epochs > 1:
+    if spec_.framework.name == "areal" and save <= 0 and steps == 0 and epochs > 1:
         return  # AReaL's adapter saves every epoch when save_freq is -1 (freq_epochs=1)
     if save > 0 and (steps == 0 or save < steps):
         return
@@ -473,47 +474,47 @@ def _check_recovery(data: dict, sources: dict[str, str]) -> None:
                       sources.get("train.save_freq", ""))
 
 
-def _check_image_facts(framework: dict, sources: dict[str, str]) -> None:
+def _check_image_facts(framework: spec.FrameworkSettings, sources: dict[str, str]) -> None:
     """framework.image_facts describes framework.image_ref: "name==version" packages, a known arch."""
-    facts = framework["image_facts"]
-    given = {k: v for k, v in facts.items() if v}
-    if given and not framework["image_ref"]:
+    facts = framework.image_facts
+    given = {k: v for k, v in facts.dump().items() if v}
+    if given and not framework.image_ref:
         key = f"framework.image_facts.{next(iter(given))}"
         raise ConfigError(key, given[next(iter(given))], "only with framework.image_ref (IMAGE=): the "
                           "pinned images' facts are in configs/versions.yaml", sources.get(key, ""))
-    for item in facts["packages"]:
+    for item in facts.packages:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*", item):
             raise ConfigError("framework.image_facts.packages", item, "name==version, e.g. torch==2.11.0",
                               sources.get("framework.image_facts.packages", ""))
 
 
-def _check(rule, key: str, value: str, sources: dict[str, str]) -> None:
+def _check(rule: Callable[[str], str | None], key: str, value: str, sources: dict[str, str]) -> None:
     problem = rule(value)
     if problem:
         raise ConfigError(key, value, problem, sources.get(key, ""))
 
 
-def _check_sky_infra(infra: dict, sources: dict[str, str]) -> None:
+def _check_sky_infra(infra: spec.Infra, sources: dict[str, str]) -> None:
     """INFRA_SPEC takes effect wherever SkyPilot launches: INFRA=sky, or a cloud's region/zone/context."""
-    value = infra["sky_infra"]
+    value = infra.sky_infra
     if not value:
         return
     source = sources.get("infra.sky_infra", "")
-    if infra["name"] not in _knobs.SKY_INFRAS:
+    if infra.name not in _knobs.SKY_INFRAS:
         raise ConfigError("infra.sky_infra", value, "only for INFRA=" + ", ".join(_knobs.SKY_INFRAS) +
-                          f" (SkyPilot launches those); INFRA={infra['name']} does not use it", source)
-    want = _knobs.SKY_INFRAS[infra["name"]]
+                          f" (SkyPilot launches those); INFRA={infra.name} does not use it", source)
+    want = _knobs.SKY_INFRAS[infra.name]
     if want and _knobs.sky_cloud(value) != want:
-        raise ConfigError("infra.sky_infra", value, f"a {infra['name']} infra string ({infra['name']}, "
-                          f"{infra['name']}/REGION, ...) for INFRA={infra['name']}, or INFRA=sky", source)
+        raise ConfigError("infra.sky_infra", value, f"a {infra.name} infra string ({infra.name}, "
+                          f"{infra.name}/REGION, ...) for INFRA={infra.name}, or INFRA=sky", source)
 
 
-def _check_source(spec: dict, sources: dict[str, str]) -> None:
+def _check_source(spec_: Spec, sources: dict[str, str]) -> None:
     """storage.source must be a bucket URL the infrastructure can mount.
 
     The details are the owners': SkyPilot's own source check runs at plan (validate/skypilot.py), and
     the KubeRay backend matches the URL to K8S_FLAVOR."""
-    source, infra = spec["storage"]["source"], spec["infra"]["name"]
+    source, infra = spec_.storage.source, spec_.infra.name
     if not source:
         return
     where = sources.get("storage.source", "")
@@ -536,10 +537,10 @@ def _check_source(spec: dict, sources: dict[str, str]) -> None:
         raise ConfigError("storage.source", source, allowed, where)
 
 
-def _check_k8s_names(spec: dict, sources: dict[str, str]) -> None:
+def _check_k8s_names(config: spec.Config, sources: dict[str, str]) -> None:
     """The Kubernetes names in the config are names the API server accepts."""
     for key, (pattern, longest, what) in K8S_NAMES.items():
-        value = _get(spec, key)
+        value: str = attrgetter(key)(config)
         if key != "infra.namespace" and not value:
             continue  # optional: "" means rlaunch's default
         if len(value) > longest or not re.fullmatch(pattern, value):
@@ -550,7 +551,7 @@ def _check_k8s_names(spec: dict, sources: dict[str, str]) -> None:
                               "characters", sources.get(key, ""))
 
 
-def _pinned_dir(base: str, pin: dict) -> str:
+def _pinned_dir(base: str, pin: dict[str, Any]) -> str:
     """Where a pinned model or dataset lives on the shared storage: one directory per revision.
 
     A copy of another revision still passes its own SHA256SUMS, so a shared path would let a
@@ -559,11 +560,11 @@ def _pinned_dir(base: str, pin: dict) -> str:
     return f"{base}/{revision[:12]}" if revision else base
 
 
-def _pins(spec: dict) -> dict:
+def _pins(config: spec.Config) -> dict[str, Any]:
     versions = pins.load_versions()
-    fw = spec["framework"]["name"]
+    fw = config.framework.name
     fw_pins = versions["frameworks"][fw]
-    model_name, dataset = spec["model"]["name"], spec["data"]["dataset"]
+    model_name, dataset = config.model.name, config.data.dataset
     if model_name and model_name not in versions["models"]:
         raise ConfigError("model.name", model_name, "one of " + ", ".join(versions["models"]) +
                           " (models are pinned in configs/versions.yaml)")
@@ -572,9 +573,8 @@ def _pins(spec: dict) -> dict:
         if hub.problem(named):  # a pin's hub is where job.data downloads it from, with that hub's client
             raise ConfigError(f"{section}.{name}.hub", named, f"{hub.problem(named)} (configs/versions.yaml)")
     return {
-        "image": spec["framework"]["image_ref"] or images.ref(fw, spec["framework"]["image"], versions,
-                                                             spec["cluster"]["accelerator"],
-                                                             spec["framework"]["registry"]),
+        "image": config.framework.image_ref or images.ref(fw, config.framework.image, versions,
+                                                          config.cluster.accelerator, config.framework.registry),
         "framework_version": str(fw_pins.get("version", "")),
         "framework_commit": str(fw_pins.get("commit", "")),
         "framework_repo": str(fw_pins.get("repo", "")),

@@ -25,10 +25,14 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from rlaunch.config import hub, pins
 from rlaunch.config import topology
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 ROOT = Path(__file__).resolve().parents[3]
 CACHE = ROOT / "build" / "model-facts"
@@ -142,16 +146,12 @@ def from_config(cfg: dict, model: str, source: str) -> Facts | str:
 # ---------------------------------------------------------------- where the run's model is
 
 
-def which(spec: dict) -> tuple[str, str]:
+def which(spec: Spec) -> tuple[str, str]:
     """(hub id, modelscope:-qualified on ModelScope, or absolute directory; revision) of the model
     the run loads."""
-    path = str(spec["model"].get("path") or "")
-    try:  # a Spec's pins, or a bare dict's (the tests'); none: only model.name says which model
-        pinned = dict(spec["pins"]["model"])
-    except (KeyError, TypeError):
-        pinned = {}
+    path, pinned = spec.model.path, spec.pins.model
     if not path:
-        entry = pins.load_versions().get("models", {}).get(spec["model"].get("name", ""), {}) or {}
+        entry = pins.load_versions().get("models", {}).get(spec.model.name, {}) or {}
         return hub.qualified(hub.of(entry), str(entry.get("hf_id", ""))), str(entry.get("revision", ""))
     if path.startswith("/"):
         return path.rstrip("/"), ""
@@ -288,15 +288,15 @@ def read(model: str, rev: str = "") -> Facts | str:
     return from_config(got[0], shown, got[1])
 
 
-def of(spec: dict) -> Facts | str:
+def of(spec: Spec) -> Facts | str:
     """The facts of the model this run loads, or why there are none."""
     return read(*which(spec))
 
 
-def check(spec: dict) -> str:
+def check(spec: Spec) -> str:
     """The plan's model line; ConfigError (exit 2) when the rollout's split does not fit the model's
     heads. A model whose facts cannot be read is a warning naming the checks that did not run."""
-    if spec["cluster"]["gpus_per_node"] < 1:
+    if spec.cluster.gpus_per_node < 1:
         return "model: facts not read (a CPU run: no memory bound, no tensor parallel)"
     facts = of(spec)
     if isinstance(facts, str):

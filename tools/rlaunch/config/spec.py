@@ -12,8 +12,9 @@ The values arrive as YAML or as the text of a Make knob, so each type accepts ex
 the config always took: 0/1 for a boolean (SPOT=1), any number for a float (YAML reads 1e-6 as a
 string), a number for a string key. Nothing else is coerced.
 
-A section also reads like the mapping spec.json is (spec["cluster"]["nodes"]), read-only: the
-code on the nodes and the reports get spec.json itself, a plain dict, and both read the same way.
+Everything reads it by attribute (spec.cluster.nodes). The code on the nodes, which has no pydantic,
+reads spec.json the same way through rlaunch.config.specjson. A section also still reads like a
+mapping, read-only, until nothing needs it.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import difflib
 import json
 import typing
 from pathlib import Path
-from collections.abc import Iterable
-from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic.fields import FieldInfo
@@ -129,6 +130,20 @@ class Section(BaseModel):
     def dump(self) -> dict[str, Any]:
         """The section as plain JSON data (what spec.json holds)."""
         return self.model_dump(mode="json")
+
+    def changed(self, changes: Mapping[str, Any]) -> Self:
+        """A copy with dotted keys set ({"rollout.tp": 4}), not validated again: plan's what-ifs."""
+        update: dict[str, Any] = {}
+        nested: dict[str, dict[str, Any]] = {}
+        for key, value in changes.items():
+            head, dot, rest = key.partition(".")
+            if dot:
+                nested.setdefault(head, {})[rest] = value
+            else:
+                update[head] = value
+        for head, inner in nested.items():
+            update[head] = getattr(self, head).changed(inner)
+        return self.model_copy(update=update)
 
 
 # ---------------------------------------------------------------- the config (configs/defaults.yaml documents each key)

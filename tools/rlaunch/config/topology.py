@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 # Advantage estimators that compare responses within a group: a group of 1 has no baseline.
 GROUP_ESTIMATORS = {"grpo", "rloo", "grpo_passk", "rloo_vectorized", "grpo_vectorized", "opo", "gpg",
@@ -35,9 +38,9 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
-def effective(spec: dict, key: str, default: Any) -> Any:
+def effective(spec: Spec, key: str, default: Any) -> Any:
     """The value a framework will see for `key`: an override in framework.overrides wins."""
-    return parse_overrides(spec["framework"]["overrides"]).get(key, default)
+    return parse_overrides(spec.framework.overrides).get(key, default)
 
 
 def as_int(key: str, value: Any) -> int:
@@ -62,32 +65,32 @@ def hydra_list(value: str) -> list[str]:
 REHEARSAL_GPUS_PER_NODE = 1
 
 
-def gpus_per_node(spec: dict) -> int:
+def gpus_per_node(spec: Spec) -> int:
     """The GPUs per node the framework schedules on: the declared ones on a rehearsal."""
-    return REHEARSAL_GPUS_PER_NODE if spec["train"]["rehearse"] else spec["cluster"]["gpus_per_node"]
+    return REHEARSAL_GPUS_PER_NODE if spec.train.rehearse else spec.cluster.gpus_per_node
 
 
-def total_gpus(spec: dict) -> int:
-    return spec["cluster"]["nodes"] * gpus_per_node(spec)
+def total_gpus(spec: Spec) -> int:
+    return spec.cluster.nodes * gpus_per_node(spec)
 
 
-def require_gpus(spec: dict, framework: str) -> None:
+def require_gpus(spec: Spec, framework: str) -> None:
     if gpus_per_node(spec) < 1:
-        raise ConfigError("cluster.gpus_per_node", spec["cluster"]["gpus_per_node"],
+        raise ConfigError("cluster.gpus_per_node", spec.cluster.gpus_per_node,
                           f">= 1: {framework} trains on GPUs only (on CPU: REHEARSE=1 for a verl preset, "
                           "or a framework.name=trl preset such as PRESET=rehearsal)")
 
 
-def group_size(spec: dict, key: str = "algo.group_size", value: Any = None) -> None:
+def group_size(spec: Spec, key: str = "algo.group_size", value: Any = None) -> None:
     """GRPO and the other group estimators need >= 2 responses per prompt."""
-    n = as_int(key, spec["algo"]["group_size"] if value is None else value)
-    estimator = spec["algo"]["adv_estimator"]
-    if (spec["algo"]["name"] == "grpo" or estimator in GROUP_ESTIMATORS) and n < 2:
-        raise ConfigError(key, n, f">= 2 for {spec['algo']['name']} with adv_estimator={estimator}: "
+    n = as_int(key, spec.algo.group_size if value is None else value)
+    estimator = spec.algo.adv_estimator
+    if (spec.algo.name == "grpo" or estimator in GROUP_ESTIMATORS) and n < 2:
+        raise ConfigError(key, n, f">= 2 for {spec.algo.name} with adv_estimator={estimator}: "
                           "advantages compare responses within a group (n=1 is not GRPO)")
 
 
-def batch_sizes(spec: dict, n: int, dp: int, keys: dict[str, str] | None = None) -> None:
+def batch_sizes(spec: Spec, n: int, dp: int, keys: dict[str, str] | None = None) -> None:
     """train batch x n divisible by the data-parallel GPUs; mini <= batch; per-GPU mini % micro == 0.
 
     verl's rules (checked at run time only): it multiplies the prompt batch and the mini-batch by
@@ -96,10 +99,10 @@ def batch_sizes(spec: dict, n: int, dp: int, keys: dict[str, str] | None = None)
     k_batch = keys.get("batch", "train.batch_size")
     k_mini = keys.get("mini", "train.mini_batch_size")
     k_micro = keys.get("micro", "train.micro_batch_size_per_gpu")
-    batch = as_int(k_batch, effective(spec, keys.get("batch_override", ""), spec["train"]["batch_size"]))
-    mini = as_int(k_mini, effective(spec, keys.get("mini_override", ""), spec["train"]["mini_batch_size"]))
+    batch = as_int(k_batch, effective(spec, keys.get("batch_override", ""), spec.train.batch_size))
+    mini = as_int(k_mini, effective(spec, keys.get("mini_override", ""), spec.train.mini_batch_size))
     micro = as_int(k_micro, effective(spec, keys.get("micro_override", ""),
-                                      spec["train"]["micro_batch_size_per_gpu"]))
+                                      spec.train.micro_batch_size_per_gpu))
     if dp < 1:
         return
     if (batch * n) % dp:
@@ -116,33 +119,33 @@ def batch_sizes(spec: dict, n: int, dp: int, keys: dict[str, str] | None = None)
                           f"(({k_mini}={mini} x n={n}) / {dp} GPUs)")
 
 
-def rollout_tp(spec: dict, key: str = "rollout.tp", value: Any = None) -> None:
-    tp = as_int(key, spec["rollout"]["tp"] if value is None else value)
-    gpn = spec["cluster"]["gpus_per_node"]
+def rollout_tp(spec: Spec, key: str = "rollout.tp", value: Any = None) -> None:
+    tp = as_int(key, spec.rollout.tp if value is None else value)
+    gpn = spec.cluster.gpus_per_node
     if tp < 1 or (gpn and gpn % tp):
         raise ConfigError(key, tp, f"a divisor of cluster.gpus_per_node={gpn} (a rollout engine's "
                           "tensor-parallel group stays inside one node)")
 
 
-def rollout_backend(spec: dict, key: str = "rollout.backend", value: Any = None) -> str:
-    name = str(spec["rollout"]["backend"] if value is None else value)
+def rollout_backend(spec: Spec, key: str = "rollout.backend", value: Any = None) -> str:
+    name = str(spec.rollout.backend if value is None else value)
     if name not in ROLLOUT_ENGINES:
         raise ConfigError(key, name, f"a rollout engine the framework runs: {', '.join(ROLLOUT_ENGINES)}")
     return name
 
 
-def ray_cpus(spec, rule, framework: str) -> None:
+def ray_cpus(spec: Spec, rule, framework: str) -> None:
     """cluster.cpus_per_node (0: the infrastructure decides) against the framework's CPU rule."""
-    cpus = spec["cluster"]["cpus_per_node"]
+    cpus = spec.cluster.cpus_per_node
     if cpus and cpus < rule.count:
-        where = "each worker (the head is CPU-only)" if spec["derived"]["cpu_only_head"] else rule.place
+        where = "each worker (the head is CPU-only)" if spec.derived.cpu_only_head else rule.place
         raise ConfigError("cluster.cpus_per_node", cpus, f">= {rule.count} Ray CPUs on {where} for "
                           f"{framework}: {rule.why}")
 
 
-def under_mount(spec: dict, key: str, path: str, what: str) -> None:
+def under_mount(spec: Spec, key: str, path: str, what: str) -> None:
     """Absolute and on the shared mount: node-local paths lose other nodes' shards (verl 625, 1535)."""
-    mount = spec["storage"]["mount"].rstrip("/")
+    mount = spec.storage.mount.rstrip("/")
     if not str(path).startswith("/"):
         raise ConfigError(key, path, f"an absolute path under storage.mount={mount} ({what}; a relative "
                           "path lands in Ray's per-job working dir)")
@@ -157,20 +160,20 @@ def metrics_logger(key: str, loggers: list[str], required: str) -> None:
                           "postflight reads its machine-readable metrics")
 
 
-def rollout_tp_of(spec: dict) -> tuple[str, int]:
+def rollout_tp_of(spec: Spec) -> tuple[str, int]:
     """(the key that sets it, the rollout engine's tensor-parallel size) as the framework will see it."""
-    eff = parse_overrides(spec["framework"]["overrides"])
+    eff = parse_overrides(spec.framework.overrides)
     for key in ("actor_rollout_ref.rollout.tensor_model_parallel_size", "rollout.tensor_parallel_size"):
         if key in eff:
             return f"framework.overrides[{key}]", as_int(key, eff[key])
-    if spec["framework"]["name"] == "areal" and "rollout.backend" in eff:  # "sglang:d4t2": t is the TP size
+    if spec.framework.name == "areal" and "rollout.backend" in eff:  # "sglang:d4t2": t is the TP size
         found = re.search(r"t(\d+)", str(eff["rollout.backend"]).partition(":")[2])
         if found:
             return "framework.overrides[rollout.backend]", int(found.group(1))
-    return "rollout.tp", as_int("rollout.tp", spec["rollout"]["tp"])
+    return "rollout.tp", as_int("rollout.tp", spec.rollout.tp)
 
 
-def attention_heads(spec: dict, heads: int, kv_heads: int) -> None:
+def attention_heads(spec: Spec, heads: int, kv_heads: int) -> None:
     """The model's heads against the ways they are split (the model's config.json, rlaunch.config.modelfacts).
 
     vLLM and SGLang split the attention heads over the rollout's tensor-parallel group (vLLM: "Total
@@ -186,6 +189,6 @@ def attention_heads(spec: dict, heads: int, kv_heads: int) -> None:
                           "engine splits them over its tensor-parallel GPUs, or copies them when there are more GPUs)")
     sp_key = "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
     sp = as_int(sp_key, effective(spec, sp_key, 1))
-    if spec["framework"]["name"] == "verl" and sp > 1 and heads % sp:
+    if spec.framework.name == "verl" and sp > 1 and heads % sp:
         raise ConfigError(f"framework.overrides[{sp_key}]", sp, f"a divisor of the model's {heads} attention heads "
                           "(Ulysses splits them over the sequence-parallel GPUs)")

@@ -55,7 +55,7 @@ def family(accelerator: str) -> str:
     return accelerator.replace("_", "-").split("-")[0].strip().lower()
 
 
-def rules_for(spec: dict) -> list[Rule]:
-    """The rules for this spec's framework on its accelerator (none without an accelerator)."""
-    fam = family(spec["cluster"].get("accelerator", "") or "")
-    return [r for r in RULES if fam and r.framework == spec["framework"]["name"] and fam in r.families]
+def rules_for(framework: str, accelerator: str) -> list[Rule]:
+    """The rules for a framework on an accelerator (cluster.accelerator; none without one)."""
+    fam = family(accelerator)
+    return [r for r in RULES if fam and r.framework == framework and fam in r.families]

@@ -5,8 +5,13 @@ rlaunch.frameworks.Descriptor."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.frameworks import loaders
+
+if TYPE_CHECKING:  # the adapters also run on the nodes, whose Python has no pydantic
+    from rlaunch.config.overrides import Owned
+    from rlaunch.config.spec import Spec
 
 # Rendered job scripts export this as the directory that holds spec.json and the files below, so
 # commands can point at them wherever the backend put them ("${RLAUNCH_ARTIFACTS}/rlinf.yaml").
@@ -17,39 +22,39 @@ class Framework:
     """One RL framework's adapter. Methods are pure: they read the spec and return text or raise ConfigError."""
 
     # framework.overrides keys that rlaunch owns: mapped onto its keys or refused (rlaunch.config.overrides).
-    owned: dict = {}
+    owned: dict[str, Owned] = {}
     name = ""
     # True: the framework reads the dataset's hub snapshot as is (rlaunch.config.inputs lays it out so).
     dataset_snapshot = False
 
-    def command(self, spec) -> list[str]:
+    def command(self, spec: Spec) -> list[str]:
         """argv of the training entrypoint, run once on the Ray head (the driver)."""
         raise NotImplementedError
 
-    def files(self, spec) -> dict[str, str]:
+    def files(self, spec: Spec) -> dict[str, str]:
         """Extra files to render next to spec.json: relative path -> text."""
         return {}
 
-    def env(self, spec) -> dict[str, str]:
+    def env(self, spec: Spec) -> dict[str, str]:
         """The framework's own non-secret environment for the job (logger paths, ...); the run's NCCL
         settings (spec.derived.nccl_env) come after it in rlaunch.plan.jobenv."""
         return {}
 
-    def pythonpath(self, spec) -> list[str]:
+    def pythonpath(self, spec: Spec) -> list[str]:
         """Directories the job's Python imports from beyond its site-packages (the image's, e.g.
         RLinf's /opt/Megatron-LM): on PYTHONPATH after the framework's checkout, before anything else."""
         return []
 
-    def setup(self, spec) -> list[str]:
+    def setup(self, spec: Spec) -> list[str]:
         """Idempotent shell lines that prepare data on the shared mount."""
         return []
 
     # REHEARSE=1 (rlaunch.config.rehearse): a framework that rehearses on CPU answers these.
-    def rehearsal_lines(self, spec) -> list[str]:
+    def rehearsal_lines(self, spec: Spec) -> list[str]:
         """The plan's rehearsal section: every rewrite with why, and what the rehearsal cannot show."""
         return []
 
-    def rehearsal_check(self, spec) -> list[str]:
+    def rehearsal_check(self, spec: Spec) -> list[str]:
         """Checks of the user's code run before any node starts (plan lines); raise CheckError."""
         return []
 
@@ -57,23 +62,23 @@ class Framework:
         """The Python every node and the entrypoint run on a rehearsal (its own venv)."""
         return None
 
-    def inputs(self, spec) -> list[str]:
+    def inputs(self, spec: Spec) -> list[str]:
         """Files that must already be on shared storage; preflight checks them on every node."""
         return []
 
-    def checkout(self, spec) -> str:
+    def checkout(self, spec: Spec) -> str:
         """The framework's pinned git checkout on the shared storage, when its entrypoint lives in one
         (RLinf); "" when it comes installed."""
         return ""
 
-    def check(self, spec) -> None:
+    def check(self, spec: Spec) -> None:
         """rlaunch's own topology rules; raise ConfigError naming the key."""
 
-    def loader_request(self, spec) -> dict | None:
+    def loader_request(self, spec: Spec) -> dict[str, Any] | None:
         """What the framework's own loader (<package>/loader.py) is asked to load; None: no loader."""
         return None
 
-    def loader_check(self, spec, files: dict[str, str]) -> str:
+    def loader_check(self, spec: Spec, files: dict[str, str]) -> str:
         """Run the framework's own config loader; return a one-line result."""
         request = self.loader_request(spec)
         if request is None:

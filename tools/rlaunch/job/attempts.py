@@ -26,9 +26,14 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from rlaunch.config import specjson
 from rlaunch.job import checkpoints
 from rlaunch.job.files import read_jsonl
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 FILE = "attempts.jsonl"
 MARK = "rlaunch-job: attempt "  # the first line of every attempt in job.log and train.log
@@ -88,7 +93,7 @@ def describe_loss(loss: dict) -> str:
     return f"{where}, {'declared dead at ' + when if when else 'lost'}: {loss.get('reason') or 'no reason given'}"
 
 
-def start(spec: dict, run_dir: Path) -> dict:
+def start(spec: Spec, run_dir: Path) -> dict:
     """Record the attempt that starts now; print its mark (and append it to train.log)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -100,7 +105,7 @@ def start(spec: dict, run_dir: Path) -> dict:
     record = {"event": "start", "attempt": attempt, "at": now_iso(), "host": socket.gethostname(),
               "resume_step": resume, "checkpoint": found.path if found else None,
               "last_step_before": before, "steps_lost": None if before is None else max(before - resume, 0),
-              "save_freq": spec.get("train", {}).get("save_freq"), "skipped": skipped,
+              "save_freq": spec.train.save_freq, "skipped": skipped,
               "quarantined": quarantined}
     append(run_dir, record)
     if found:
@@ -109,7 +114,7 @@ def start(spec: dict, run_dir: Path) -> dict:
             what += f"; {record['steps_lost']} step(s) after it are done again"
     else:
         what = "no checkpoint: starting at step 0" + (f" ({before} step(s) logged before are lost)" if before else "")
-    line = f"{MARK}{attempt} of run {spec['run']['id']}: {what}"
+    line = f"{MARK}{attempt} of run {spec.run.id}: {what}"
     print(line, flush=True)
     for note in quarantined:
         print(f"rlaunch-job: set aside an incomplete checkpoint: {note}", flush=True)
@@ -134,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "start":
         spec_path = args.spec or args.run_dir / "spec.json"
         try:
-            spec = json.loads(spec_path.read_text())
+            spec = specjson.read(spec_path)
         except (OSError, ValueError) as err:
             print(f"rlaunch.job.attempts: --spec {spec_path}: {err}", file=sys.stderr)
             return 2

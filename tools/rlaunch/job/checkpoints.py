@@ -19,9 +19,13 @@ import dataclasses
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch.job import layouts
 from rlaunch.job.files import safetensors_problem
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 TRL_DIR = "checkpoint"  # HF Trainer's output_dir in the run directory (final/ is beside the steps)
 TRL_STEP = re.compile(r"checkpoint-(\d+)")
@@ -70,8 +74,12 @@ def trl_problems(path: Path, world: int) -> list[str]:
     return problems
 
 
-def _trl(spec: dict, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
-    world = int(spec["cluster"]["nodes"])
+def _trl(spec: Spec, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
+    return trl_latest(run_dir, spec.cluster.nodes)
+
+
+def trl_latest(run_dir: Path, world: int) -> tuple[Checkpoint | None, list[str]]:
+    """The newest complete TRL checkpoint-N of a run of `world` ranks, and why newer ones were skipped."""
     found = sorted(((int(m.group(1)), p) for p in (run_dir / TRL_DIR).glob("checkpoint-*")
                     if (m := TRL_STEP.fullmatch(p.name)) and p.is_dir()), reverse=True)
     skipped: list[str] = []
@@ -83,7 +91,7 @@ def _trl(spec: dict, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
     return None, skipped
 
 
-def _verl(spec: dict, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
+def _verl(spec: Spec, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
     ckpt_dir = Path(layouts.defaults(spec, run_dir)["ckpt_dir"])
     tracker = ckpt_dir / VERL_LATEST
     text = tracker.read_text().strip() if tracker.is_file() else ""
@@ -93,9 +101,9 @@ def _verl(spec: dict, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
     return Checkpoint(int(text), str(step_dir)), []
 
 
-def _areal(spec: dict, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
-    run = spec["run"]
-    found = sorted(Path(run_dir).glob(f"checkpoints/*/{run['name']}/{run['id']}/recover_info/step_info.json"))
+def _areal(spec: Spec, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
+    run = spec.run
+    found = sorted(Path(run_dir).glob(f"checkpoints/*/{run.name}/{run.id}/recover_info/step_info.json"))
     for info in reversed(found):
         step = (_json(info) or {}).get("global_step")
         if isinstance(step, int) and step >= 0:
@@ -104,7 +112,7 @@ def _areal(spec: dict, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
     return None, [] if not found else [f"{found[-1]}: no global_step >= 0"]
 
 
-def _rlinf_dirs(spec: dict, run_dir: Path) -> list[tuple[int, Path]]:
+def _rlinf_dirs(spec: Spec, run_dir: Path) -> list[tuple[int, Path]]:
     ckpt_dir = Path(layouts.defaults(spec, run_dir)["ckpt_dir"])
     return sorted(((int(m.group(1)), p) for p in ckpt_dir.glob("global_step_*")
                    if (m := RLINF_STEP.fullmatch(p.name)) and p.is_dir()), reverse=True)
@@ -122,7 +130,7 @@ def rlinf_problems(step_dir: Path) -> list[str]:
     return problems
 
 
-def _rlinf(spec: dict, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
+def _rlinf(spec: Spec, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
     skipped: list[str] = []
     for step, path in _rlinf_dirs(spec, run_dir):
         problems = rlinf_problems(path)
@@ -135,17 +143,17 @@ def _rlinf(spec: dict, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
 FINDERS = {"trl": _trl, "verl": _verl, "areal": _areal, "rlinf": _rlinf}
 
 
-def latest(spec: dict, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
+def latest(spec: Spec, run_dir: Path) -> tuple[Checkpoint | None, list[str]]:
     """The checkpoint a restart of this run resumes from (None: it starts at step 0), and the newer
     checkpoint directories passed over, each with why."""
-    return FINDERS[spec["framework"]["name"]](spec, Path(run_dir))
+    return FINDERS[spec.framework.name](spec, Path(run_dir))
 
 
-def quarantine(spec: dict, run_dir: Path) -> list[str]:
+def quarantine(spec: Spec, run_dir: Path) -> list[str]:
     """Rename RLinf checkpoints newer than the latest complete one, which its `resume_dir=auto`
     would otherwise pick; returns what was renamed. The other frameworks skip incomplete ones
     themselves (verl's tracker, AReaL's recover info, the rehearsal's own check)."""
-    if spec["framework"]["name"] != "rlinf":
+    if spec.framework.name != "rlinf":
         return []
     good, _ = _rlinf(spec, Path(run_dir))
     moved = []
@@ -158,10 +166,10 @@ def quarantine(spec: dict, run_dir: Path) -> list[str]:
     return moved
 
 
-def last_logged_step(spec: dict, run_dir: Path) -> int | None:
+def last_logged_step(spec: Spec, run_dir: Path) -> int | None:
     """The last step the run's metrics record (trl, verl) or its log says was done (AReaL, 1-based);
     None where it is not cheap to tell (RLinf keeps step metrics in TensorBoard only)."""
-    name, run_dir = spec["framework"]["name"], Path(run_dir)
+    name, run_dir = spec.framework.name, Path(run_dir)
     if name in ("trl", "verl"):
         path = Path(layouts.defaults(spec, run_dir)["metrics"])
         steps = []
@@ -175,8 +183,8 @@ def last_logged_step(spec: dict, run_dir: Path) -> int | None:
                     steps.append(step)
         return max(steps, default=None)
     if name == "areal":
-        run = spec["run"]
-        steps = [int(m) for log in Path(run_dir).glob(f"logs/*/{run['name']}/{run['id']}/main.log")
+        run = spec.run
+        steps = [int(m) for log in Path(run_dir).glob(f"logs/*/{run.name}/{run.id}/main.log")
                  for m in re.findall(r"Train step (\d+)/\d+ done", log.read_text(errors="replace"))]
         return max(steps, default=None)
     return None

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch import frameworks
 from rlaunch.errors import UsageError
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 # Lines that mean a run failed, whatever its exit code says; name -> substring.
 FATAL_MARKERS = {
@@ -30,11 +34,10 @@ LOG_DIRS = ("logs", "log", "worker_logs")
 LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ""}
 
 
-def relocate(spec, key: str, run_dir: Path, default: str) -> Path:
+def relocate(spec: Spec, key: str, run_dir: Path, default: str) -> Path:
     """spec.paths[key] moved with the run directory: a path under the spec's run_dir moves with it,
     one outside stays put, none is run_dir/default."""
-    paths = spec.get("paths", {})
-    spec_path, spec_run_dir = paths.get(key, ""), paths.get("run_dir", "")
+    spec_path, spec_run_dir = str(getattr(spec.paths, key, "")), spec.paths.run_dir
     if not spec_path:
         return Path(run_dir) / default
     if spec_run_dir and (spec_path == spec_run_dir or spec_path.startswith(spec_run_dir.rstrip("/") + "/")):
@@ -42,20 +45,20 @@ def relocate(spec, key: str, run_dir: Path, default: str) -> Path:
     return Path(spec_path)
 
 
-def defaults(spec, run_dir: Path) -> dict[str, Path | str]:
+def defaults(spec: Spec, run_dir: Path) -> dict[str, Path | str]:
     """Every location postflight reads for this spec's framework, keyed as --path accepts them."""
     out: dict[str, Path | str] = {"log_dir": relocate(spec, "log_dir", Path(run_dir), "logs")}
-    out.update(frameworks.descriptor(spec["framework"]["name"]).postflight.layout(spec, Path(run_dir)))
+    out.update(frameworks.descriptor(spec.framework.name).postflight.layout(spec, Path(run_dir)))
     return out
 
 
-def resolve(spec, run_dir: Path, overrides: dict[str, str] | None = None) -> dict[str, Path | str]:
+def resolve(spec: Spec, run_dir: Path, overrides: dict[str, str] | None = None) -> dict[str, Path | str]:
     """defaults() with --path KEY=VALUE applied; an unknown key is a usage error naming the keys."""
     out = defaults(spec, run_dir)
     for key, value in (overrides or {}).items():
         if key not in out:
             raise UsageError(f"--path {key}={value}: unknown key for framework "
-                             f"{spec['framework']['name']}; allowed: {', '.join(sorted(out))}")
+                             f"{spec.framework.name}; allowed: {', '.join(sorted(out))}")
         out[key] = value if isinstance(out[key], str) else Path(value)
     return out
 

@@ -5,32 +5,36 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch import frameworks
 from rlaunch.frameworks import accel
 from rlaunch.plan import jobenv
 from rlaunch.plan.render import PROVENANCE, header, parse_back, render_template, with_header
 
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
-def spec_json(spec) -> str:
+
+def spec_json(spec: Spec) -> str:
     return spec.json_text() if hasattr(spec, "json_text") else json.dumps(spec, indent=2, sort_keys=True) + "\n"
 
 
-def common(spec: dict) -> dict[str, str]:
-    fw = frameworks.get(spec["framework"]["name"])
+def common(spec: Spec) -> dict[str, str]:
+    fw = frameworks.get(spec.framework.name)
     files = {"spec.json": spec_json(spec)}
     files.update(fw.files(spec))
     # The first step is the first row of the framework's metrics file, where its layout names one.
-    metrics = frameworks.descriptor(spec["framework"]["name"]).postflight.layout(
-        spec, Path(spec["paths"]["run_dir"])).get("metrics")
+    metrics = frameworks.descriptor(spec.framework.name).postflight.layout(
+        spec, Path(spec.paths.run_dir)).get("metrics")
     files["job.sh"] = render_template(
         "common/job.sh.j2", spec=spec, command=fw.command(spec), env=jobenv.job_env(spec, tracker=False),
-        rules=accel.rules_for(spec), prepare=fw.setup(spec) if spec["train"]["rehearse"] else [],
+        rules=accel.rules_for(spec.framework.name, spec.cluster.accelerator), prepare=fw.setup(spec) if spec.train.rehearse else [],
         metrics=str(metrics) if metrics else "")
     return files
 
 
-def finish(spec: dict, files: dict[str, str]) -> dict[str, str]:
+def finish(spec: Spec, files: dict[str, str]) -> dict[str, str]:
     """Add the generated-by header to each file (JSON's: the PROVENANCE sidecar, which names them)
     and parse every YAML/JSON back."""
     out = {}

@@ -36,13 +36,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import ROOT, frameworks
 from rlaunch.config import images, pins
 from rlaunch.config.knobs import SKY_INFRAS
 from rlaunch.errors import RlaunchError
 from rlaunch.plan.pipindex import MetadataIndex
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import FrameworkSettings, Spec
 
 # Held at the image's version in the resolution: replacing one breaks the image's CUDA build.
 PROTECTED = ("torch", "torchvision", "torchaudio", "vllm", "sglang", "flash-attn", "ray")
@@ -74,26 +77,25 @@ def _norm(name: str) -> str:
 
 # ---------------------------------------------------------------- the image and its facts
 
-def image_of(spec: dict, versions: dict | None = None) -> tuple[str, dict | None, str]:
+def image_of(spec: Spec, versions: dict | None = None) -> tuple[str, dict | None, str]:
     """(image ref, its facts or None, where the facts come from) for the run."""
     versions = pins.load_versions() if versions is None else versions
-    fw = spec["framework"]
-    if fw.get("image_ref"):
+    fw = spec.framework
+    if fw.image_ref:
         if _facts_given(fw):
-            facts = fw["image_facts"]
-            return fw["image_ref"], {**facts, "arch": facts.get("arch") or "amd64"}, "framework.image_facts"
-        row, where = known_image(fw["name"], fw["image_ref"], versions)
+            facts = fw.image_facts.dump()
+            return fw.image_ref, {**facts, "arch": facts.get("arch") or "amd64"}, "framework.image_facts"
+        row, where = known_image(fw.name, fw.image_ref, versions)
         if row:
-            return fw["image_ref"], row.get("facts") or None, where + ".facts"
-        return fw["image_ref"], None, "framework.image_facts"
-    entry, where = pinned_image(fw["name"], spec["cluster"]["accelerator"], versions)
-    return spec["pins"]["image"], entry.get("facts"), where + ".facts"
+            return fw.image_ref, row.get("facts") or None, where + ".facts"
+        return fw.image_ref, None, "framework.image_facts"
+    entry, where = pinned_image(fw.name, spec.cluster.accelerator, versions)
+    return spec.pins.image, entry.get("facts"), where + ".facts"
 
 
-def _facts_given(framework: dict) -> bool:
+def _facts_given(framework: FrameworkSettings) -> bool:
     """framework.image_facts describe the IMAGE= (its python or packages are set)."""
-    facts = framework.get("image_facts") or {}
-    return any(facts.get(k) for k in ("python", "packages"))
+    return bool(framework.image_facts.python or framework.image_facts.packages)
 
 
 def known_image(framework: str, ref: str, versions: dict) -> tuple[dict, str]:
@@ -125,41 +127,50 @@ def _images(framework: str):
     return frameworks.descriptor(framework).images
 
 
-def _entry(spec: dict, versions: dict | None = None) -> dict:
+def _entry(spec: Spec, versions: dict | None = None) -> dict:
     """The image entry the run uses: the pinned one, the known row of an IMAGE= without
     framework.image_facts, else {} (an IMAGE= the user describes)."""
     versions = pins.load_versions() if versions is None else versions
-    fw = spec["framework"]
-    if fw.get("image_ref"):
-        return {} if _facts_given(fw) else known_image(fw["name"], fw["image_ref"], versions)[0]
-    return pinned_image(fw["name"], spec["cluster"]["accelerator"], versions)[0]
+    fw = spec.framework
+    if fw.image_ref:
+        return {} if _facts_given(fw) else known_image(fw.name, fw.image_ref, versions)[0]
+    return pinned_image(fw.name, spec.cluster.accelerator, versions)[0]
 
 
-def requirement(spec: dict, versions: dict | None = None) -> str:
+def requirement(spec: Spec, versions: dict | None = None) -> str:
     """The framework requirement resolved against the image ("" where there is none): the image
     entry's `requirement` where it gives one (an image whose engine is not the extra's pin), else
     the descriptor's."""
-    desc = _images(spec["framework"]["name"])
-    template = _entry(spec, versions).get("requirement") or desc.requirement
+    return _requirement(spec.framework.name, _entry(spec, versions), spec.rollout.backend,
+                        spec.pins.framework_version)
+
+
+def _requirement(framework: str, entry: dict, rollout: str, version: str) -> str:
+    template = entry.get("requirement") or _images(framework).requirement
     if not template:
         return ""
-    rollout = spec["rollout"]["backend"]
-    req = template.format(version=spec["pins"]["framework_version"], rollout=rollout)
+    req = template.format(version=version, rollout=rollout)
     return req.replace(",hf]", "]") if rollout not in ENGINES else req
 
 
-def installs(spec: dict, versions: dict | None = None) -> list[str]:
+def installs(spec: Spec, versions: dict | None = None) -> list[str]:
     """What the run installs over the image, one requirement each: the framework where the image
     lacks it, and the `ray` pin where the image's Ray is another. Only where something installs:
     docker/<framework> (framework.image=rlaunch) and SkyPilot's install step on the official image
     (Framework.install). KubeRay and AIStudio run the official image as it is, and so any IMAGE=."""
     versions = pins.load_versions() if versions is None else versions
-    kind = spec["framework"]["image"]
-    if spec["framework"].get("image_ref") or (kind == "official" and spec["infra"]["name"] not in SKY_INFRAS):
+    kind = spec.framework.image
+    if spec.framework.image_ref or (kind == "official" and spec.infra.name not in SKY_INFRAS):
         return []
-    entry, _ = pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"], versions)
-    req = requirement(spec, versions)
-    desc = _images(spec["framework"]["name"])
+    return _installs(spec.framework.name, spec.cluster.accelerator, spec.rollout.backend,
+                     spec.pins.framework_version, versions)
+
+
+def _installs(framework: str, accelerator: str, rollout: str, version: str, versions: dict) -> list[str]:
+    """`installs` on framework's pinned image for accelerator, with that rollout engine and version."""
+    entry, _ = pinned_image(framework, accelerator, versions)
+    req = _requirement(framework, entry, rollout, version)
+    desc = _images(framework)
     out = [req] if req and desc.installs else []
     out += [f"{name}=={versions['python'][name]}" for name in desc.adds
             if name not in _packages(entry.get("facts") or {})]
@@ -169,12 +180,12 @@ def installs(spec: dict, versions: dict | None = None) -> list[str]:
     return out
 
 
-def install_lines(spec: dict, versions: dict | None = None) -> list[str]:
+def install_lines(spec: Spec, versions: dict | None = None) -> list[str]:
     """Idempotent shell lines run on EVERY node before Ray starts, when the image lacks the framework
     or the Ray pin (SkyPilot nodes on an upstream image): pip of `installs`, which leaves a requirement
     the image already satisfies at that exact version alone, without a download. None on an rlaunch
     image: it was built with them (docker/<framework>: FRAMEWORK_INSTALL)."""
-    if spec["framework"]["image"] != "official":
+    if spec.framework.image != "official":
         return []
     reqs = installs(spec, versions)
     return ["python3 -m pip install --no-cache-dir " + " ".join(shlex.quote(r) for r in reqs)] if reqs else []
@@ -182,14 +193,14 @@ def install_lines(spec: dict, versions: dict | None = None) -> list[str]:
 
 # ---------------------------------------------------------------- (b) and (c)
 
-def rollout_problem(spec: dict, facts: dict, versions: dict) -> str:
-    engine = spec["rollout"]["backend"]
+def rollout_problem(spec: Spec, facts: dict, versions: dict) -> str:
+    engine = spec.rollout.backend
     if engine not in ENGINES:
         return ""
     return "" if engine in _packages(facts) else f"rollout.backend={engine}: {engine} is not in the image"
 
 
-def ray_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
+def ray_line(spec: Spec, facts: dict, versions: dict) -> tuple[str, str]:
     """((c)'s line, a problem or "")."""
     pin = str(versions["ray"])
     have = _packages(facts).get("ray", "")
@@ -202,19 +213,19 @@ def ray_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
     return "", f"ray: the image has {have}, the cluster's pin is {pin} (job submission needs the same Ray)"
 
 
-def framework_problem(spec: dict, facts: dict, versions: dict) -> str:
+def framework_problem(spec: Spec, facts: dict, versions: dict) -> str:
     """The framework is in the image, or the run installs it (else nothing would run)."""
-    fw = spec["framework"]["name"]
+    fw = spec.framework.name
     req = requirement(spec, versions)
-    if not req or fw in _packages(facts) or req in installs(spec, versions) or spec["framework"].get("image_ref"):
+    if not req or fw in _packages(facts) or req in installs(spec, versions) or spec.framework.image_ref:
         return ""
-    return (f"{fw} is not in the image and a framework.image={spec['framework']['image']} run on "
-            f"{spec['infra']['name']} installs nothing: framework.image=rlaunch runs docker/{fw}, which has it")
+    return (f"{fw} is not in the image and a framework.image={spec.framework.image} run on "
+            f"{spec.infra.name} installs nothing: framework.image=rlaunch runs docker/{fw}, which has it")
 
 
 # ---------------------------------------------------------------- (a) the resolution
 
-def resolution_inputs(spec: dict, facts: dict, versions: dict) -> dict:
+def resolution_inputs(spec: Spec, facts: dict, versions: dict) -> dict:
     pkgs = dict(_packages(facts))
     extra = installs(spec, versions)
     if any(r.startswith("ray[") for r in extra):
@@ -366,11 +377,11 @@ def _conflict_problem(inputs: dict, conflict: list[str], facts: dict) -> str:
         "the install does not resolve: " + " / ".join(conflict[:4]) + more
 
 
-def resolution_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
+def resolution_line(spec: Spec, facts: dict, versions: dict) -> tuple[str, str]:
     """((a)'s line, a problem or "")."""
-    fw = spec["framework"]["name"]
+    fw = spec.framework.name
     # The image's own version of the framework where its facts give one (a known row's areal 2.1.0).
-    why = _images(fw).why_none.format(version=_packages(facts).get(fw) or spec["pins"]["framework_version"])
+    why = _images(fw).why_none.format(version=_packages(facts).get(fw) or spec.pins.framework_version)
     inputs = resolution_inputs(spec, facts, versions)
     if not _installs_something(inputs):
         return f"{why}; the run installs nothing over the image", ""
@@ -399,23 +410,23 @@ def resolution_line(spec: dict, facts: dict, versions: dict) -> tuple[str, str]:
             + cached), ""
 
 
-def _install_names(spec: dict, versions: dict) -> set[str]:
+def _install_names(spec: Spec, versions: dict) -> set[str]:
     return {_norm(re.split(r"[\[=<>!~ ]", r, maxsplit=1)[0]) for r in installs(spec, versions)}
 
 
 # ---------------------------------------------------------------- the plan's lines
 
-def fitting_image(spec: dict, versions: dict, ref: str) -> str:
+def fitting_image(spec: Spec, versions: dict, ref: str) -> str:
     """A pinned image of the framework, other than `ref`, with the rollout engine and the Ray the
     run needs (its install is resolved when a plan uses it): the suggestion in the message. For an
     IMAGE=, first the image the plan runs without it (framework.image's, on this accelerator)."""
-    fw = spec["framework"]
-    entry = pins.get(f"images.{fw['name']}", versions)
-    candidates = [(entry, f"images.{fw['name']}")]
-    candidates += [(e, f"images.{fw['name']}.by_accelerator.{acc}")
+    fw = spec.framework
+    entry = pins.get(f"images.{fw.name}", versions)
+    candidates = [(entry, f"images.{fw.name}")]
+    candidates += [(e, f"images.{fw.name}.by_accelerator.{acc}")
                    for acc, e in (entry.get("by_accelerator") or {}).items()]
-    engine = spec["rollout"]["backend"]
-    own = None if fw.get("image_ref") else pinned_image(fw["name"], spec["cluster"]["accelerator"], versions)[0]
+    engine = spec.rollout.backend
+    own = None if fw.image_ref else pinned_image(fw.name, spec.cluster.accelerator, versions)[0]
     _, facts, _ = image_of(spec, versions)
     arch = str((facts or {}).get("arch") or "amd64")  # the nodes': an image of another arch cannot run there
 
@@ -424,12 +435,12 @@ def fitting_image(spec: dict, versions: dict, ref: str) -> str:
         return (engine not in ENGINES or engine in _packages(cand_facts)) \
             and str(cand_facts.get("arch") or "amd64") == arch
 
-    if fw.get("image_ref"):
+    if fw.image_ref:
         # The hint must work as given: on KubeRay that is the rlaunch image, not its upstream base.
-        base, where = pinned_image(fw["name"], spec["cluster"]["accelerator"], versions)
-        pinned = images.ref(fw["name"], fw["image"], versions, spec["cluster"]["accelerator"], fw.get("registry", ""))
+        base, where = pinned_image(fw.name, spec.cluster.accelerator, versions)
+        pinned = images.ref(fw.name, fw.image, versions, spec.cluster.accelerator, fw.registry)
         if pinned != ref and fits(base):
-            built = f"docker/{fw['name']} on " if fw["image"] == "rlaunch" else ""
+            built = f"docker/{fw.name} on " if fw.image == "rlaunch" else ""
             return f"{pinned} ({built}{where}), which the plan runs without IMAGE="
     for cand, where in candidates:
         if cand is not own and cand.get("official") != ref and fits(cand):
@@ -437,13 +448,13 @@ def fitting_image(spec: dict, versions: dict, ref: str) -> str:
     return ""
 
 
-def lines(spec: dict, versions: dict | None = None) -> list[str]:
+def lines(spec: Spec, versions: dict | None = None) -> list[str]:
     """The plan's image-check lines; raises ImageMismatch when the image does not fit."""
     versions = pins.load_versions() if versions is None else versions
     ref, facts, where = image_of(spec, versions)
     if not facts:
         return [f"image {ref}: warning: image check skipped: no facts for it ({where} is not set, and "
-                f"images.{spec['framework']['name']}.known has no row for it; give python, arch, cuda and "
+                f"images.{spec.framework.name}.known has no row for it; give python, arch, cuda and "
                 f"packages in {where} to check it)"]
     problems, out = [], []
     b = rollout_problem(spec, facts, versions)
@@ -458,16 +469,16 @@ def lines(spec: dict, versions: dict | None = None) -> list[str]:
     if problems:
         raise ImageMismatch(ref, problems, fitting_image(spec, versions, ref) or "none pinned",
                             warning or "", where)
-    engine = spec["rollout"]["backend"]
+    engine = spec.rollout.backend
     out.append(f"image {ref} ({facts.get('arch', 'amd64')}): "
                f"rollout {engine}" + (f" {_packages(facts)[engine]}" if engine in ENGINES else "")
                + f"; {c_line}; {a_line}" + (f"; warning: {warning} ({where.removesuffix('.facts')})" if warning else ""))
     return out
 
 
-def plan_lines(spec: dict) -> list[str]:
+def plan_lines(spec: Spec) -> list[str]:
     """`make plan`'s image-check line(s) for any infrastructure."""
-    if spec["infra"]["name"] == "local":
+    if spec.infra.name == "local":
         return ["image check: none to check: INFRA=local runs this machine's .venv, not an image"]
     return ["image check: " + line for line in lines(spec)]
 
@@ -479,8 +490,5 @@ def image_installs(framework: str, versions: dict | None = None, accelerator: st
     entry, _ = pinned_image(framework, accelerator, versions)
     pkgs = _packages(entry.get("facts") or {})
     engine = next((e for e in ENGINES if e in pkgs), "hf")
-    spec = {"framework": {"name": framework, "image": "rlaunch", "image_ref": ""},
-            "infra": {"name": "kuberay"}, "cluster": {"accelerator": accelerator},
-            "rollout": {"backend": engine},
-            "pins": {"framework_version": pins.get_str(f"frameworks.{framework}.version", versions)}}
-    return installs(spec, versions)
+    return _installs(framework, accelerator, engine, pins.get_str(f"frameworks.{framework}.version", versions),
+                     versions)

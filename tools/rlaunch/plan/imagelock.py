@@ -32,7 +32,7 @@ def pinned_inputs() -> dict[str, dict]:
             except ConfigError:
                 continue
             specs = [spec]
-            for ref in (pins.get(f"images.{spec['framework']['name']}", versions) or {}).get("known") or {}:
+            for ref in (pins.get(f"images.{spec.framework.name}", versions) or {}).get("known") or {}:
                 try:
                     specs.append(config.load(preset, {**knobs, "IMAGE": ref}))
                 except ConfigError:

@@ -10,17 +10,21 @@ undo (without RDMA NCCL must not probe InfiniBand). Secrets are never here: they
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from rlaunch import frameworks
 from rlaunch.plan import tracking
 
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
-def job_env(spec, infra: Mapping[str, str] | None = None, *, tracker: bool = True) -> dict[str, str]:
+
+def job_env(spec: Spec, infra: Mapping[str, str] | None = None, *, tracker: bool = True) -> dict[str, str]:
     """The env in that precedence. tracker=False where the infrastructure sets W&B's run id itself
     (SkyPilot's run.sh, from SKYPILOT_TASK_ID) or where only the driver reads this (job.sh)."""
     env = {k: str(v) for k, v in (infra or {}).items()}
-    env.update({k: str(v) for k, v in frameworks.get(spec["framework"]["name"]).env(spec).items()})
+    env.update({k: str(v) for k, v in frameworks.get(spec.framework.name).env(spec).items()})
     if tracker:
         env.update(tracking.wandb_env(spec))
-    env.update(spec["derived"]["nccl_env"])
+    env.update(spec.derived.nccl_env)
     return env

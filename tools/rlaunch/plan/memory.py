@@ -24,12 +24,16 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import frameworks
 from rlaunch.config import knobs, modelfacts, pins
 from rlaunch.config import topology
 from rlaunch.plan import catalog
 from rlaunch.errors import CheckError, ConfigError
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 GB = 10**9
 GIB = 2**30
@@ -117,8 +121,8 @@ def gb(nbytes: float) -> str:
     return f"{nbytes / GB:.1f} GB"
 
 
-def effective(spec: dict) -> dict[str, str]:
-    return topology.parse_overrides(spec["framework"]["overrides"])
+def effective(spec: Spec) -> dict[str, str]:
+    return topology.parse_overrides(spec.framework.overrides)
 
 
 def flag(eff: dict, key: str, default: bool) -> bool:
@@ -133,8 +137,8 @@ def dtype_bytes(eff: dict, key: str, default: str) -> tuple[int, str]:
 
 
 
-def gpu_memory(spec: dict) -> tuple[int, str]:
-    found = accelerator_memory(spec["cluster"]["accelerator"])
+def gpu_memory(spec: Spec) -> tuple[int, str]:
+    found = accelerator_memory(spec.cluster.accelerator)
     return found if found else (0, "")
 
 
@@ -144,21 +148,21 @@ def _phases(name: str):
     return module.phases if module else None
 
 
-def host_memory(spec: dict) -> tuple[int | None, str]:
+def host_memory(spec: Spec) -> tuple[int | None, str]:
     """Bytes of host memory one node will have, and how that is known; (None, why) when it is not.
 
     A request floor is never the machine: SkyPilot's `memory: N+` gets an instance with at least N
     GiB, so the machine is the smallest instance its catalog offers for the task."""
-    c, infra = spec["cluster"], spec["infra"]["name"]
+    c, infra = spec.cluster, spec.infra.name
     if infra in knobs.SKY_INFRAS:
-        infra_string = spec["infra"]["sky_infra"] or infra
+        infra_string = spec.infra.sky_infra or infra
         cloud = knobs.sky_cloud(infra_string)
         if cloud in ("", "kubernetes"):
             return None, f"the machine is not known ({'any cloud' if not cloud else 'a Kubernetes pod'} via SkyPilot)"
         parts = infra_string.split("/")
-        got = catalog.instances(cloud, c["accelerator"], c["gpus_per_node"],
-                                f"{c['cpus_per_node']}+" if c["cpus_per_node"] else None,
-                                f"{c['memory_gb']}+" if c["memory_gb"] else None,
+        got = catalog.instances(cloud, c.accelerator, c.gpus_per_node,
+                                f"{c.cpus_per_node}+" if c.cpus_per_node else None,
+                                f"{c.memory_gb}+" if c.memory_gb else None,
                                 parts[1] if len(parts) > 1 and parts[1] else None)
         if isinstance(got, str):
             return None, got
@@ -166,26 +170,26 @@ def host_memory(spec: dict) -> tuple[int | None, str]:
         others = f" (the smallest of {len(got)} instance types SkyPilot's catalog offers)" if len(got) > 1 else ""
         return small.memory_bytes, f"{cloud} {small.name}: {small.memory_gib:g} GiB{others}"
     if infra == "kuberay":
-        if c["memory_gb"]:  # requests == limits: the pod gets exactly this
-            return c["memory_gb"] * GIB, f"the pod's memory limit {c['memory_gb']}Gi (cluster.memory_gb)"
+        if c.memory_gb:  # requests == limits: the pod gets exactly this
+            return c.memory_gb * GIB, f"the pod's memory limit {c.memory_gb}Gi (cluster.memory_gb)"
         return None, "the pod has no memory limit (cluster.memory_gb=0): its node's memory is not known"
     if infra == "local":
         try:
             total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         except (ValueError, OSError):
             return None, "this machine's memory is not readable"
-        return total // max(c["nodes"], 1), f"this machine's {total / GIB:.0f} GiB shared by {c['nodes']} node(s)"
+        return total // max(c.nodes, 1), f"this machine's {total / GIB:.0f} GiB shared by {c.nodes} node(s)"
     return None, f"INFRA={infra}'s machine spec is not known to rlaunch (the platform's form sets it)"
 
 
-def bound(spec: dict) -> Bound | None:
+def bound(spec: Spec) -> Bound | None:
     """The lower bound for this run, or None where rlaunch has none (framework, model facts or
     accelerator size not known: then the plan says so and checks nothing)."""
-    name = spec["framework"]["name"]
-    if _phases(name) is None or spec["cluster"]["gpus_per_node"] < 1:
+    name = spec.framework.name
+    if _phases(name) is None or spec.cluster.gpus_per_node < 1:
         return None
     facts = modelfacts.of(spec)
-    gpu = accelerator_memory(spec["cluster"]["accelerator"])
+    gpu = accelerator_memory(spec.cluster.accelerator)
     if isinstance(facts, str) or gpu is None:
         return None
     phases, notes = _phases(name)(spec, facts.parts)
@@ -194,28 +198,21 @@ def bound(spec: dict) -> Bound | None:
                  host_bytes=host, host_how=how, phases=phases, levers=[], notes=notes)
 
 
-def why_none(spec: dict) -> str:
-    name = spec["framework"]["name"]
+def why_none(spec: Spec) -> str:
+    name = spec.framework.name
     if _phases(name) is None:
         return f"no memory bound for {name} yet"
-    if spec["cluster"]["gpus_per_node"] < 1:
+    if spec.cluster.gpus_per_node < 1:
         return "no GPUs"
     facts = modelfacts.of(spec)
     if isinstance(facts, str):
         return f"warning: the model's facts are not known, so the memory bound and the heads rules did not run: {facts}"
-    return (f"no pinned memory size for cluster.accelerator={spec['cluster']['accelerator']} "
+    return (f"no pinned memory size for cluster.accelerator={spec.cluster.accelerator} "
             "(configs/versions.yaml accelerators)")
 
 
-def _with(spec: dict, **changes) -> dict:
-    out = spec.dump() if hasattr(spec, "dump") else copy.deepcopy(spec)  # a frozen Spec: its data
-    for dotted, value in changes.items():
-        node = out
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node[part]
-        node[leaf] = value
-    return out
+def _with(spec: Spec, **changes: Any) -> Spec:
+    return spec.changed(changes)
 
 
 def _offloads(name: str) -> bool:
@@ -227,7 +224,7 @@ def _fits(trial: Bound | None) -> bool:
     return trial is not None and not trial.over()
 
 
-def _tp_lever(spec: dict, b: Bound) -> str:
+def _tp_lever(spec: Spec, b: Bound) -> str:
     """The smallest larger rollout tensor parallel that fits, where the engine's weights are a term:
     a divisor of the GPUs per node that the model's heads allow."""
     key, now = topology.rollout_tp_of(spec)
@@ -235,7 +232,7 @@ def _tp_lever(spec: dict, b: Bound) -> str:
     if key != "rollout.tp" or isinstance(facts, str) or \
             not any(t.name == "rollout weights" for p in b.over() for t in p.terms):
         return ""
-    gpn = spec["cluster"]["gpus_per_node"]
+    gpn = spec.cluster.gpus_per_node
     for tp in (d for d in range(now + 1, gpn + 1) if gpn % d == 0):
         trial = _with(spec, **{"rollout.tp": tp})
         try:
@@ -247,21 +244,21 @@ def _tp_lever(spec: dict, b: Bound) -> str:
     return ""
 
 
-def levers(spec: dict, b: Bound) -> tuple[list[str], list[str]]:
+def levers(spec: Spec, b: Bound) -> tuple[list[str], list[str]]:
     """(what would make the bound fit, each tried: the spec changed so, bounded again, fits; what
     would not be enough, said so that nobody tries it)."""
     out, short = [], []
     over = {p.where for p in b.over()}
-    nodes = spec["cluster"]["nodes"]
+    nodes = spec.cluster.nodes
     if "gpu" in over:
         for more in range(nodes + 1, nodes * 16 + 2):
             if _fits(bound(_with(spec, **{"cluster.nodes": more}))):
-                out.append(f"NODES={more} (the fewest nodes of {spec['cluster']['gpus_per_node']} x "
-                           f"{spec['cluster']['accelerator']} whose bound fits)")
+                out.append(f"NODES={more} (the fewest nodes of {spec.cluster.gpus_per_node} x "
+                           f"{spec.cluster.accelerator} whose bound fits)")
                 break
         else:
             short.append("more nodes: none up to 16x as many")
-        if _offloads(spec["framework"]["name"]) and not spec["train"]["offload"]:
+        if _offloads(spec.framework.name) and not spec.train.offload:
             trial = bound(_with(spec, **{"train.offload": True}))
             if trial:
                 still = trial.over()
@@ -275,7 +272,7 @@ def levers(spec: dict, b: Bound) -> tuple[list[str], list[str]]:
         worst = b.worst("gpu")
         if worst and any(t.name == "rollout reserved" for t in worst.terms) and \
                 "actor_rollout_ref.rollout.gpu_memory_utilization" not in effective(spec):
-            now = spec["rollout"]["gpu_memory_utilization"]
+            now = spec.rollout.gpu_memory_utilization
             for util in (round(now - 0.05 * i, 2) for i in range(1, 20)):
                 if util >= 0.1 and _fits(bound(_with(spec, **{"rollout.gpu_memory_utilization": util}))):
                     out.append(f"SET=rollout.gpu_memory_utilization={util:g} (the engine reserves less; its KV "
@@ -286,9 +283,9 @@ def levers(spec: dict, b: Bound) -> tuple[list[str], list[str]]:
     if "host" in over:
         host = b.worst("host")
         need = math.ceil(host.total / GIB)
-        if spec["infra"]["name"] != "aistudio" and _fits(bound(_with(spec, **{"cluster.memory_gb": need}))):
+        if spec.infra.name != "aistudio" and _fits(bound(_with(spec, **{"cluster.memory_gb": need}))):
             out.append(f"SET=cluster.memory_gb={need} (nodes with at least {need} GiB of host memory)")
-        if spec["train"]["offload"] and _fits(bound(_with(spec, **{"train.offload": False}))):
+        if spec.train.offload and _fits(bound(_with(spec, **{"train.offload": False}))):
             out.append("SET=train.offload=false (the GPUs hold the state without offload)")
         if not out:
             short.append("cluster.memory_gb or train.offload: neither makes it fit here")
@@ -309,7 +306,7 @@ def report(b: Bound) -> list[str]:
     return lines
 
 
-def check(spec: dict) -> str:
+def check(spec: Spec) -> str:
     """The plan's line: the bound and the headroom; CheckError (exit 2) when it cannot fit."""
     b = bound(spec)
     if b is None:
@@ -318,7 +315,7 @@ def check(spec: dict) -> str:
     if over:
         worst = max(over, key=lambda p: p.total - (b.gpu_bytes if p.where == "gpu" else b.host_bytes))
         cap = b.gpu_bytes if worst.where == "gpu" else b.host_bytes
-        where = (f"one {spec['cluster']['accelerator']} ({gb(cap)})" if worst.where == "gpu"
+        where = (f"one {spec.cluster.accelerator} ({gb(cap)})" if worst.where == "gpu"
                  else f"a node's host memory ({gb(cap)}: {b.host_how})")
         terms = " + ".join(f"{t.name} {gb(t.bytes)}" for t in worst.terms)
         fixes, short = levers(spec, b)

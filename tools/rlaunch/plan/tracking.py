@@ -10,11 +10,16 @@ to TensorBoard only. On SkyPilot, run.sh sets the id from SKYPILOT_TASK_ID befor
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rlaunch import frameworks
 
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
-def wandb_env(spec: dict) -> dict[str, str]:
+
+def wandb_env(spec: Spec) -> dict[str, str]:
     """The env that makes every attempt of the run log into one W&B run ({} without W&B)."""
-    if not spec["logging"]["wandb"] or not frameworks.descriptor(spec["framework"]["name"]).wandb_id_from_env:
+    if not spec.logging.wandb or not frameworks.descriptor(spec.framework.name).wandb_id_from_env:
         return {}
-    return {"WANDB_RUN_ID": spec["run"]["id"], "WANDB_RESUME": "allow"}
+    return {"WANDB_RUN_ID": spec.run.id, "WANDB_RESUME": "allow"}

@@ -232,8 +232,7 @@ def clear_outputs(run_dir: Path, keep: tuple[str, ...] = ()) -> None:
 
 def resume_point(cfg: RehearsalConfig) -> tuple[int, Path] | None:
     """The newest complete checkpoint-N in run_dir (step, path), or None: start at step 0."""
-    found, skipped = checkpoints.latest({"framework": {"name": "trl"}, "cluster": {"nodes": cfg.num_workers}},
-                                        Path(cfg.run_dir))
+    found, skipped = checkpoints.trl_latest(Path(cfg.run_dir), cfg.num_workers)
     for note in skipped:
         print(f"not resuming from {note}", flush=True)
     return (found.step, Path(found.path)) if found else None

@@ -115,9 +115,9 @@ def serve_dirs(named: dict[str, Path], port: int | None, farm: Path) -> int:
 
 
 def serve(runs: list[RunDir], port: int | None) -> int:
-    if len(runs) == 1 and not runs[0].local and backends.infra(runs[0].spec["infra"]["name"]).tensorboard:
+    if len(runs) == 1 and not runs[0].local and backends.infra(runs[0].spec.infra.name).tensorboard:
         # Not on this machine: the run's infrastructure serves it from the cluster.
-        return backends.get(runs[0].spec["infra"]["name"]).tensorboard(runs[0].spec, DEFAULT_PORT if port is None else port)
+        return backends.get(runs[0].spec.infra.name).tensorboard(runs[0].spec, DEFAULT_PORT if port is None else port)
     named = {run.id: event_dir(require_local(run)) for run in runs}
     name = "-".join(named)
     if len(name) > 100:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import ROOT, frameworks
 from rlaunch.config.load import _flat as flatten  # dotted key -> value, as SET names keys
@@ -22,6 +23,9 @@ from rlaunch.rehearsal.plot import moving_average
 from rlaunch.runs.lookup import RunDir, require_local
 from rlaunch.verify import postflight
 from rlaunch.verify.report import table as fixed_table
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 # Keys that differ between any two runs and say nothing about the experiment.
 NOT_CONFIG = ("run.id", "run.out", "paths.")
@@ -55,11 +59,11 @@ def _jsonl(path: Path) -> list[dict]:
     return out
 
 
-def reward_series(spec: dict, run_dir: Path) -> list[tuple[int, float]]:
+def reward_series(spec: Spec, run_dir: Path) -> list[tuple[int, float]]:
     """(step, mean reward) per step from the framework's own metrics (its package's postflight says
     where); else any TensorBoard reward tag under the run directory; [] when none were written."""
     where = layouts.defaults(spec, run_dir)
-    points = frameworks.descriptor(spec["framework"]["name"]).postflight.rewards(where, run_dir)
+    points = frameworks.descriptor(spec.framework.name).postflight.rewards(where, run_dir)
     if not points:
         scalars = postflight.read_scalars(run_dir) if any(run_dir.rglob("events.out.tfevents.*")) else {}
         tag = next((t for t in sorted(scalars) if t.rsplit("/", 1)[-1] in ("reward", "reward_scores")), None)
@@ -90,27 +94,28 @@ def wall_seconds(run_dir: Path) -> float | None:
 def read(run: RunDir) -> Row:
     run_dir = require_local(run)
     points = reward_series(run.spec, run_dir)
-    target = run.spec.get("train", {}).get("steps") or None
+    target = run.data.get("train", {}).get("steps") or None
     return Row(run, [s for s, _ in points], [v for _, v in points], target, verification(run_dir),
                wall_seconds(run_dir))
 
 
-def differing(specs: list[dict]) -> list[str]:
-    """Config keys whose values are not the same in every spec (a key missing in one counts)."""
+def differing(specs: list[dict[str, Any]]) -> list[str]:
+    """Config keys whose values are not the same in every spec.json (a key missing in one counts):
+    the files as the runs wrote them, of whichever rlaunch, compared key by key."""
     flat = [flatten(spec) for spec in specs]
     keys = sorted(set().union(*flat))
     return [k for k in keys if not k.startswith(NOT_CONFIG) and not any(p.startswith("_") for p in k.split("."))
             and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
 
 
-def _value(spec: dict, key: str) -> str:
-    value = flatten(spec).get(key)
+def _value(data: dict[str, Any], key: str) -> str:
+    value = flatten(data).get(key)
     return json.dumps(value) if isinstance(value, (list, dict)) or value is None else str(value)
 
 
 def label(row: Row, keys: list[str]) -> str:
     """`id: key=value, ...  [verification]`: what was changed, and whether the run passed."""
-    shown = ", ".join(f"{k}={_value(row.run.spec, k)}" for k in keys[:MAX_LABEL_KEYS])
+    shown = ", ".join(f"{k}={_value(row.run.data, k)}" for k in keys[:MAX_LABEL_KEYS])
     more = f", +{len(keys) - MAX_LABEL_KEYS} more (see the table)" if len(keys) > MAX_LABEL_KEYS else ""
     verdict = row.verification if len(row.verification) <= 40 else row.verification[:37] + "..."
     empty = "" if row.steps else "  (no reward logged)"
@@ -149,7 +154,7 @@ def plot(rows: list[Row], keys: list[str], out: Path) -> Path:
                         xytext=(4, 0), textcoords="offset points", color=color, fontsize=8, va="center")
     ax.set_xlabel("step")
     ax.set_ylabel("mean reward")
-    presets = {r.run.spec.get("preset", "") for r in rows}
+    presets = {r.run.data.get("preset", "") for r in rows}
     what = f"{presets.pop()}: " if len(presets) == 1 and "" not in presets else ""
     ax.set_title(f"{what}reward per step, {len(rows)} run{'s' if len(rows) > 1 else ''}\n(bold: moving average over {window} "
                  f"step{'s' if window > 1 else ''}; faint: every step)", fontsize=10)
@@ -189,7 +194,7 @@ def table(rows: list[Row], keys: list[str]) -> str:
     if keys:
         lines.append("")
         lines.append(fixed_table(["config", *[r.run.id for r in rows]],
-                                 [[k, *[_value(r.run.spec, k) for r in rows]] for k in keys], max_width=50))
+                                 [[k, *[_value(r.run.data, k) for r in rows]] for k in keys], max_width=50))
     return "\n".join(lines)
 
 
@@ -202,6 +207,6 @@ def default_out(runs: list[RunDir]) -> Path:
 
 def compare(runs: list[RunDir], out: Path | None = None) -> tuple[Path, str]:
     rows = [read(run) for run in runs]
-    keys = differing([r.run.spec for r in rows])
+    keys = differing([r.run.data for r in rows])
     path = plot(rows, keys, Path(out) if out else default_out(runs))
     return path, table(rows, keys)

@@ -12,9 +12,14 @@ import dataclasses
 import json
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import ROOT
+from rlaunch.config import specjson
 from rlaunch.errors import ConfigError, MissingPrerequisite
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,8 +29,12 @@ class RunDir:
     infrastructure reports it."""
 
     id: str
-    spec: dict
+    data: dict[str, Any]  # its spec.json as the run wrote it (compare reads it key by key)
     run_dir: Path  # where its outputs are on this machine (may not exist: see `local`)
+
+    @property
+    def spec(self) -> Spec:
+        return specjson.view(self.data)
 
     @property
     def local(self) -> bool:
@@ -34,14 +43,14 @@ class RunDir:
     def remote_url(self) -> str:
         """Where the run directory lives when it is not on this machine (a bucket URL, or a path on
         the nodes' shared storage)."""
-        storage, run_dir = self.spec.get("storage", {}), self.spec["paths"]["run_dir"]
+        storage, run_dir = self.data.get("storage", {}), self.spec.paths.run_dir
         mount = storage.get("mount", "")
         if storage.get("source") and mount and run_dir.startswith(mount + "/"):
-            return storage["source"].rstrip("/") + run_dir[len(mount):]
+            return str(storage["source"]).rstrip("/") + run_dir[len(mount):]
         return run_dir
 
 
-def _load(path: Path) -> dict | None:
+def _load(path: Path) -> dict[str, Any] | None:
     try:
         spec = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -116,7 +116,7 @@ def operator_problems(doc: dict) -> list[str]:
     return problems
 
 
-def _rayjob_problems(spec: dict) -> list[str]:
+def _rayjob_problems(spec: dict) -> list[str]:  # a RayJob manifest's spec, not rlaunch's Spec
     """validation.go ValidateRayJobSpec, with validateDeletionConfiguration's TTL rule."""
     import yaml
 

@@ -31,9 +31,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch.config import dotted, hub
 from rlaunch.errors import CheckError
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 TIMEOUT_S = 120
 # Keys whose values are paths a framework reads or writes: they must live on the shared mount, or
@@ -243,10 +247,10 @@ def _under(path: str, mount: str) -> bool:
     return os.path.normpath(path).startswith(mount.rstrip("/") + "/")
 
 
-def check_storage(spec: dict, task: dict, argv: list[str], framework_files: dict[str, object],
+def check_storage(spec: Spec, task: dict, argv: list[str], framework_files: dict[str, object],
                   artifacts_mount: str) -> str:
     """One mount path: the task mounts storage.mount, and every framework path lives under it."""
-    mount = spec["storage"]["mount"]
+    mount = spec.storage.mount
     mounts = task.get("file_mounts") or {}
     if mount not in mounts or not isinstance(mounts[mount], dict):
         raise CheckError("storage", f"task.yaml mounts shared storage at {sorted(mounts)}, but the framework "
@@ -254,11 +258,11 @@ def check_storage(spec: dict, task: dict, argv: list[str], framework_files: dict
     if _under(artifacts_mount, mount) or _under(mount, artifacts_mount) or mount == artifacts_mount:
         raise CheckError("storage", f"storage.mount={mount!r} overlaps the artifacts mount {artifacts_mount}")
     source = mounts[artifacts_mount] if artifacts_mount in mounts else None
-    if source != spec["run"]["out"]:
+    if source != spec.run.out:
         raise CheckError("storage", f"task.yaml mounts {source!r} at {artifacts_mount}, not the rendered "
-                         f"artifacts {spec['run']['out']}")
-    paths = [(f"paths.{k}", v) for k, v in spec["paths"].items() if v]
-    paths += _argv_storage_values(argv) + _argv_storage_values(spec["framework"]["overrides"])
+                         f"artifacts {spec.run.out}")
+    paths = [(f"paths.{k}", v) for k, v in spec.paths.dump().items() if v]
+    paths += _argv_storage_values(argv) + _argv_storage_values(spec.framework.overrides)
     for relpath, parsed in framework_files.items():
         for key, value in _storage_values(parsed):
             resolved = _resolved(parsed, value)
@@ -286,23 +290,23 @@ def check_kubernetes(task: dict, on_k8s: bool) -> str | None:
     return "kubernetes: autodown only, no spot instances"
 
 
-def check_secrets(spec: dict, task: dict, files: dict[str, str]) -> str:
+def check_secrets(spec: Spec, task: dict, files: dict[str, str]) -> str:
     """References only: the value comes from the launcher's environment via `--secret NAME`."""
     secrets = task.get("secrets") or {}
     inline = sorted(k for k, v in secrets.items() if v is not None)
     if inline:
         raise CheckError("secrets", f"task.yaml holds values for {', '.join(inline)}; secrets must be null "
                          "references filled by `sky launch --secret NAME`")
-    if sorted(secrets) != sorted(spec["secrets"]):
+    if sorted(secrets) != sorted(spec.secrets):
         raise CheckError("secrets", f"task.yaml references {sorted(secrets)}, the spec names "
-                         f"{sorted(spec['secrets'])}")
-    for name in set(spec["secrets"]) | {"WANDB_API_KEY", *(h["token"] for h in hub.HUBS.values())}:
+                         f"{sorted(spec.secrets)}")
+    for name in set(spec.secrets) | {"WANDB_API_KEY", *(h["token"] for h in hub.HUBS.values())}:
         value = os.environ.get(name, "")
         if len(value) >= MIN_SECRET_LEN:
             leaked = sorted(rel for rel, text in files.items() if value in text)
             if leaked:
                 raise CheckError("secrets", f"the value of {name} is in {', '.join(leaked)}")
-    return f"secrets by reference only: {', '.join(spec['secrets']) or '(none)'}"
+    return f"secrets by reference only: {', '.join(spec.secrets) or '(none)'}"
 
 
 if __name__ == "__main__":

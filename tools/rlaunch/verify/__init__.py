@@ -17,8 +17,13 @@ Each runs as `python -m rlaunch.verify.<stage>` (job.sh, `make verify`); `--help
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rlaunch import frameworks
 from rlaunch.plan import jobenv
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 
 def job_modules(framework: str) -> list[str]:
@@ -26,7 +31,7 @@ def job_modules(framework: str) -> list[str]:
     return list(frameworks.descriptor(framework).step_modules)
 
 
-def task_env(spec) -> dict[str, str]:
+def task_env(spec: Spec) -> dict[str, str]:
     """The job's non-secret env (the framework's, then the run's NCCL settings): what the Ray tasks of
     accel, preflight and the collective get as their runtime_env, so they see what the job will see."""
     return jobenv.job_env(spec, tracker=False)

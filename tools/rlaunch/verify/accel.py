@@ -31,11 +31,15 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch import verify
 from rlaunch.frameworks import accel as accel_rules
 from rlaunch.verify import cluster
 from rlaunch.verify.report import check, load_spec, positive_timeout, stage_main, write_json
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 PROG = "accelerator"
 HIDDEN = ".rlaunch-hidden"  # suffix of a hidden metadata directory
@@ -187,8 +191,8 @@ def evaluate(rules: list[dict], nodes: list[dict], results: dict[str, dict]) -> 
     return checks
 
 
-def run(spec: dict, report_path: Path, timeout_s: float | None = None) -> dict:
-    rules = [r.as_dict() for r in accel_rules.rules_for(spec)]
+def run(spec: Spec, report_path: Path, timeout_s: float | None = None) -> dict:
+    rules = [r.as_dict() for r in accel_rules.rules_for(spec.framework.name, spec.cluster.accelerator)]
     timeout_s = cluster.round_timeout(timeout_s)
     started = time.monotonic()
     nodes, results = [], {}
@@ -218,11 +222,11 @@ def run(spec: dict, report_path: Path, timeout_s: float | None = None) -> dict:
 def main(argv: list[str] | None = None) -> int:
     def stage(args):
         spec = load_spec(args.spec)
-        out = args.out or Path(spec["paths"]["run_dir"]) / "accelerator.json"
+        out = args.out or Path(spec.paths.run_dir) / "accelerator.json"
         report = run(spec, out, timeout_s=positive_timeout(args.timeout))
         if not report["rules"]:
-            return None, [], (f"{PROG}: no framework/accelerator rule for {spec['framework']['name']} on "
-                              f"{spec['cluster'].get('accelerator') or 'no accelerator'}; report {out}")
+            return None, [], (f"{PROG}: no framework/accelerator rule for {spec.framework.name} on "
+                              f"{spec.cluster.accelerator or 'no accelerator'}; report {out}")
         applied = [f"{PROG}: {node['ip']}: rule {name}: {r['name']} {r['action']}"
                    f"{' (' + r['path'] + ')' if r.get('path') else ''}"
                    for node in report["nodes"] for name, records in node.get("rules", {}).items() for r in records]

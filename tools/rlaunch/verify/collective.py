@@ -35,10 +35,13 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from rlaunch.verify import cluster
 from rlaunch.verify.report import check
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 DEFAULT_TIMEOUT_S = 20.0
 CONNECT_S = 5.0  # one TCP connect between two nodes
@@ -298,14 +301,14 @@ def _label(node: dict) -> str:
     return node["ip"]
 
 
-def run(spec: dict, nodes: list[dict], env: dict[str, str], timeout_s: float | None = None) -> Result:
+def run(spec: Spec, nodes: list[dict], env: dict[str, str], timeout_s: float | None = None) -> Result:
     """The collective on the connected cluster: {"checks", "exports", "interfaces", "seconds"}."""
     import ray
 
     timeout_s = float(timeout_s or os.environ.get("RLAUNCH_COLLECTIVE_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
     started = time.monotonic()
     deadline = started + timeout_s
-    gpus = spec["cluster"]["gpus_per_node"] > 0
+    gpus = spec.cluster.gpus_per_node > 0
     backends = ["gloo", "nccl"] if gpus else ["gloo"]
     # A KubeRay CPU-only head holds no GPUs: the NCCL world is the GPU nodes.
     members_of = [n for n in nodes if n["gpus"] > 0] if gpus else list(nodes)

@@ -19,8 +19,7 @@ Usage:
                scripts record it) or DIR/exit_code, if one exists
   --out        default: DIR/verification.json
   --path       override one location (the keys are the framework's layout), e.g. ckpt_dir=/data/ckpt
-Thresholds (spec key `verify`, when present; defaults in THRESHOLDS): reward_last_min,
-reward_gain_min, greedy_min.
+Thresholds: the spec's `verify` (reward_last_min, reward_gain_min, greedy_min).
 Exit: 0 passed, 1 a check failed (the last stderr line names it), 2 bad arguments.
 """
 
@@ -32,7 +31,9 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch import frameworks
 from rlaunch.config import dotted
@@ -44,8 +45,10 @@ from rlaunch.job.files import (  # noqa: F401 - the frameworks' checks read them
     safetensors_problem)
 from rlaunch.verify.report import all_passed, check, load_spec, skipped, stage_main, write_json
 
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
+
 PROG = "postflight"
-THRESHOLDS = {"reward_last_min": 0.9, "reward_gain_min": 0.5, "greedy_min": 0.9}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -80,14 +83,15 @@ def hf_checkpoint_problems(ckpt: Path, tokenizer: bool) -> list[str]:
 # ---------------------------------------------------------------- shared checks
 
 
-def target_steps(spec: dict) -> int | None:
-    train = spec.get("train", {})
-    steps = train.get("smoke_steps", 0) if train.get("smoke") else train.get("steps", 0)
-    return steps if isinstance(steps, int) and steps > 0 else None
+def target_steps(spec: Spec) -> int | None:
+    steps = spec.train.smoke_steps if spec.train.smoke else spec.train.steps
+    return steps if steps > 0 else None
 
 
-def thresholds(spec: dict) -> dict:
-    return {**THRESHOLDS, **(spec.get("verify") or {})}
+def thresholds(spec: Spec) -> dict[str, float]:
+    verify = spec.verify
+    return {"reward_last_min": verify.reward_last_min, "reward_gain_min": verify.reward_gain_min,
+            "greedy_min": verify.greedy_min}
 
 
 RAY_FORWARDED = re.compile(r"^\(\w+ pid=\d+")
@@ -238,7 +242,7 @@ def _same(got, want) -> bool:
     return got is not None and str(got) == str(want)
 
 
-def check_topology(cfg: dict | None, path: Path, expected: dict[str, object], required: bool,
+def check_topology(cfg: dict | None, path: Path, expected: Mapping[str, object], required: bool,
                    name: str = "resolved topology", wants: str = "spec wants") -> dict:
     """The resolved config asks for what the spec (or the rendered config) asked for."""
     if cfg is None:
@@ -283,10 +287,10 @@ def tensorboard_check(root: Path, required: dict[str, str] | None = None) -> tup
 # ---------------------------------------------------------------- entry points
 
 
-def run(spec: dict, run_dir: Path, report_path: Path, *, exit_code: int | None,
+def run(spec: Spec, run_dir: Path, report_path: Path, *, exit_code: int | None,
         paths: dict[str, str] | None = None) -> dict:
     """Check a finished run's outputs; write and return the verification report."""
-    name = spec["framework"]["name"]
+    name = spec.framework.name
     if name not in frameworks.names():
         raise UsageError(f"framework.name={name!r}: postflight knows {', '.join(frameworks.names())}")
     run_dir = Path(run_dir)

@@ -49,7 +49,7 @@ import time
 from collections import defaultdict
 from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rlaunch import frameworks, verify
 from rlaunch.frameworks import accel as accel_rules
@@ -57,6 +57,9 @@ from rlaunch.verify import accel, cluster, collective
 from rlaunch.verify import probes as on_node
 from rlaunch.verify.report import (UsageError, all_passed, check, load_spec, positive_timeout, skipped, stage_main, table,
                      write_json)
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 PROG = "preflight"
 NODE_CODE = (on_node, accel, collective)  # what runs on the nodes (accel: the rules' probe), shipped by value
@@ -89,24 +92,24 @@ def _same_everywhere(name: str, values: Mapping[str, Hashable], what: str) -> di
     return check(name, True, f"{what} {majority} on all {len(values)} nodes")
 
 
-def check_cpus(spec: dict, nodes: list[dict]) -> dict:
+def check_cpus(spec: Spec, nodes: list[dict]) -> dict:
     """The framework's CPU rule (its descriptor) against the Ray CPUs each node registered."""
-    rule = frameworks.descriptor(spec["framework"]["name"]).cpu_rule
+    rule = frameworks.descriptor(spec.framework.name).cpu_rule
     if rule is None:
-        return skipped("ray cpus", f"no CPU rule for {spec['framework']['name']}")
+        return skipped("ray cpus", f"no CPU rule for {spec.framework.name}")
     if rule.where == "head":
         pool = [n for n in nodes if n["is_head"]]
     else:  # every node that runs the framework's workers: not a CPU-only head (num-cpus 0)
-        pool = [n for n in nodes if not (n["is_head"] and spec["derived"]["cpu_only_head"])]
+        pool = [n for n in nodes if not (n["is_head"] and spec.derived.cpu_only_head)]
     short = next((n for n in pool if n["cpus"] < rule.count), None)
     if short:
-        return check("ray cpus", False, f"{short['cpus']:g} Ray CPUs there, {spec['framework']['name']} needs "
+        return check("ray cpus", False, f"{short['cpus']:g} Ray CPUs there, {spec.framework.name} needs "
                                         f">= {rule.count} on {rule.place} ({rule.why})", node=_label(short))
     return check("ray cpus", True, f">= {rule.count} Ray CPUs on {rule.place}")
 
 
-def check_framework(spec: dict, probes: dict[str, dict]) -> list[dict]:
-    name = spec["framework"]["name"]
+def check_framework(spec: Spec, probes: dict[str, dict]) -> list[dict]:
+    name = spec.framework.name
     absent = [(ip, p["framework"]) for ip, p in probes.items() if p["framework"]["version"] == "absent"]
     if absent:
         ip, info = absent[0]
@@ -115,8 +118,7 @@ def check_framework(spec: dict, probes: dict[str, dict]) -> list[dict]:
                             f"{name}"),
            _same_everywhere("framework commit", {ip: p["framework"]["commit"] or "unknown"
                                                  for ip, p in probes.items()}, f"{name} commit")]
-    pins = spec.get("pins", {})
-    version, commit = pins.get("framework_version", ""), pins.get("framework_commit", "")
+    version, commit = spec.pins.framework_version, spec.pins.framework_commit
     for ip, p in probes.items():
         got = p["framework"]["version"]
         # A local build tag (+cu126) is the same release; anything else is not the pinned one.
@@ -152,13 +154,13 @@ def _cuda_short(probe: dict, want: int) -> str:
     return f"torch sees {cuda['count']} CUDA device(s) of {want} (CUDA_VISIBLE_DEVICES={visible})"
 
 
-def nvlink_expected(spec: dict) -> bool:
+def nvlink_expected(spec: Spec) -> bool:
     """GB200 (NVL72): the GPUs talk over NVLink within and across nodes (seed 004 reads "via
     P2P/MNNVL" in NCCL's log for it); preflight checks the fabric instead of leaving it to the log."""
-    return spec["cluster"]["gpus_per_node"] > 0 and spec["cluster"].get("accelerator") == "GB200"
+    return spec.cluster.gpus_per_node > 0 and spec.cluster.accelerator == "GB200"
 
 
-def check_nvlink(spec: dict, gpu_probes: dict[str, dict]) -> list[dict]:
+def check_nvlink(spec: Spec, gpu_probes: dict[str, dict]) -> list[dict]:
     """Each GB200 node's GPUs: P2P OK between them, and every GPU in the same completed NVLink fabric
     (cluster UUID and clique) as every other node's: multi-node NVLink, not the network, carries NCCL."""
     if not nvlink_expected(spec):
@@ -194,21 +196,21 @@ def check_nvlink(spec: dict, gpu_probes: dict[str, dict]) -> list[dict]:
     return out
 
 
-def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[dict]:
-    want = spec["cluster"]["gpus_per_node"]
+def check_gpus(spec: Spec, nodes: list[dict], probes: dict[str, dict]) -> list[dict]:
+    want = spec.cluster.gpus_per_node
     if want <= 0:
         return [skipped("gpus", "cluster.gpus_per_node=0")]
     heads = {_label(n) for n in nodes if n["is_head"]}
     # A KubeRay CPU-only head has no GPUs by design; every other node must have exactly `want`.
     gpu_probes = {ip: p for ip, p in probes.items()
-                  if not (spec["derived"]["cpu_only_head"] and ip in heads)}
+                  if not (spec.derived.cpu_only_head and ip in heads)}
     out = []
     wrong = [(ip, p["gpu"]["count"]) for ip, p in gpu_probes.items() if p["gpu"]["count"] != want]
     out.append(check("gpu count", not wrong, f"{wrong[0][1]} GPUs, cluster.gpus_per_node={want}" if wrong
                      else f"{want} GPUs on each of {len(gpu_probes)} nodes", node=wrong[0][0] if wrong else None))
     models = {ip: ", ".join(p["gpu"]["models"]) or "none" for ip, p in gpu_probes.items()}
     out.append(_same_everywhere("gpu model", models, "GPU"))
-    accelerator = spec["cluster"].get("accelerator", "")
+    accelerator = spec.cluster.accelerator
     off = [ip for ip, m in models.items() if not _is_accelerator(m, accelerator)]
     if off:
         out.append(check("gpu type", False, f"{models[off[0]]} is not cluster.accelerator={accelerator}",
@@ -220,7 +222,7 @@ def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[d
     out.append(check("cuda visible", not no_cuda, no_cuda[ip] if ip else
                      "torch sees the GPUs (where torch is installed)", node=ip))
     out += check_nvlink(spec, gpu_probes)
-    for name, value in spec["derived"]["nccl_env"].items():  # what config.derive set for this run
+    for name, value in spec.derived.nccl_env.items():  # what config.derive set for this run
         unset = [(ip, p["env"].get(name, "unset")) for ip, p in gpu_probes.items() if p["env"].get(name) != value]
         out.append(check("nccl env", not unset,
                          f"{name}={unset[0][1]}; without RDMA (infra.rdma=false) it must be {value}"
@@ -229,10 +231,10 @@ def check_gpus(spec: dict, nodes: list[dict], probes: dict[str, dict]) -> list[d
     return out
 
 
-def check_python_executable(spec: dict, probes: dict[str, dict]) -> dict:
+def check_python_executable(spec: Spec, probes: dict[str, dict]) -> dict:
     """Every node runs the job's Python from the image's bin directory, when infra.image_bin names it."""
     exes = {ip: p.get("python_executable") or "unknown" for ip, p in probes.items()}
-    bin_dir = (spec["infra"].get("image_bin") or "").rstrip("/")
+    bin_dir = spec.infra.image_bin.rstrip("/")
     if not bin_dir:
         return check("python executable", True, f"{', '.join(sorted(set(exes.values())))} "
                                                 f"(infra.image_bin not set: not compared)")
@@ -244,11 +246,11 @@ def check_python_executable(spec: dict, probes: dict[str, dict]) -> dict:
     return check("python executable", True, f"under {bin_dir} on all {len(exes)} nodes")
 
 
-def check_rules(spec: dict, probes: dict[str, dict]) -> list[dict]:
+def check_rules(spec: Spec, probes: dict[str, dict]) -> list[dict]:
     """The framework/accelerator rules, asked of the job's Python on every node (frameworks/accel.py)."""
-    gpus = spec["cluster"]["gpus_per_node"] > 0
+    gpus = spec.cluster.gpus_per_node > 0
     out = []
-    for rule in accel_rules.rules_for(spec):
+    for rule in accel_rules.rules_for(spec.framework.name, spec.cluster.accelerator):
         name, why = rule.name, rule.cause
         answers = {ip: (p.get("accelerator") or {}).get(name) for ip, p in probes.items()}
         missing = next((ip for ip, s in answers.items() if s is None), None)
@@ -342,7 +344,7 @@ def check_storage(probes: dict[str, dict], peers: dict[str, dict], ip_of: dict[s
                  if probes else "no node answered")
 
 
-def evaluate(spec: dict, nodes: list[dict], probes: dict[str, dict], peers: dict[str, dict],
+def evaluate(spec: Spec, nodes: list[dict], probes: dict[str, dict], peers: dict[str, dict],
              expected: int, inputs: list[str]) -> list[dict]:
     """All checks from what the nodes reported; pure, so every rule is testable without Ray."""
     ip_of = {n["node_id"]: _label(n) for n in nodes}
@@ -368,20 +370,20 @@ def evaluate(spec: dict, nodes: list[dict], probes: dict[str, dict], peers: dict
 # ---------------------------------------------------------------- on the driver
 
 
-def expected_nodes(spec: dict) -> int:
+def expected_nodes(spec: Spec) -> int:
     """Ray nodes the spec asks for: cluster.nodes (AIStudio: its workers), plus a KubeRay CPU head
     (decided once, in config.derive)."""
-    return spec["derived"]["ray_nodes"]
+    return spec.derived.ray_nodes
 
 
-def default_inputs(spec: dict) -> list[str]:
+def default_inputs(spec: Spec) -> list[str]:
     """Without --input: what the framework adapter says must be on the shared storage before the run
     (`inputs(spec)`, e.g. the pinned model dir and dataset file); none if it says nothing."""
-    return [str(p) for p in frameworks.get(spec["framework"]["name"]).inputs(spec)]
+    return [str(p) for p in frameworks.get(spec.framework.name).inputs(spec)]
 
 
-def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict], dict[str, dict], dict[str, dict],
-                                                                     collective.Result]:
+def collect(spec: Spec, inputs: list[str], timeout_s: float) -> tuple[list[dict], dict[str, dict], dict[str, dict],
+                                                                      collective.Result]:
     """Both probe rounds and the collective on the running cluster: (nodes, probes by node_id, peers
     by node_id, the collective's result)."""
     with cluster.joined(timeout_s):
@@ -389,10 +391,10 @@ def collect(spec: dict, inputs: list[str], timeout_s: float) -> tuple[list[dict]
         nodes = cluster.alive_nodes()
         tokens = {n["node_id"]: secrets.token_hex(16) for n in nodes}
         env = verify.task_env(spec)
-        ctx = {"framework": spec["framework"]["name"], "inputs": inputs, "run_dir": spec["paths"]["run_dir"],
-               "tokens": tokens, "expect_gpus": spec["cluster"]["gpus_per_node"] > 0,
+        ctx = {"framework": spec.framework.name, "inputs": inputs, "run_dir": spec.paths.run_dir,
+               "tokens": tokens, "expect_gpus": spec.cluster.gpus_per_node > 0,
                "nvlink": nvlink_expected(spec),
-               "rules": [r.as_dict() for r in accel_rules.rules_for(spec)], "child_timeout_s": max(timeout_s - 10, 5)}
+               "rules": [r.as_dict() for r in accel_rules.rules_for(spec.framework.name, spec.cluster.accelerator)], "child_timeout_s": max(timeout_s - 10, 5)}
         probes = cluster.on_every_node(on_node.probe, nodes, ctx, env, timeout_s)
         # Round 2 only after every token is written (round 1 finished everywhere): no race, no polling.
         peers = cluster.on_every_node(on_node.read_peers, nodes, {"run_dir": ctx["run_dir"], "tokens": tokens}, env,
@@ -417,7 +419,7 @@ def nodes_table(nodes: list[dict], probes: dict[str, dict]) -> str:
     return table(["node", "role", "cpus", "gpus", "python", "framework", "probe"], rows)
 
 
-def run(spec: dict, report_path: Path, *, expect_nodes: int | None = None,
+def run(spec: Spec, report_path: Path, *, expect_nodes: int | None = None,
         inputs: list[Path] | None = None, timeout_s: float | None = None) -> dict:
     """Probe every node of the cluster at RAY_ADDRESS; write and return the preflight report.
     inputs=None: the framework adapter's inputs(spec), if it has that method."""
@@ -434,7 +436,7 @@ def run(spec: dict, report_path: Path, *, expect_nodes: int | None = None,
     by_ip = {n["node_id"]: n for n in nodes}
     report = {
         "passed": all_passed(checks),
-        "framework": spec["framework"]["name"],
+        "framework": spec.framework.name,
         "expected_nodes": expected,
         "inputs": paths,
         "checks": checks,
@@ -454,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.expect_nodes is not None and args.expect_nodes < 1:
             raise UsageError(f"--expect-nodes={args.expect_nodes}: must be >= 1")
         timeout = positive_timeout(args.timeout)
-        out = args.out or Path(spec["paths"]["run_dir"]) / "preflight.json"
+        out = args.out or Path(spec.paths.run_dir) / "preflight.json"
         inputs = [Path(p) for item in args.input for p in item.split(os.pathsep) if p] or None
         report = run(spec, out, expect_nodes=args.expect_nodes, inputs=inputs, timeout_s=timeout)
         return report, [report["table"]] if report["nodes"] else [], \

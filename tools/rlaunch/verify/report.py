@@ -13,9 +13,14 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from rlaunch.config import specjson
 # Exit codes of `preflight` and `postflight`: 0 passed, EXIT_FAILED a check failed, EXIT_USAGE bad arguments.
 from rlaunch.errors import EXIT_FAILED, EXIT_USAGE, UsageError
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 
 def check(name: str, passed: bool, detail: str, node: str | None = None) -> dict:
@@ -93,15 +98,16 @@ def _finite(value):
     return value
 
 
-def load_spec(path: Path) -> dict:
-    """spec.json as rendered by every launch; a missing or broken file is a usage error."""
+def load_spec(path: Path) -> Spec:
+    """spec.json as rendered by every launch, read as the Spec (rlaunch.config.specjson: the nodes have
+    no pydantic); a missing or broken file is a usage error."""
     try:
-        spec = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         raise UsageError(f"--spec {path}: cannot read the spec JSON: {err}") from None
-    if not isinstance(spec, dict) or "framework" not in spec:
+    if not isinstance(data, dict) or "framework" not in data:
         raise UsageError(f"--spec {path}: not an rlaunch spec (no 'framework' key)")
-    return spec
+    return specjson.view(data)
 
 
 # ---------------------------------------------------------------- a stage's command line

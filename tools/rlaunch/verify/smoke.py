@@ -17,19 +17,23 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch import frameworks
 from rlaunch.errors import EXIT_USAGE, UsageError
 from rlaunch.verify.report import load_spec, write_json
 
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
+
 PROG = "smoke"
 REPORT = "smoke.json"
 
 
-def measure(spec: dict, run_dir: Path) -> dict:
-    own = getattr(frameworks.descriptor(spec["framework"]["name"]).postflight, "smoke", None)
+def measure(spec: Spec, run_dir: Path) -> dict:
+    own = getattr(frameworks.descriptor(spec.framework.name).postflight, "smoke", None)
     got = own(spec, run_dir) if own else {"steps": None, "s_per_step": None, "peak_memory": {}, "duration_s": None}
-    full = spec["train"]["steps"]
+    full = spec.train.steps
     rate, wall, steps = got.get("s_per_step"), got.get("duration_s"), got.get("steps")
     if rate and full > 0:
         outside = max(0.0, (wall or 0) - rate * max(0, (steps or 1) - 1))
@@ -39,7 +43,7 @@ def measure(spec: dict, run_dir: Path) -> dict:
         got["full_run"] = {"steps": full or None, "s": None,
                            "how": "unknown: " + ("no s/step measured" if not rate else
                                                  "the config counts epochs (set train.steps to extrapolate)")}
-    got["smoke_steps"] = spec["train"]["smoke_steps"]
+    got["smoke_steps"] = spec.train.smoke_steps
     return got
 
 

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch.job import attempts, phases
 from rlaunch.verify.smoke import lines as smoke_lines
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 
 def _read(path: Path) -> dict:
@@ -20,7 +24,7 @@ def _read(path: Path) -> dict:
         return {}
 
 
-def _facts(spec: dict, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]], dict]:
+def _facts(spec: Spec, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]], dict]:
     """(label, value) rows in the order people read them, and verification.json (or {})."""
     train = _read(run_dir / "train_summary.json")
     evaluation = _read(run_dir / "eval.json")
@@ -63,11 +67,11 @@ def _facts(spec: dict, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]],
     return rows, verification
 
 
-def _title(spec: dict) -> str:
-    return f"run {spec['run']['id']} ({spec['framework']['name']} on {spec['infra']['name']})"
+def _title(spec: Spec) -> str:
+    return f"run {spec.run.id} ({spec.framework.name} on {spec.infra.name})"
 
 
-def closing_summary(spec: dict, run_dir: Path, out: Path) -> str:
+def closing_summary(spec: Spec, run_dir: Path, out: Path) -> str:
     rows, _ = _facts(spec, run_dir, out)
     return "\n".join([_title(spec), *(f"  {label:<13} {value}" for label, value in rows)])
 
@@ -76,7 +80,7 @@ def _cell(text: object) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
 
 
-def markdown_summary(spec: dict, run_dir: Path, out: Path) -> str:
+def markdown_summary(spec: Spec, run_dir: Path, out: Path) -> str:
     """GitHub-flavoured Markdown: the facts, then one row per verification check."""
     rows, verification = _facts(spec, run_dir, out)
     lines = [f"### rlaunch: {_title(spec)}", "", "| | |", "|---|---|"]

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from rlaunch import ROOT, frameworks, verify
-from rlaunch.backends.base import Answer, Backend, Run
+from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
 from rlaunch.config import inputs as run_inputs
 from rlaunch.config.spec import Spec
 from rlaunch.errors import CheckError, MissingPrerequisite
@@ -50,31 +50,31 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # ---------------------------------------------------------------- what the spec says
 
 
-def launch_rel(spec: dict) -> str:
-    return f"{LAUNCHES}/{spec['run']['id']}"
+def launch_rel(spec: Spec) -> str:
+    return f"{LAUNCHES}/{spec.run.id}"
 
 
-def launch_dir(spec: dict) -> str:
+def launch_dir(spec: Spec) -> str:
     """The launch directory as the workers see it."""
-    return f"{spec['storage']['mount']}/{launch_rel(spec)}"
+    return f"{spec.storage.mount}/{launch_rel(spec)}"
 
 
-def install_root(spec: dict) -> Path:
+def install_root(spec: Spec) -> Path:
     """The shared storage where `make launch` runs: infra.install_root, else the workers' mount path."""
-    return Path(spec["infra"]["install_root"] or spec["storage"]["mount"])
+    return Path(spec.infra.install_root or spec.storage.mount)
 
 
-def _adapter(spec: dict):
-    return frameworks.get(spec["framework"]["name"])
+def _adapter(spec: Spec):
+    return frameworks.get(spec.framework.name)
 
 
-def checkout(spec: dict) -> dict | None:
+def checkout(spec: Spec) -> dict | None:
     """The framework's pinned git checkout on the shared storage, when its entrypoint lives in one.
 
     The adapter says where (`checkout(spec)`, e.g. RLinf's <mount>/code/checkouts/<commit>); the files
     the run needs from it are the adapter's inputs under that path.
     """
-    adapter, commit = _adapter(spec), spec["pins"]["framework_commit"]
+    adapter, commit = _adapter(spec), spec.pins.framework_commit
     path = adapter.checkout(spec).rstrip("/")
     if not path or not commit:
         return None
@@ -82,7 +82,7 @@ def checkout(spec: dict) -> dict | None:
     return {"path": path, "commit": commit, "required": required}
 
 
-def manifests(spec: dict) -> list[dict]:
+def manifests(spec: Spec) -> list[dict]:
     """Input directories that must match their SHA256SUMS: the model and the dataset where
     rlaunch.config.inputs puts them (the pinned revision's directories, or model.path / data.path), each with
     the files it must list (the adapter's inputs there, the model's config, tokenizer and weights)."""
@@ -90,23 +90,23 @@ def manifests(spec: dict) -> list[dict]:
     return [{"what": item.what, "dir": item.dir, "required": list(item.required)} for item in items]
 
 
-def pins_env(spec: dict) -> dict[str, str]:
+def pins_env(spec: Spec) -> dict[str, str]:
     """The pins the run script prints (and exports), so a log says exactly what ran."""
-    pins = spec["pins"]
+    pins = spec.pins
     return {
-        "RLAUNCH_FRAMEWORK": spec["framework"]["name"],
-        "RLAUNCH_FRAMEWORK_VERSION": pins["framework_version"],
-        "RLAUNCH_FRAMEWORK_COMMIT": pins["framework_commit"],
-        "RLAUNCH_IMAGE": pins["image"],
-        "RLAUNCH_RAY_VERSION": pins["ray"],
-        "RLAUNCH_MODEL": pins["model"].get("hf_id", ""),
-        "RLAUNCH_MODEL_REVISION": pins["model"].get("revision", ""),
-        "RLAUNCH_DATASET": pins["dataset"].get("hf_id", ""),
-        "RLAUNCH_DATASET_REVISION": pins["dataset"].get("revision", ""),
+        "RLAUNCH_FRAMEWORK": spec.framework.name,
+        "RLAUNCH_FRAMEWORK_VERSION": pins.framework_version,
+        "RLAUNCH_FRAMEWORK_COMMIT": pins.framework_commit,
+        "RLAUNCH_IMAGE": pins.image,
+        "RLAUNCH_RAY_VERSION": pins.ray,
+        "RLAUNCH_MODEL": pins.model.get("hf_id", ""),
+        "RLAUNCH_MODEL_REVISION": pins.model.get("revision", ""),
+        "RLAUNCH_DATASET": pins.dataset.get("hf_id", ""),
+        "RLAUNCH_DATASET_REVISION": pins.dataset.get("revision", ""),
     }
 
 
-def job_env(spec: dict) -> dict[str, str]:
+def job_env(spec: Spec) -> dict[str, str]:
     """Non-secret env of the driver and of every Ray worker: the adapter's, offline, NCCL, PYTHONPATH."""
     # Offline by default (the platform's nodes reach no hub); under 8 GPUs per worker the platform
     # gives no RDMA (form: rdma off), so the NCCL settings say IP only.
@@ -122,7 +122,7 @@ def job_env(spec: dict) -> dict[str, str]:
     return dict(sorted(env.items()))
 
 
-def runtime_env(spec: dict) -> dict:
+def runtime_env(spec: Spec) -> dict:
     """The Ray RuntimeEnv pasted into the form: code from the shared storage, env for every worker."""
     code = checkout(spec)
     env: dict = {}
@@ -133,34 +133,34 @@ def runtime_env(spec: dict) -> dict:
     return env
 
 
-def target_steps(spec: dict) -> int:
-    return spec["train"]["steps"]
+def target_steps(spec: Spec) -> int:
+    return spec.train.steps
 
 
-def form(spec: dict) -> dict:
+def form(spec: Spec) -> dict:
     """The task form's values, in the order the platform asks for them."""
-    cluster, infra = spec["cluster"], spec["infra"]
-    env = {"WORK_ROOT": spec["storage"]["mount"], "RUN_ID": spec["run"]["id"],
+    cluster, infra = spec.cluster, spec.infra
+    env = {"WORK_ROOT": spec.storage.mount, "RUN_ID": spec.run.id,
            "TARGET_STEPS": str(target_steps(spec))}
-    if infra["image_bin"]:
+    if infra.image_bin:
         # The platform runs `ray` from the task's PATH before the startup command: the image's
         # venv must come first (seed 003); without image_bin the image's own PATH stays.
-        env["PATH"] = f"{infra['image_bin']}:{SYSTEM_PATH}"
+        env["PATH"] = f"{infra.image_bin}:{SYSTEM_PATH}"
     return {
         "task_type": "training",
-        "spot": infra["spot"],
-        "gpu": cluster["accelerator"],
+        "spot": infra.spot,
+        "gpu": cluster.accelerator,
         "distributed_framework": "Ray",
-        "workers": cluster["nodes"],
-        "gpus_per_worker": cluster["gpus_per_node"],
-        "rdma": infra["rdma"],
-        "image": spec["pins"]["image"],
+        "workers": cluster.nodes,
+        "gpus_per_worker": cluster.gpus_per_node,
+        "rdma": infra.rdma,
+        "image": spec.pins.image,
         "auto_restart": False,
-        "storage_mount": spec["storage"]["mount"],
+        "storage_mount": spec.storage.mount,
         "env": env,
-        "secrets": list(spec["secrets"]),
+        "secrets": list(spec.secrets),
         # The platform fills in ${RUN_ID} from the env var above; RLinf writes {log_path}/tensorboard.
-        "tensorboard_path": f"{spec['paths']['run_dir'].rsplit('/', 1)[0]}/${{RUN_ID}}/tensorboard",
+        "tensorboard_path": f"{spec.paths.run_dir.rsplit('/', 1)[0]}/${{RUN_ID}}/tensorboard",
         "launch_dir": launch_dir(spec),
         "runtime_env": "runtime_env.json",
         "startup_command": "startup.sh",
@@ -170,7 +170,7 @@ def form(spec: dict) -> dict:
 # ---------------------------------------------------------------- checks
 
 
-def validate_runtime_env(env: object, spec: dict) -> list[str]:
+def validate_runtime_env(env: object, spec: Spec) -> list[str]:
     """Ray's own RuntimeEnv validation plus the rules Ray does not make; raise CheckError."""
     from ray.runtime_env import RuntimeEnv  # ~1 s: only when checking
 
@@ -189,7 +189,7 @@ def validate_runtime_env(env: object, spec: dict) -> list[str]:
     work = env.get("working_dir")
     if isinstance(work, str) and "://" not in work and not os.path.isdir(work):
         # Ray checks a local working_dir exists, and it exists on the platform's storage, not here.
-        mount = spec["storage"]["mount"]
+        mount = spec.storage.mount
         if not work.startswith(mount + "/"):
             raise CheckError("runtime_env", f"working_dir={work} is not on the shared storage "
                                             f"({mount}), so the workers cannot read it")
@@ -202,7 +202,7 @@ def validate_runtime_env(env: object, spec: dict) -> list[str]:
     if platform:
         raise CheckError("runtime_env", f"env_vars.{platform[0]}: the platform sets it for the cluster it "
                                         "created; a RuntimeEnv must not")
-    secrets = sorted(set(env_vars) & set(spec["secrets"]))
+    secrets = sorted(set(env_vars) & set(spec.secrets))
     if secrets:
         raise CheckError("runtime_env", f"env_vars.{secrets[0]} is a secret: set it in the task form, "
                                         "never in a rendered file")
@@ -256,19 +256,19 @@ def _differences(old: str, new: str) -> list[str]:
     return sorted(name for name in set(a) | set(b) if a.get(name) != b.get(name))
 
 
-def install(spec: dict, files: dict[str, str]) -> tuple[Path, bool]:
+def install(spec: Spec, files: dict[str, str]) -> tuple[Path, bool]:
     """Put the launch on the shared storage; (its directory, whether it was already there)."""
     root = install_root(spec)
     if not root.is_dir():
         raise MissingPrerequisite(
             f"WORK_ROOT {root}", f"not a directory here: mount the shared storage that the AIStudio task "
-            f"mounts at {spec['storage']['mount']} at the same path here, or tell make launch where it is "
+            f"mounts at {spec.storage.mount} at the same path here, or tell make launch where it is "
             "mounted here: SET=infra.install_root=<path>")
     if not os.access(root, os.W_OK):
         raise MissingPrerequisite(f"write access to WORK_ROOT {root}", "mount the shared storage read-write")
-    run_dir = root / Path(spec["paths"]["run_dir"]).relative_to(spec["storage"]["mount"])
+    run_dir = root / Path(spec.paths.run_dir).relative_to(spec.storage.mount)
     if run_dir.exists():
-        raise CheckError("run_id", f"RUN_ID={spec['run']['id']} was already used: {run_dir} exists; "
+        raise CheckError("run_id", f"RUN_ID={spec.run.id} was already used: {run_dir} exists; "
                                    "pick a new one (make launch INFRA=aistudio RUN_ID=...)")
     target = root / launch_rel(spec)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -279,7 +279,7 @@ def install(spec: dict, files: dict[str, str]) -> tuple[Path, bool]:
             old = (target / MANIFEST).read_text(encoding="utf-8") if (target / MANIFEST).is_file() else ""
             changed = _differences(old, (staging / MANIFEST).read_text(encoding="utf-8"))
             if changed:
-                raise CheckError("install", f"{target} holds a different version of run {spec['run']['id']} "
+                raise CheckError("install", f"{target} holds a different version of run {spec.run.id} "
                                             f"({len(changed)} files differ: {', '.join(changed[:6])}"
                                             f"{', ...' if len(changed) > 6 else ''}); it is never "
                                             "overwritten: launch with a new RUN_ID")
@@ -301,16 +301,16 @@ SETUP_RUNNER = """On AIStudio you run it once, where the shared storage is mount
 # directory: `cd home && bash ../setup.sh`. The task never downloads: run.sh checks what this left."""
 
 
-def setup_script(spec: dict) -> str:
+def setup_script(spec: Spec) -> str:
     """setup.sh for the launch directory: the free-space check, then the framework's own preparation
     (its pinned checkout, the pinned model and dataset with their SHA256SUMS), each step idempotent.
     "" when the framework has nothing to prepare."""
-    lines = frameworks.get(spec["framework"]["name"]).setup(spec)
+    lines = frameworks.get(spec.framework.name).setup(spec)
     if not lines:
         return ""
-    mount = shlex.quote(spec["storage"]["mount"])
+    mount = shlex.quote(spec.storage.mount)
     free = (f'free_kib="$(df --output=avail -k {mount} | tail -n 1)"; '
-            f'if ((free_kib < {FREE_GIB} * 1024 * 1024)); then echo "setup: {spec["storage"]["mount"]} has '
+            f'if ((free_kib < {FREE_GIB} * 1024 * 1024)); then echo "setup: {spec.storage.mount} has '
             f'$((free_kib / 1024 / 1024)) GiB free; seed 003 asks for {FREE_GIB} GiB a run: free some space" >&2; '
             "exit 3; fi")
     return render_template("common/setup.sh.j2", spec=spec, lines=[free, *lines],
@@ -322,7 +322,7 @@ class AIStudio(Backend):
     secrets_from_env = False  # typed into the task form (form.md lists them), never sent by rlaunch
     resume_hint = "a run directory is never reused (the run script refuses its RUN_ID): launch a new RUN_ID"
 
-    def render(self, spec: dict) -> dict[str, str]:
+    def render(self, spec: Spec) -> dict[str, str]:
         files = artifacts.common(spec)
         env = runtime_env(spec)
         files["runtime_env.json"] = render_template("aistudio/runtime_env.json.j2", runtime_env=env)
@@ -332,7 +332,7 @@ class AIStudio(Backend):
         run = with_header(spec, "run.sh", render_template(
             "aistudio/run.sh.j2", spec=spec, pins=pins_env(spec), env=job_env(spec), prepare=bool(setup),
             target_steps=target_steps(spec), checkout=checkout(spec), manifests=manifests(spec),
-            modules=verify.job_modules(spec["framework"]["name"]), rules=accel.rules_for(spec)))
+            modules=verify.job_modules(spec.framework.name), rules=accel.rules_for(spec.framework.name, spec.cluster.accelerator)))
         startup = with_header(spec, "startup.sh", render_template(
             "aistudio/startup.sh.j2", spec=spec, launch_rel=launch_rel(spec),
             run_sha256=hashlib.sha256(run.encode()).hexdigest()))
@@ -350,13 +350,13 @@ class AIStudio(Backend):
         })
         return files
 
-    def check(self, spec: dict, files: dict[str, str]) -> list[str]:
+    def check(self, spec: Spec, files: dict[str, str]) -> list[str]:
         env = json.loads(files["runtime_env.json"])
         lines = validate_runtime_env(env, spec)
         lines += bash_syntax(files)
         return lines
 
-    def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
+    def plan(self, spec: Spec, files: dict[str, str]) -> list[str]:
         root = install_root(spec)
         prepare = ([f"(once) prepare the inputs where the storage is mounted and {run_inputs.sites(spec)} "
                     "are reachable "
@@ -369,12 +369,12 @@ class AIStudio(Backend):
             f"rlaunch's tools (home/), SHA256SUMS (refused if a different version is there)",
             *prepare,
             "print the three things to paste: the RuntimeEnv JSON, the startup command, the form values "
-            f"({spec['run']['out']}/form.md)",
+            f"({spec.run.out}/form.md)",
             "you submit the task in the AIStudio console (no public submit API): the run script then "
             "checks inputs, runs preflight, the job, postflight",
         ]
 
-    def launch(self, plan) -> int:
+    def launch(self, plan: LaunchPlan) -> int:
         spec, files = plan.spec, plan.rendered  # what plan checked and wrote: installed as is
         target, existed = install(spec, files)
         print(paste_text(spec, files, target, existed))
@@ -382,7 +382,7 @@ class AIStudio(Backend):
 
     # --- from the run id alone: the launch directory on the shared storage answers ----------------
 
-    def runs(self, spec: dict) -> Answer:
+    def runs(self, spec: Spec) -> Answer:
         launches = _storage_root(spec) / LAUNCHES
         runs = []
         for path in sorted(launches.glob("*/spec.json")):
@@ -391,12 +391,12 @@ class AIStudio(Backend):
                 runs.append(_launch_run(stored, path.parent))
         return Answer(f"{launches}/*/spec.json", tuple(runs))
 
-    def find(self, spec: dict) -> Answer:
+    def find(self, spec: Spec) -> Answer:
         path = _storage_root(spec) / launch_rel(spec) / "spec.json"
         stored = _read_spec(path, spec)
         return Answer(str(path), (_launch_run(stored, path.parent),) if stored else ())
 
-    def _which(self, spec: dict, out: Path | None, verb: str) -> dict | None:
+    def _which(self, spec: Spec, out: Path | None, verb: str) -> Spec | None:
         """The run's own spec: the cached one, else the launch's on the shared storage (None: not there,
         said on stdout)."""
         if out is not None:
@@ -404,11 +404,11 @@ class AIStudio(Backend):
         path = _storage_root(spec) / launch_rel(spec) / "spec.json"
         stored = _read_spec(path, spec)
         if stored is None:
-            print(f"aistudio: nothing of run {spec['run']['id']} on the shared storage: no {path}"
+            print(f"aistudio: nothing of run {spec.run.id} on the shared storage: no {path}"
                   + (": nothing to do" if verb == "down" else ""))
         return stored
 
-    def status(self, spec: dict, out: Path | None) -> int:
+    def status(self, spec: Spec, out: Path | None) -> int:
         found = self._which(spec, out, "status")
         if found is None:
             return 1
@@ -420,7 +420,7 @@ class AIStudio(Backend):
                 print(f"aistudio: {name}: {'passed' if passed else 'FAILED'} ({report})")
         return 0
 
-    def logs(self, spec: dict, out: Path | None) -> int:
+    def logs(self, spec: Spec, out: Path | None) -> int:
         found = self._which(spec, out, "logs")
         if found is None:
             return 1
@@ -433,7 +433,7 @@ class AIStudio(Backend):
             print(f"aistudio: no {logs[0]} yet: follow the task's log on its AIStudio page")
         return 0
 
-    def down(self, spec: dict, out: Path | None) -> int:
+    def down(self, spec: Spec, out: Path | None) -> int:
         found = self._which(spec, out, "down")
         if found is None:
             return 0
@@ -443,7 +443,7 @@ class AIStudio(Backend):
               "storage; delete them there if you no longer need them.")
         return 0
 
-    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
+    def dashboard(self, spec: Spec, out: Path | None, port: int | None = None) -> int:
         found = self._which(spec, out, "dashboard")
         if found is None:
             return 1
@@ -452,50 +452,50 @@ class AIStudio(Backend):
         return 0
 
 
-def _storage_root(spec: dict) -> Path:
+def _storage_root(spec: Spec) -> Path:
     """The shared storage as this machine sees it, or MissingPrerequisite."""
     root = install_root(spec)
     if not root.is_dir():
         raise MissingPrerequisite(f"the AIStudio shared storage at {root}",
-                                  f"mount the storage the tasks mount at {spec['storage']['mount']} (WORK_ROOT) "
+                                  f"mount the storage the tasks mount at {spec.storage.mount} (WORK_ROOT) "
                                   "at the same path here, or say where it is mounted here: "
                                   "SET=infra.install_root=<path>")
     return root
 
 
-def _read_spec(path: Path, asked):
+def _read_spec(path: Path, asked: Spec) -> Spec | None:
     """A launch's spec.json, with the storage where this machine sees it; None if there is none."""
     if not path.is_file():
         return None
     return Spec.read(path, infra={"install_root": str(install_root(asked))})
 
 
-def _launch_run(spec: dict, launch: Path) -> Run:
+def _launch_run(spec: Spec, launch: Path) -> Run:
     run_dir = _run_path(spec)
     try:
         passed = json.loads((run_dir / "verification.json").read_text(encoding="utf-8")).get("passed")
         state = "passed" if passed else "FAILED"
     except (OSError, ValueError):
         state = "started" if run_dir.is_dir() else "installed, not started"
-    c = spec["cluster"]
-    return Run(run_id=spec["run"]["id"], infra="aistudio", state=state, where=f"launch {launch}",
-               nodes=c["nodes"], gpus_per_node=c["gpus_per_node"], accelerator=c["accelerator"],
+    c = spec.cluster
+    return Run(run_id=spec.run.id, infra="aistudio", state=state, where=f"launch {launch}",
+               nodes=c.nodes, gpus_per_node=c.gpus_per_node, accelerator=c.accelerator,
                created=launch.stat().st_mtime, kind="launch", active=state in ("started", "installed, not started"))
 
 
-def _run_path(spec: dict) -> Path:
+def _run_path(spec: Spec) -> Path:
     """The run directory as this machine sees it (under WORK_ROOT)."""
-    return install_root(spec) / Path(spec["paths"]["run_dir"]).relative_to(spec["storage"]["mount"])
+    return install_root(spec) / Path(spec.paths.run_dir).relative_to(spec.storage.mount)
 
 
-def where_text(spec: dict) -> str:
+def where_text(spec: Spec) -> str:
     run_dir = _run_path(spec)
     state = "exists (the task has started)" if run_dir.exists() else "not created yet (the task has not started)"
     return (f"aistudio: the task's state is on its AIStudio page (no public API). Run directory {run_dir}: "
             f"{state}.")
 
 
-def paste_text(spec: dict, files: dict[str, str], target: Path, existed: bool) -> str:
+def paste_text(spec: Spec, files: dict[str, str], target: Path, existed: bool) -> str:
     """What `make launch` prints: where it installed, and the three things to paste, verbatim."""
     env = json.loads(files["runtime_env.json"])
     values = form(spec)
@@ -518,9 +518,9 @@ def paste_text(spec: dict, files: dict[str, str], target: Path, existed: bool) -
         rule, "3. Startup command", rule,
         files["startup.sh"].rstrip("\n"),
         rule,
-        f"The same, as Markdown: {spec['run']['out']}/form.md. The run's log prints "
+        f"The same, as Markdown: {spec.run.out}/form.md. The run's log prints "
         "RLAUNCH_RUN_STATUS=passed once postflight verified it; then: make status / make logs "
-        f"RUN_ID={spec['run']['id']}.",
+        f"RUN_ID={spec.run.id}.",
     ]
     return "\n".join(lines)
 

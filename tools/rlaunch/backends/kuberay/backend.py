@@ -39,9 +39,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch import progress
-from rlaunch.backends.base import Answer, Backend, Run
+from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
 from rlaunch.backends.kuberay import gke
 from rlaunch.backends.kuberay import kubectl
 from rlaunch.backends.kuberay import manifests
@@ -53,6 +54,9 @@ from rlaunch.config import pins
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.plan import imagecheck
 from rlaunch.validate import kuberay as validate
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 TENSORBOARD_POD_PORT = 6006  # `make tensorboard`: TensorBoard on the head pod's loopback
 LOGS_POLL_S = 5  # `make logs` polls for the submitter job this often, until formation_timeout_s
@@ -68,23 +72,23 @@ INPUTS_POLL_S = 5  # launch polls the inputs Job this often, until infra.kuberay
 FINISHED_DEPLOYMENTS = {"Complete", "Failed"}
 
 
-def rules(spec) -> None:
+def rules(spec: Spec) -> None:
     """What INFRA=kuberay refuses (config.check's pass, before anything renders)."""
-    flavor, storage, kr = spec["infra"]["k8s_flavor"], spec["storage"], spec["infra"]["kuberay"]
-    if spec["framework"]["image"] != "rlaunch":
-        raise ConfigError("framework.image", spec["framework"]["image"], "rlaunch on INFRA=kuberay: pods "
+    flavor, storage, kr = spec.infra.k8s_flavor, spec.storage, spec.infra.kuberay
+    if spec.framework.image != "rlaunch":
+        raise ConfigError("framework.image", spec.framework.image, "rlaunch on INFRA=kuberay: pods "
                           f"run job.sh with rlaunch's tools from {manifests.RLAUNCH_HOME} in the rlaunch image "
                           "(make image-build / image-push FRAMEWORK=...)")
-    if kr["gcp_service_account"] and flavor != "gke":
-        raise ConfigError("infra.kuberay.gcp_service_account", kr["gcp_service_account"],
+    if kr.gcp_service_account and flavor != "gke":
+        raise ConfigError("infra.kuberay.gcp_service_account", kr.gcp_service_account,
                           "empty unless k8s_flavor=gke (Workload Identity)")
-    source = storage["source"]
+    source = storage.source
     scheme, _, rest = source.partition("://")
     bucket = rest.partition("/")[0]
-    if storage["bucket"]:
-        raise ConfigError("storage.bucket", storage["bucket"], "empty on INFRA=kuberay: create the bucket "
+    if storage.bucket:
+        raise ConfigError("storage.bucket", storage.bucket, "empty on INFRA=kuberay: create the bucket "
                           "first, then mount it with storage.source (gs://... on gke, tos://... on vke)")
-    if storage["pvc"]:
+    if storage.pvc:
         if source:
             raise ConfigError("storage.source", source, "empty when storage.pvc is set (one shared volume)")
     elif flavor == "gke" and (scheme != "gs" or not bucket):
@@ -95,18 +99,18 @@ def rules(spec) -> None:
             raise ConfigError("storage.source", source, "tos://BUCKET[/DIR] (a TOS bucket through its CSI "
                               "driver) or storage.pvc=<an existing ReadWriteMany PVC> on k8s_flavor=vke")
         for key in ("object_store_endpoint", "object_store_secret"):
-            if not kr[key]:
+            if not getattr(kr, key):
                 raise ConfigError(f"infra.kuberay.{key}", "", "needed for a tos:// storage.source: the TOS "
                                   "endpoint URL, and the Secret holding the bucket's access keys")
     elif flavor == "generic" and source:
         raise ConfigError("storage.source", source, "empty on k8s_flavor=generic (bucket mounts are gke/vke); "
                           "use storage.pvc=<an existing ReadWriteMany PVC>, or neither for a new one")
-    for item in kr["node_selector"]:
+    for item in kr.node_selector:
         key, sep, _ = item.partition("=")
         if not sep or not key:
             raise ConfigError("infra.kuberay.node_selector", item, "a list of key=value node labels")
-    accelerator = spec["cluster"]["accelerator"]
-    if flavor == "gke" and spec["cluster"]["gpus_per_node"] > 0 and accelerator not in manifests.GKE_ACCELERATORS:
+    accelerator = spec.cluster.accelerator
+    if flavor == "gke" and spec.cluster.gpus_per_node > 0 and accelerator not in manifests.GKE_ACCELERATORS:
         raise ConfigError("cluster.accelerator", accelerator, "on GKE one of " + ", ".join(manifests.GKE_ACCELERATORS))
     gke.rules(spec)
 
@@ -154,13 +158,13 @@ class KubeRay(Backend):
     resume_hint = ("the operator retries a failed RayJob on a fresh cluster (infra.kuberay.backoff_limit) "
                    "and the run resumes from its checkpoints")
 
-    def rules(self, spec) -> None:
+    def rules(self, spec: Spec) -> None:
         rules(spec)
 
-    def render(self, spec: dict) -> dict[str, str]:
+    def render(self, spec: Spec) -> dict[str, str]:
         return manifests.render(spec)
 
-    def check(self, spec: dict, files: dict[str, str]) -> list[str]:
+    def check(self, spec: Spec, files: dict[str, str]) -> list[str]:
         k8s = pins.get_str("kubernetes")
         cm = manifests.configmap_manifest(spec, files)
         size = sum(len(text.encode()) for text in cm["data"].values())
@@ -173,12 +177,12 @@ class KubeRay(Backend):
         lines.append("kubectl apply --dry-run=server: at launch, before anything is applied (plan is offline)")
         return lines
 
-    def _server_dry_run(self, spec: dict, files: dict[str, str], cm: dict, context_name: str) -> str:
+    def _server_dry_run(self, spec: Spec, files: dict[str, str], cm: dict, context_name: str) -> str:
         """The API server (and the operator's webhook, if any) judges every object, applying none:
         a rejection is a CheckError (exit 2) before launch applies anything."""
         import yaml
 
-        ns = spec["infra"]["namespace"]
+        ns = spec.infra.namespace
         docs = [cm] + [doc for _, doc in manifests.documents(files)]
         args = ["apply", "--dry-run=server", "--server-side", "--field-manager=rlaunch", "-n", ns, "-f", "-"]
         result = kubectl.run(args, stdin=yaml.safe_dump_all(docs, sort_keys=False))
@@ -187,15 +191,15 @@ class KubeRay(Backend):
                              f"{result.stderr.strip() or result.stdout.strip()}")
         return f"kubectl apply --dry-run=server: accepted by context {context_name}"
 
-    def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
-        ns, name = spec["infra"]["namespace"], job_name(spec)
-        out = spec["run"]["out"]
+    def plan(self, spec: Spec, files: dict[str, str]) -> list[str]:
+        ns, name = spec.infra.namespace, job_name(spec)
+        out = spec.run.out
         extra = "".join(f", {what.split(' (')[0].replace('the ', '', 1)}"
                         for _, what, _ in gke.checks(spec, manifests.context(spec, files)["rdma_nics"]))
         lines = [f"checks: kubectl context reachable, KubeRay CRDs installed, namespace {ns} exists{extra}"]
-        if spec["secrets"]:
+        if spec.secrets:
             lines.append(f"kubectl apply --server-side -n {ns} -f -   # Secret {secret_name(spec)} from "
-                         f"${', $'.join(spec['secrets'])} in your environment (stdin only)")
+                         f"${', $'.join(spec.secrets)} in your environment (stdin only)")
         items = ", ".join(i["path"] for i in manifests.configmap_items(spec, files))
         lines.append(f"kubectl apply --server-side -n {ns} -f -   # ConfigMap {configmap_name(spec)} ({items}) "
                      f"-> {manifests.ARTIFACTS_MOUNT} in every pod")
@@ -204,7 +208,7 @@ class KubeRay(Backend):
             first = " ".join(f"-f {out}/{rel}" for rel in batch if rel != "kuberay/rayjob.yaml")
             lines.append(f"kubectl apply --server-side -n {ns} {first}")
             lines.append(f"wait for Job {inputs_job_name(spec)} (setup.sh: the inputs below, made ready on the "
-                         f"shared volume) to complete, at most {spec['infra']['kuberay']['inputs_timeout_s']} s")
+                         f"shared volume) to complete, at most {spec.infra.kuberay.inputs_timeout_s} s")
             batch = ["kuberay/rayjob.yaml"]
         paths = " ".join(f"-f {out}/{rel}" for rel in batch)
         lines.append(f"kubectl apply --server-side -n {ns} {paths}")
@@ -213,21 +217,21 @@ class KubeRay(Backend):
             ksa, bucket = ctx["service_account"], ctx["storage"].get("bucket", "BUCKET")
             lines.append(f"(once) grant the bucket to the service account: gcloud storage buckets "
                          f"add-iam-policy-binding gs://{bucket} --role roles/storage.objectUser --member "
-                         f"serviceAccount:{spec['infra']['kuberay']['gcp_service_account']}   # used by {ksa}")
-        mon = spec["monitoring"]
-        if mon["grafana_dashboard"]:
+                         f"serviceAccount:{spec.infra.kuberay.gcp_service_account}   # used by {ksa}")
+        mon = spec.monitoring
+        if mon.grafana_dashboard:
             cm, key = f"{name}-grafana-dashboard", f"ray-{name}.json"
             lines.append(f"Grafana: ConfigMap {cm} (label {'='.join(monitoring.GRAFANA_LABEL)}) holds Ray's dashboard "
                          "for this run's cluster; a dashboard sidecar loads it, or import it: kubectl get configmap "
                          f"{cm} -n {ns} -o jsonpath='{{.data.{key.replace('.', chr(92) + '.')}}}' > {key}, data "
                          "source: your Prometheus (VKE: the VMP workspace)")
-        if mon["dashboard_ingress"]:
-            lines.append(f"Ingress {name}-dashboard -> service {head_service(spec)}:{spec['cluster']['dashboard_port']} "
+        if mon.dashboard_ingress:
+            lines.append(f"Ingress {name}-dashboard -> service {head_service(spec)}:{spec.cluster.dashboard_port} "
                          "(the Ray dashboard). WARNING: it has no login; whoever reaches the Ingress can submit "
                          "jobs: keep it private or behind your own access control")
-        lines.append(f"RayJob {name}: submitter runs `ray job submit --submission-id {spec['run']['id']} -- "
+        lines.append(f"RayJob {name}: submitter runs `ray job submit --submission-id {spec.run.id} -- "
                      f"bash {manifests.ARTIFACTS_MOUNT}/job.sh` on the head")
-        lines.append(f"then: make status / make logs / make dashboard / make down RUN_ID={spec['run']['id']}")
+        lines.append(f"then: make status / make logs / make dashboard / make down RUN_ID={spec.run.id}")
         return lines
 
     # -------------------------------------------------------- acting
@@ -237,9 +241,9 @@ class KubeRay(Backend):
         if result.returncode != 0:
             raise MissingPrerequisite(what, f"{how} ({kubectl.first_line(result.stderr)})")
 
-    def preflight(self, spec: dict, files: dict[str, str]) -> str:
+    def preflight(self, spec: Spec, files: dict[str, str]) -> str:
         """Everything launch needs from the cluster, each with its own message; the context's name."""
-        ns = spec["infra"]["namespace"]
+        ns = spec.infra.namespace
         kubectl.require()
         reachable, why = kubectl.context_reachable()
         if not reachable:
@@ -250,41 +254,41 @@ class KubeRay(Backend):
             raise MissingPrerequisite("a reachable Kubernetes cluster", f"{why}; check `kubectl cluster-info`")
         self._require(["get", "crd", "rayjobs.ray.io", "rayclusters.ray.io", "-o", "name"],
                       "the KubeRay CRDs (rayjobs.ray.io, rayclusters.ray.io)",
-                      f"run `make kuberay-operator` (KubeRay {spec['pins']['kuberay']} with Helm)")
+                      f"run `make kuberay-operator` (KubeRay {spec.pins.kuberay} with Helm)")
         self._require(["get", "namespace", ns, "-o", "name"], f"namespace {ns}", f"kubectl create namespace {ns}")
         for args, what, how in gke.checks(spec, manifests.context(spec, files)["rdma_nics"]):
             self._require(args, what, how)
-        if spec["monitoring"]["podmonitors"]:
+        if spec.monitoring.podmonitors:
             self._require(["get", "crd", "podmonitors.monitoring.coreos.com", "-o", "name"],
                           "the Prometheus Operator's PodMonitor CRD",
                           "install the Prometheus Operator, or SET monitoring.podmonitors=false")
-        if spec["storage"]["pvc"]:
-            self._require(["get", "pvc", spec["storage"]["pvc"], "-n", ns, "-o", "name"],
-                          f"PVC {spec['storage']['pvc']} in namespace {ns}",
+        if spec.storage.pvc:
+            self._require(["get", "pvc", spec.storage.pvc, "-n", ns, "-o", "name"],
+                          f"PVC {spec.storage.pvc} in namespace {ns}",
                           "create it (ReadWriteMany, shared by every pod) or unset storage.pvc")
-        kr = spec["infra"]["kuberay"]
-        if kr["service_account"] and not kr["gcp_service_account"]:
-            self._require(["get", "serviceaccount", kr["service_account"], "-n", ns, "-o", "name"],
-                          f"service account {kr['service_account']} in namespace {ns}",
-                          f"kubectl create serviceaccount {kr['service_account']} -n {ns}")
-        if kr["object_store_secret"] and spec["storage"]["source"].startswith("tos://"):
-            self._require(["get", "secret", kr["object_store_secret"], "-n", ns, "-o", "name"],
-                          f"the TOS access-key Secret {kr['object_store_secret']} in namespace {ns}",
+        kr = spec.infra.kuberay
+        if kr.service_account and not kr.gcp_service_account:
+            self._require(["get", "serviceaccount", kr.service_account, "-n", ns, "-o", "name"],
+                          f"service account {kr.service_account} in namespace {ns}",
+                          f"kubectl create serviceaccount {kr.service_account} -n {ns}")
+        if kr.object_store_secret and spec.storage.source.startswith("tos://"):
+            self._require(["get", "secret", kr.object_store_secret, "-n", ns, "-o", "name"],
+                          f"the TOS access-key Secret {kr.object_store_secret} in namespace {ns}",
                           "create it as the VKE object-storage volume docs describe")
         return why  # the context that answered
 
-    def launch(self, plan) -> int:
+    def launch(self, plan: LaunchPlan) -> int:
         # The texts plan checked and wrote to plan.out: the ConfigMap and the manifests are both them.
         spec, out, files = plan.spec, plan.out, plan.rendered
-        ns = spec["infra"]["namespace"]
-        secret = manifests.secret_manifest(spec, dict(os.environ)) if spec["secrets"] else None
+        ns = spec.infra.namespace
+        secret = manifests.secret_manifest(spec, dict(os.environ)) if spec.secrets else None
         context_name = self.preflight(spec, files)
         # Before anything is applied: an image no registry has leaves the pods in ImagePullBackOff.
-        own = imagecheck.pinned_image(spec["framework"]["name"], spec["cluster"]["accelerator"],
-                                      pins.load_versions())[1] != f"images.{spec['framework']['name']}"
-        print("kuberay: " + registry.require_pullable(spec["pins"]["image"], spec["framework"]["name"],
-                                                       spec["framework"]["image"],
-                                                       spec["cluster"]["accelerator"] if own else ""))
+        own = imagecheck.pinned_image(spec.framework.name, spec.cluster.accelerator,
+                                      pins.load_versions())[1] != f"images.{spec.framework.name}"
+        print("kuberay: " + registry.require_pullable(spec.pins.image, spec.framework.name,
+                                                       spec.framework.image,
+                                                       spec.cluster.accelerator if own else ""))
         configmap = manifests.configmap_manifest(spec, files)
         print(self._server_dry_run(spec, files, configmap, context_name))
         steps: list[tuple[str, subprocess.CompletedProcess]] = []
@@ -312,11 +316,11 @@ class KubeRay(Backend):
             if result.returncode != 0:
                 return _report_failure(("manifests", result))
         print(f"kuberay: RayJob {job_name(spec)} applied in namespace {ns}; follow it with "
-              f"`make logs RUN_ID={spec['run']['id']}`, check it with `make status`, stop it with `make down`")
+              f"`make logs RUN_ID={spec.run.id}`, check it with `make status`, stop it with `make down`")
         return 0
 
-    def status(self, spec: dict, out: Path | None) -> int:
-        ns, name = spec["infra"]["namespace"], job_name(spec)
+    def status(self, spec: Spec, out: Path | None) -> int:
+        ns, name = spec.infra.namespace, job_name(spec)
         job = kubectl.run(["get", "rayjob", name, "-n", ns, "-o", "json"])
         if job.returncode != 0 and not kubectl.not_found(job):
             raise kubectl.unreachable(job, f"get RayJob {name} in namespace {ns}")
@@ -329,7 +333,7 @@ class KubeRay(Backend):
               f"rayCluster={st.get('rayClusterName') or '-'} jobId={st.get('jobId') or '-'}")
         if st.get("message"):
             print(f"  message: {st['message']}")
-        pods = kubectl.run(["get", "pods", "-n", ns, "-l", f"{RUN_LABEL}={spec['run']['id']}", "-o", "json"])
+        pods = kubectl.run(["get", "pods", "-n", ns, "-l", f"{RUN_LABEL}={spec.run.id}", "-o", "json"])
         if pods.returncode != 0:
             print(pods.stderr, end="", file=sys.stderr)
             return pods.returncode
@@ -340,11 +344,11 @@ class KubeRay(Backend):
             print(f"  {line}")
         return 0
 
-    def logs(self, spec: dict, out: Path | None) -> int:
+    def logs(self, spec: Spec, out: Path | None) -> int:
         # The submitter Job is named after the RayJob; its pod streams `ray job logs --follow`. The
         # operator creates it only once the Ray cluster is up, which can take GPU nodes minutes.
-        ns, name = spec["infra"]["namespace"], job_name(spec)
-        deadline_s = spec["cluster"]["formation_timeout_s"]
+        ns, name = spec.infra.namespace, job_name(spec)
+        deadline_s = spec.cluster.formation_timeout_s
         deadline = time.monotonic() + deadline_s
         def submitter() -> subprocess.CompletedProcess:
             found = kubectl.run(["get", "job", name, "-n", ns, "-o", "name"])
@@ -373,33 +377,33 @@ class KubeRay(Backend):
         args = ["logs", "-f", f"job/{name}", "-n", ns, "--pod-running-timeout=10m"]
         return kubectl.run(args, capture=False, timeout=None).returncode
 
-    def _pull_errors(self, spec: dict) -> list[str]:
+    def _pull_errors(self, spec: Spec) -> list[str]:
         """The run's pods that Kubernetes says cannot pull their image (none when it cannot say)."""
-        pods = kubectl.run(["get", "pods", "-n", spec["infra"]["namespace"], "-l",
-                         f"{RUN_LABEL}={spec['run']['id']}", "-o", "json"])
+        pods = kubectl.run(["get", "pods", "-n", spec.infra.namespace, "-l",
+                         f"{RUN_LABEL}={spec.run.id}", "-o", "json"])
         if pods.returncode != 0 or not pods.stdout.strip():
             return []
         return kubectl.pull_errors(json.loads(pods.stdout).get("items") or [])
 
-    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
-        remote = spec["cluster"]["dashboard_port"]
+    def dashboard(self, spec: Spec, out: Path | None, port: int | None = None) -> int:
+        remote = spec.cluster.dashboard_port
         local = remote if port is None else port
         print(f"kuberay: Ray dashboard on http://localhost:{local} (Ctrl-C stops the port-forward)")
-        args = ["port-forward", "-n", spec["infra"]["namespace"], f"service/{head_service(spec)}",
+        args = ["port-forward", "-n", spec.infra.namespace, f"service/{head_service(spec)}",
                 f"{local}:{remote}"]
         return kubectl.run(args, capture=False, timeout=None).returncode
 
-    def tensorboard(self, spec: dict, port: int) -> int:
+    def tensorboard(self, spec: Spec, port: int) -> int:
         """TensorBoard next to the head, on the run directory of the cluster's shared volume, and
         `kubectl port-forward` to it, until Ctrl-C. The pod runs it under a shell that stops it when
         our `kubectl exec` goes (stdin closes), so nothing is left running in the pod."""
-        ns, run_dir = spec["infra"]["namespace"], spec["paths"]["run_dir"]
-        selector = f"{RUN_LABEL}={spec['run']['id']},ray.io/node-type=head"
+        ns, run_dir = spec.infra.namespace, spec.paths.run_dir
+        selector = f"{RUN_LABEL}={spec.run.id},ray.io/node-type=head"
         found = kubectl.run(["get", "pods", "-n", ns, "-l", selector, "-o", "name"])
         pod = (found.stdout.split() or [""])[0] if found.returncode == 0 else ""
         if not pod:
             raise MissingPrerequisite(
-                f"a running head pod of run {spec['run']['id']} in namespace {ns}",
+                f"a running head pod of run {spec.run.id} in namespace {ns}",
                 "its Ray cluster is deleted when the job ends (shutdownAfterJobFinishes): copy the run "
                 f"directory {run_dir} off the shared volume (kubectl cp, or the bucket) and pass it: "
                 "make tensorboard RUN_DIR=...")
@@ -409,7 +413,7 @@ class KubeRay(Backend):
         board = subprocess.Popen([exe, "exec", "-i", "-n", ns, pod, "--", "sh", "-c", serve],
                                  stdin=subprocess.PIPE)
         forward = subprocess.Popen([exe, "port-forward", "-n", ns, pod, f"{port}:{TENSORBOARD_POD_PORT}"])
-        print(f"kuberay: TensorBoard of run {spec['run']['id']} ({pod}, {run_dir}): open "
+        print(f"kuberay: TensorBoard of run {spec.run.id} ({pod}, {run_dir}): open "
               f"http://localhost:{port} (Ctrl-C stops it)", flush=True)
         rc = 0
         try:
@@ -429,9 +433,9 @@ class KubeRay(Backend):
                 proc.wait()
         return rc
 
-    def down(self, spec: dict, out: Path | None) -> int:
+    def down(self, spec: Spec, out: Path | None) -> int:
         """Delete every object labelled with the run, after asking the API server which exist."""
-        ns, run_id = spec["infra"]["namespace"], spec["run"]["id"]
+        ns, run_id = spec.infra.namespace, spec.run.id
         selector = f"{RUN_LABEL}={run_id}"
         context = kubectl.current_context()
         served = kubectl.api_resources()
@@ -462,7 +466,7 @@ class KubeRay(Backend):
             print(f"kuberay: nothing of run {run_id} left in namespace {ns}")
         return rc
 
-    def runs(self, spec: dict) -> Answer:
+    def runs(self, spec: Spec) -> Answer:
         """RayJobs labelled by rlaunch in the current context: every namespace, or spec's when the
         context may not list them all."""
         context = kubectl.current_context()
@@ -471,7 +475,7 @@ class KubeRay(Backend):
         asked = f"kubectl get --all-namespaces {' '.join(query[:3])} (context {context})"
         note = ""
         if result.returncode != 0 and "(Forbidden)" in result.stderr:
-            ns = spec["infra"]["namespace"]
+            ns = spec.infra.namespace
             result = kubectl.run(["get", "-n", ns, *query])
             asked = asked.replace("--all-namespaces", f"-n {ns}")
             note = f"kuberay: context {context} may not list RayJobs in every namespace: namespace {ns} only"
@@ -483,11 +487,11 @@ class KubeRay(Backend):
         return Answer(asked, tuple(rayjob_run(item) for item in items), note)
 
 
-def wait_inputs(spec: dict) -> int:
+def wait_inputs(spec: Spec) -> int:
     """Wait for the inputs Job to succeed, until infra.kuberay.inputs_timeout_s; 0 when it did. A failed
     or late Job: its log's tail, and the RayJob is not applied (no GPU pod was started)."""
-    ns, name = spec["infra"]["namespace"], inputs_job_name(spec)
-    deadline_s = spec["infra"]["kuberay"]["inputs_timeout_s"]
+    ns, name = spec.infra.namespace, inputs_job_name(spec)
+    deadline_s = spec.infra.kuberay.inputs_timeout_s
     state, message = kubectl.wait_job(ns, name, f"inputs Job {name}", deadline_s, "preparing the model and dataset "
                                       "on the shared volume (the RayJob is applied once they are ready)", INPUTS_POLL_S)
     tail = kubectl.run(["logs", f"job/{name}", "-n", ns, "--tail=20"])
@@ -499,7 +503,7 @@ def wait_inputs(spec: dict) -> int:
     why = f"failed ({message})" if state == "Failed" else \
         f"did not finish within {deadline_s} s (infra.kuberay.inputs_timeout_s)"
     print(f"kuberay: inputs Job {name} {why}; the RayJob was not applied, no GPU pod started. Its log: "
-          f"kubectl logs job/{name} -n {ns}; after a fix, `make down RUN_ID={spec['run']['id']}` and launch "
+          f"kubectl logs job/{name} -n {ns}; after a fix, `make down RUN_ID={spec.run.id}` and launch "
           "again (whatever already verifies is kept)", file=sys.stderr)
     return 1
 

@@ -27,9 +27,13 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 from rlaunch.config import pins
 from rlaunch.errors import CheckError, ConfigError
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 # cluster.accelerator -> the kind of GKE node pool it runs on (machine families a4x, a4, a3-ultragpu).
 POOLS = {"GB200": "a4x", "B200": "a4", "H200": "a3-ultra"}
@@ -80,52 +84,52 @@ NCCL_ENV = {
 }
 
 
-def pool(spec: dict) -> str:
+def pool(spec: Spec) -> str:
     """a4x | a4 | a3-ultra for GPU pods on GKE, "" for any other accelerator or flavor."""
-    if spec["infra"]["k8s_flavor"] != "gke" or spec["cluster"]["gpus_per_node"] <= 0:
+    if spec.infra.k8s_flavor != "gke" or spec.cluster.gpus_per_node <= 0:
         return ""
-    return POOLS.get(spec["cluster"]["accelerator"], "")
+    return POOLS.get(spec.cluster.accelerator, "")
 
 
-def gib(spec: dict) -> bool:
+def gib(spec: Spec) -> bool:
     """The node's gIB plugin and driver libraries are mounted into the GPU pods (RDMA on GKE)."""
-    return spec["infra"]["k8s_flavor"] == "gke" and spec["infra"]["rdma"] and spec["cluster"]["gpus_per_node"] > 0
+    return spec.infra.k8s_flavor == "gke" and spec.infra.rdma and spec.cluster.gpus_per_node > 0
 
 
-def compute_domain(spec: dict) -> bool:
+def compute_domain(spec: Spec) -> bool:
     """A4X: a ComputeDomain for the run's GPU pods (multi-node NVLink), unless infra.kuberay.imex is off."""
-    return pool(spec) == "a4x" and spec["infra"]["kuberay"]["imex"]
+    return pool(spec) == "a4x" and spec.infra.kuberay.imex
 
 
-def network_mapping(spec: dict) -> bool:
+def network_mapping(spec: Spec) -> bool:
     """GKE Standard A4 / A3 Ultra with RDMA: the Network objects and the pods' interfaces annotation
     instead of DRANET claims."""
     return (gib(spec) and pool(spec) in MAPPED_POOLS
-            and spec["infra"]["kuberay"]["gke_networking"] == "network-mapping")
+            and spec.infra.kuberay.gke_networking == "network-mapping")
 
 
-def dranet_nics(spec: dict) -> int:
+def dranet_nics(spec: Spec) -> int:
     """How many RDMA NICs each GPU pod claims through managed DRANET: one per GPU with RDMA on GKE,
     none where the network mapping gives the pod its NICs."""
-    if spec["infra"]["k8s_flavor"] != "gke" or not spec["infra"]["rdma"] or network_mapping(spec):
+    if spec.infra.k8s_flavor != "gke" or not spec.infra.rdma or network_mapping(spec):
         return 0
-    return spec["cluster"]["gpus_per_node"]
+    return spec.cluster.gpus_per_node
 
 
-def networks(spec: dict) -> list[dict[str, str]]:
+def networks(spec: Spec) -> list[dict[str, str]]:
     """The network mapping's pairs (one GKENetworkParamSet and one Network each): name, VPC, subnet,
     deviceMode; [] unless network_mapping(spec)."""
     if not network_mapping(spec):
         return []
-    kr = spec["infra"]["kuberay"]
-    gvnic, rdma = kr["gvnic_network_prefix"], kr["rdma_network_prefix"]
+    kr = spec.infra.kuberay
+    gvnic, rdma = kr.gvnic_network_prefix, kr.rdma_network_prefix
     out = [{"name": GVNIC_NETWORK, "vpc": f"{gvnic}-net", "subnet": f"{gvnic}-sub", "mode": "NetDevice"}]
     out += [{"name": f"rdma-{i}", "vpc": f"{rdma}-net", "subnet": f"{rdma}-sub-{i}", "mode": "RDMA"}
             for i in range(RDMA_RAILS)]
     return out
 
 
-def pod_annotations(spec: dict) -> dict[str, str]:
+def pod_annotations(spec: Spec) -> dict[str, str]:
     """The GPU pods' multi-network annotations: eth0 stays the pod network (and the default route),
     then one interface per Network of networks(spec), in order. {} without the network mapping."""
     mapped = networks(spec)
@@ -138,7 +142,7 @@ def pod_annotations(spec: dict) -> dict[str, str]:
     return {"networking.gke.io/default-interface": "eth0", "networking.gke.io/interfaces": f"[\n{lines}\n]"}
 
 
-def context(spec: dict) -> dict:
+def context(spec: Spec) -> dict:
     """What the templates need for the network mapping (empty lists and maps without it)."""
     return {"networks": networks(spec), "network_api": NETWORK_API, "gpu_annotations": pod_annotations(spec)}
 
@@ -184,24 +188,24 @@ def check_networks(docs: list[tuple[str, dict]]) -> tuple[list[tuple[str, dict]]
     return others, lines
 
 
-def rules(spec) -> None:
+def rules(spec: Spec) -> None:
     """What the GKE keys refuse (the backend's rules, before anything renders)."""
-    kr = spec["infra"]["kuberay"]
-    if kr["gke_networking"] == "network-mapping":
+    kr = spec.infra.kuberay
+    if kr.gke_networking == "network-mapping":
         allowed = ("dranet unless k8s_flavor=gke, RDMA=1 and ACCELERATOR=B200 (A4) or H200 (A3 Ultra): "
                    "network-mapping is GKE Standard's networking for those pools")
-        if spec["infra"]["k8s_flavor"] != "gke" or not spec["infra"]["rdma"] or pool(spec) not in MAPPED_POOLS:
+        if spec.infra.k8s_flavor != "gke" or not spec.infra.rdma or pool(spec) not in MAPPED_POOLS:
             if pool(spec) == "a4x":
                 allowed = "dranet on A4X (GB200): GKE makes A4X's networks and hands its RDMA NICs out through DRANET"
             raise ConfigError("infra.kuberay.gke_networking", "network-mapping", allowed)
     for key in ("gvnic_network_prefix", "rdma_network_prefix"):
-        if not VPC_PREFIX.match(kr[key]):
-            raise ConfigError(f"infra.kuberay.{key}", kr[key], "a VPC name prefix: lowercase letters, digits "
+        if not VPC_PREFIX.match(getattr(kr, key)):
+            raise ConfigError(f"infra.kuberay.{key}", getattr(kr, key), "a VPC name prefix: lowercase letters, digits "
                               "and hyphens, starting with a letter, at most 57 characters (<prefix>-sub-7 is a "
                               "VPC subnet name)")
 
 
-def nccl_env(spec: dict) -> dict[str, str]:
+def nccl_env(spec: Spec) -> dict[str, str]:
     """The GPU pods' NCCL and gloo env for the node pool (RDMA on GKE only: the plugin lives in gIB)."""
     if not gib(spec):
         return {}
@@ -212,7 +216,7 @@ def nccl_env(spec: dict) -> dict[str, str]:
     return env
 
 
-def checks(spec: dict, rdma_nics: int) -> list[tuple[list[str], str, str]]:
+def checks(spec: Spec, rdma_nics: int) -> list[tuple[list[str], str, str]]:
     """What launch asks the cluster before applying: the DRA device classes the pods claim, the
     ComputeDomain CRD, the gIB installer that fills the directory the GPU pods mount. Each: (kubectl
     args, what is missing, how to get it)."""
@@ -240,8 +244,8 @@ def checks(spec: dict, rdma_nics: int) -> list[tuple[list[str], str, str]]:
         out.append((["get", "deviceclass", CHANNEL_DEVICE_CLASS, "-o", "name"],
                     f"the DRA device class {CHANNEL_DEVICE_CLASS} (the IMEX channel the GPU pods claim)", install))
     if network_mapping(spec):
-        kr = spec["infra"]["kuberay"]
-        gvnic, rdma = kr["gvnic_network_prefix"], kr["rdma_network_prefix"]
+        kr = spec.infra.kuberay
+        gvnic, rdma = kr.gvnic_network_prefix, kr.rdma_network_prefix
         out.append((["get", "crd", *NETWORK_CRDS, "-o", "name"],
                     f"GKE multi-networking (the CRDs {' and '.join(NETWORK_CRDS)}, for the gvnic-1 and rdma-0..7 "
                     "Network objects the GPU pods attach to)",

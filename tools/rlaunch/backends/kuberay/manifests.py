@@ -7,6 +7,7 @@ build the two objects that launch sends on kubectl's stdin (the artifacts, the s
 from __future__ import annotations
 
 import base64
+from typing import TYPE_CHECKING
 
 from rlaunch import frameworks
 from rlaunch.backends.kuberay import gke
@@ -18,6 +19,9 @@ from rlaunch.plan import artifacts
 from rlaunch.plan import imagecheck
 from rlaunch.plan import jobenv
 from rlaunch.plan.render import render_template
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import KubeRaySettings, Spec
 
 ARTIFACTS_MOUNT = "/opt/rlaunch-run"   # the ConfigMap's mount point in every pod
 RLAUNCH_HOME = "/opt/rlaunch"          # rlaunch's tools inside the rlaunch image
@@ -46,8 +50,8 @@ INPUTS_RUNNER = """On KubeRay the inputs Job runs it (one pod: one writer), and
 # ---------------------------------------------------------------- shape: the spec -> what to render
 
 
-def _kr(spec: dict) -> dict:
-    return spec["infra"]["kuberay"]
+def _kr(spec: Spec) -> KubeRaySettings:
+    return spec.infra.kuberay
 
 
 def _quantities(cpus: int, memory_gb: int, gpus: int, ephemeral_gb: int = 0) -> dict:
@@ -64,36 +68,36 @@ def _quantities(cpus: int, memory_gb: int, gpus: int, ephemeral_gb: int = 0) -> 
     return out
 
 
-def _storage(spec: dict) -> dict:
+def _storage(spec: Spec) -> dict:
     """Which shared volume: an existing PVC, a GCS FUSE bucket (gke), a TOS bucket (vke), or a new PVC."""
-    flavor, storage, kr = spec["infra"]["k8s_flavor"], spec["storage"], _kr(spec)
-    if storage["pvc"]:
+    flavor, storage, kr = spec.infra.k8s_flavor, spec.storage, _kr(spec)
+    if storage.pvc:
         return {"kind": "pvc"}
-    bucket, _, subdir = storage["source"].partition("://")[2].partition("/")
+    bucket, _, subdir = storage.source.partition("://")[2].partition("/")
     if flavor == "gke":
         return {"kind": "gcsfuse", "bucket": bucket, "subdir": subdir.strip("/")}
     if flavor == "vke":
         return {"kind": "tos", "bucket": bucket, "subdir": "/" + subdir.strip("/"),
-                "endpoint": kr["object_store_endpoint"], "secret": kr["object_store_secret"]}
-    return {"kind": "new-pvc", "size": f"{spec['cluster']['disk_gb']}Gi"}
+                "endpoint": kr.object_store_endpoint, "secret": kr.object_store_secret}
+    return {"kind": "new-pvc", "size": f"{spec.cluster.disk_gb}Gi"}
 
 
-def _arch(spec: dict) -> str:
+def _arch(spec: Spec) -> str:
     """The image's CPU architecture (amd64 | arm64), from its facts: every pod runs on such nodes."""
     _, facts, _ = imagecheck.image_of(spec)
     return str((facts or {}).get("arch") or "amd64")
 
 
-def _node_selector(spec: dict) -> dict[str, str]:
+def _node_selector(spec: Spec) -> dict[str, str]:
     """GPU pods' nodeSelector: the image's architecture, the user's labels (checked by config.check), GKE's
     accelerator label (a CPU-only head gets the architecture alone: cpu_node_selector)."""
-    out = {ARCH_LABEL: _arch(spec), **dict(item.partition("=")[::2] for item in _kr(spec)["node_selector"])}
-    if spec["infra"]["k8s_flavor"] == "gke" and spec["cluster"]["gpus_per_node"] > 0:
-        out.setdefault("cloud.google.com/gke-accelerator", GKE_ACCELERATORS[spec["cluster"]["accelerator"]])
+    out = {ARCH_LABEL: _arch(spec), **dict(item.partition("=")[::2] for item in _kr(spec).node_selector)}
+    if spec.infra.k8s_flavor == "gke" and spec.cluster.gpus_per_node > 0:
+        out.setdefault("cloud.google.com/gke-accelerator", GKE_ACCELERATORS[spec.cluster.accelerator])
     return out
 
 
-def _cpu_placement(spec: dict) -> tuple[dict[str, str], list[dict]]:
+def _cpu_placement(spec: Spec) -> tuple[dict[str, str], list[dict]]:
     """The CPU pods' (a CPU-only head, the RayJob's submitter, the inputs Job) nodeSelector and
     tolerations: nodes of the image's architecture. On GKE A4X the image is arm64 and the only arm64
     nodes are the A4X pool's, tainted for GPUs and for arm64 (seed 004's CPU pool is x86), so they go
@@ -103,29 +107,29 @@ def _cpu_placement(spec: dict) -> tuple[dict[str, str], list[dict]]:
     return {ARCH_LABEL: _arch(spec)}, []
 
 
-def _tolerations(spec: dict) -> list[dict]:
-    if spec["cluster"]["gpus_per_node"] <= 0:
+def _tolerations(spec: Spec) -> list[dict]:
+    if spec.cluster.gpus_per_node <= 0:
         return []
     out = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    if spec["infra"]["k8s_flavor"] == "gke" and spec["cluster"]["accelerator"] == "GB200":
+    if spec.infra.k8s_flavor == "gke" and spec.cluster.accelerator == "GB200":
         out.append({"key": "kubernetes.io/arch", "operator": "Exists", "effect": "NoSchedule"})  # arm64 pool
     return out
 
 
-def _pod_env(spec: dict) -> list[dict]:
+def _pod_env(spec: Spec) -> list[dict]:
     """The Ray containers' env: every Ray process inherits it (runtime_env carries the job's own)."""
-    env = [{"name": "RLAUNCH_RUN_ID", "value": spec["run"]["id"]}]
-    env += [{"name": name, "value": value} for name, value in spec["derived"]["nccl_env"].items()]
+    env = [{"name": "RLAUNCH_RUN_ID", "value": spec.run.id}]
+    env += [{"name": name, "value": value} for name, value in spec.derived.nccl_env.items()]
     # cluster.health_check: the head's GCS reads it (on the workers it is unused, and the same).
-    env += [{"name": name, "value": value} for name, value in spec["derived"]["ray_health_env"].items()]
+    env += [{"name": name, "value": value} for name, value in spec.derived.ray_health_env.items()]
     env += [{"name": k, "value": v} for k, v in gke.nccl_env(spec).items()]  # GKE: the node pool's NCCL
     env += [{"name": k, "value": v} for k, v in monitoring.settings(spec)["env"].items()]  # APMPlus tracing
-    for name in spec["secrets"]:
+    for name in spec.secrets:
         env.append({"name": name, "secret": secret_name(spec)})
     return env
 
 
-def _runtime_env(spec: dict) -> str:
+def _runtime_env(spec: Spec) -> str:
     """runtimeEnvYAML: the artifacts as working_dir, the job's non-secret env for every Ray process."""
     import yaml
 
@@ -142,88 +146,88 @@ def _runtime_env(spec: dict) -> str:
     return yaml.safe_dump(runtime, sort_keys=False, default_flow_style=False, width=1000)
 
 
-def _groups(spec: dict) -> tuple[dict, dict | None]:
+def _groups(spec: Spec) -> tuple[dict, dict | None]:
     """Head and worker group shapes. nodes counts GPU nodes: with a CPU-only head, all are workers."""
-    c, kr = spec["cluster"], _kr(spec)
-    node = _quantities(c["cpus_per_node"], c["memory_gb"], c["gpus_per_node"], kr["ephemeral_storage_gb"])
-    shm = f"{c['memory_gb'] // 3}Gi" if c["memory_gb"] >= 3 else ""
+    c, kr = spec.cluster, _kr(spec)
+    node = _quantities(c.cpus_per_node, c.memory_gb, c.gpus_per_node, kr.ephemeral_storage_gb)
+    shm = f"{c.memory_gb // 3}Gi" if c.memory_gb >= 3 else ""
     head_params = {"dashboard-host": "0.0.0.0"}
-    if spec["monitoring"]["apmplus"]:  # seed 002: the head's hook sets up tracing in every Ray worker
-        head_params["tracing-startup-hook"] = spec["monitoring"]["tracing_hook"]
-    if c["ray_port"] != 6379:
-        head_params["port"] = str(c["ray_port"])
-    if c["dashboard_port"] != 8265:
-        head_params["dashboard-port"] = str(c["dashboard_port"])
-    if spec["derived"]["cpu_only_head"]:
+    if spec.monitoring.apmplus:  # seed 002: the head's hook sets up tracing in every Ray worker
+        head_params["tracing-startup-hook"] = spec.monitoring.tracing_hook
+    if c.ray_port != 6379:
+        head_params["port"] = str(c.ray_port)
+    if c.dashboard_port != 8265:
+        head_params["dashboard-port"] = str(c.dashboard_port)
+    if spec.derived.cpu_only_head:
         # num-cpus "0": no task or actor lands on the head; it only runs the driver and the GCS.
         # A framework that needs Ray CPUs on the head (verl's TransferQueue) gets the pod's CPUs.
-        head_params["num-cpus"] = str(spec["derived"]["head_ray_cpus"])
+        head_params["num-cpus"] = str(spec.derived.head_ray_cpus)
         head = {"params": head_params,
-                "resources": _quantities(kr["head_cpus"], kr["head_memory_gb"], 0, kr["head_ephemeral_storage_gb"]),
-                "shm": f"{kr['head_memory_gb'] // 3}Gi" if kr["head_memory_gb"] >= 3 else "",
+                "resources": _quantities(kr.head_cpus, kr.head_memory_gb, 0, kr.head_ephemeral_storage_gb),
+                "shm": f"{kr.head_memory_gb // 3}Gi" if kr.head_memory_gb >= 3 else "",
                 "one_per_host": False, "gpu": False}
-        workers = c["nodes"]
+        workers = c.nodes
     else:
         head = {"params": head_params, "resources": node, "shm": shm, "one_per_host": True,
-                "gpu": c["gpus_per_node"] > 0}
-        workers = c["nodes"] - 1
+                "gpu": c.gpus_per_node > 0}
+        workers = c.nodes - 1
     worker = None
     if workers > 0:
         worker = {"replicas": workers, "resources": node, "shm": shm, "one_per_host": True,
-                  "gpu": c["gpus_per_node"] > 0}
+                  "gpu": c.gpus_per_node > 0}
     return head, worker
 
 
-def run_files(spec: dict) -> dict[str, str]:
+def run_files(spec: Spec) -> dict[str, str]:
     """The files every pod may read from the artifacts ConfigMap: spec.json, job.sh, the framework's
     files, and setup.sh (the inputs Job's script) when the framework has inputs to prepare."""
     files = artifacts.common(spec)
-    lines = frameworks.get(spec["framework"]["name"]).setup(spec)
+    lines = frameworks.get(spec.framework.name).setup(spec)
     if lines:
         files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=lines, runner=INPUTS_RUNNER)
     return files
 
 
-def _inputs(spec: dict, files: dict[str, str]) -> dict | None:
+def _inputs(spec: Spec, files: dict[str, str]) -> dict | None:
     """The inputs Job's shape, when there is a setup.sh to run."""
     if "setup.sh" not in files:
         return None
     env = [{"name": "RLAUNCH_HOME", "value": RLAUNCH_HOME}, {"name": "RLAUNCH_PYTHON", "value": "python3"},
            {"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "HF_HOME", "value": "/tmp/huggingface"},
            {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"}]
-    env += [{"name": name, "secret": secret_name(spec)} for name in spec["secrets"]]
-    return {"name": inputs_job_name(spec), "deadline": _kr(spec)["inputs_timeout_s"], "env": env,
+    env += [{"name": name, "secret": secret_name(spec)} for name in spec.secrets]
+    return {"name": inputs_job_name(spec), "deadline": _kr(spec).inputs_timeout_s, "env": env,
             "resources": INPUTS_RESOURCES}
 
 
-def context(spec: dict, files: dict[str, str] | None = None) -> dict:
+def context(spec: Spec, files: dict[str, str] | None = None) -> dict:
     """Everything the templates need, decided here so the templates only lay it out. `files`: what
     run_files(spec) returns (computed when not given)."""
-    flavor = spec["infra"]["k8s_flavor"]
+    flavor = spec.infra.k8s_flavor
     head, worker = _groups(spec)
     storage = _storage(spec)
     kr = _kr(spec)
     files = run_files(spec) if files is None else files
-    rdma = spec["infra"]["rdma"]
+    rdma = spec.infra.rdma
     nics = gke.dranet_nics(spec)
-    service_account = kr["service_account"]
-    render_sa = bool(kr["gcp_service_account"])
+    service_account = kr.service_account
+    render_sa = bool(kr.gcp_service_account)
     if render_sa and not service_account:
         service_account = "rlaunch-gcs"
     return {
         "spec": spec,
         "job": job_name(spec),
-        "namespace": spec["infra"]["namespace"],
+        "namespace": spec.infra.namespace,
         "labels": labels(spec),
         "run_label": RUN_LABEL,
         "one_per_host_label": ONE_PER_HOST_LABEL,
-        "image": spec["pins"]["image"],
-        "ray_version": spec["pins"]["ray"],
+        "image": spec.pins.image,
+        "ray_version": spec.pins.ray,
         "head": head,
         "worker": worker,
         "storage": storage,
         "pvc": pvc_name(spec),
-        "mount": spec["storage"]["mount"],
+        "mount": spec.storage.mount,
         "configmap": configmap_name(spec),
         "configmap_items": configmap_items(spec, files),
         "inputs": _inputs(spec, files),
@@ -237,7 +241,7 @@ def context(spec: dict, files: dict[str, str] | None = None) -> dict:
         "cpu_tolerations": _cpu_placement(spec)[1],
         "service_account": service_account,
         "render_service_account": render_sa,
-        "gcp_service_account": kr["gcp_service_account"],
+        "gcp_service_account": kr.gcp_service_account,
         "gcsfuse": storage["kind"] == "gcsfuse",
         "ipc_lock": rdma,
         "rdma_nics": nics,
@@ -250,18 +254,18 @@ def context(spec: dict, files: dict[str, str] | None = None) -> dict:
         "channel_claim": gke.CHANNEL_CLAIM,
         **gke.context(spec),  # GKE Standard's network mapping: networks, network_api, gpu_annotations
         "channel_template": f"{job_name(spec)}-compute-domain-channel",
-        "gpu_pods": spec["cluster"]["nodes"],
-        "podmonitors": spec["monitoring"]["podmonitors"],
+        "gpu_pods": spec.cluster.nodes,
+        "podmonitors": spec.monitoring.podmonitors,
         "monitoring": monitoring.settings(spec),
         "head_service": head_service(spec),
         "vmp_label": flavor == "vke",  # VKE's managed Prometheus picks PodMonitors by this label
-        "ports": {"gcs": spec["cluster"]["ray_port"], "dashboard": spec["cluster"]["dashboard_port"],
+        "ports": {"gcs": spec.cluster.ray_port, "dashboard": spec.cluster.dashboard_port,
                   "client": CLIENT_PORT, "metrics": METRICS_PORT,
                   "as_metrics": AUTOSCALER_METRICS_PORT, "dash_metrics": DASHBOARD_METRICS_PORT},
-        "ttl": kr["ttl_seconds_after_finished"],
-        "deadline": kr["active_deadline_seconds"],
-        "backoff": kr["backoff_limit"],
-        "job_id": spec["run"]["id"],
+        "ttl": kr.ttl_seconds_after_finished,
+        "deadline": kr.active_deadline_seconds,
+        "backoff": kr.backoff_limit,
+        "job_id": spec.run.id,
         "csi": {"gcsfuse": GCSFUSE_CSI_DRIVER, "tos": TOS_CSI_DRIVER},
     }
 
@@ -279,29 +283,29 @@ def _in_configmap(rel: str) -> bool:
     return not rel.startswith("kuberay/") and rel != artifacts.PROVENANCE
 
 
-def configmap_items(spec: dict, files: dict[str, str]) -> list[dict]:
+def configmap_items(spec: Spec, files: dict[str, str]) -> list[dict]:
     return [{"key": configmap_key(rel), "path": rel} for rel in sorted(files) if _in_configmap(rel)]
 
 
-def configmap_manifest(spec: dict, files: dict[str, str]) -> dict:
+def configmap_manifest(spec: Spec, files: dict[str, str]) -> dict:
     """The ConfigMap that carries the launch's artifacts (exactly the rendered texts) into the pods."""
     data = {configmap_key(rel): text for rel, text in sorted(files.items()) if _in_configmap(rel)}
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": configmap_name(spec), "namespace": spec["infra"]["namespace"],
+            "metadata": {"name": configmap_name(spec), "namespace": spec.infra.namespace,
                          "labels": labels(spec)},
             "data": data}
 
 
-def secret_manifest(spec: dict, environ: dict[str, str]) -> dict:
+def secret_manifest(spec: Spec, environ: dict[str, str]) -> dict:
     """The Secret of spec.secrets, from `environ`; only ever sent to kubectl's stdin."""
-    missing = [name for name in spec["secrets"] if not environ.get(name)]
+    missing = [name for name in spec.secrets if not environ.get(name)]
     if missing:
         raise MissingPrerequisite(f"secret env var {', '.join(missing)}",
                                   f"export {missing[0]}=... in the shell that runs `make launch` "
                                   "(spec.secrets names it; the value is sent to kubectl on stdin only)")
-    data = {name: base64.b64encode(environ[name].encode()).decode() for name in spec["secrets"]}
+    data = {name: base64.b64encode(environ[name].encode()).decode() for name in spec.secrets}
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": secret_name(spec), "namespace": spec["infra"]["namespace"],
+            "metadata": {"name": secret_name(spec), "namespace": spec.infra.namespace,
                          "labels": labels(spec)},
             "data": data}
 
@@ -309,7 +313,7 @@ def secret_manifest(spec: dict, environ: dict[str, str]) -> dict:
 # ---------------------------------------------------------------- the rendered manifests
 
 
-def render(spec: dict) -> dict[str, str]:
+def render(spec: Spec) -> dict[str, str]:
     """The run's files: run_files(spec), then the manifests its context calls for."""
     files = run_files(spec)
     ctx = context(spec, files)
@@ -329,7 +333,7 @@ def render(spec: dict) -> dict[str, str]:
     if ctx["podmonitors"]:
         files["kuberay/podmonitors.yaml"] = render_template("kuberay/podmonitors.yaml.j2", **ctx)
     if ctx["monitoring"]["grafana"]:
-        name, text = monitoring.grafana_dashboard(ctx["job"], spec["run"]["id"])
+        name, text = monitoring.grafana_dashboard(ctx["job"], spec.run.id)
         files["kuberay/grafana.yaml"] = render_template("kuberay/grafana.yaml.j2", dashboard={
             "file": name, "json": text}, **ctx)
     if ctx["monitoring"]["ingress"]:

@@ -17,9 +17,13 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rlaunch.errors import ConfigError
 from rlaunch.plan import imagecheck
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 GRAFANA_LABEL = ("grafana_dashboard", "1")
 APMPLUS_ANNOTATION = ("instrumentation.apmplus.volcengine.com/inject-python", "true")
@@ -63,45 +67,45 @@ def grafana_dashboard(job: str, run_id: str) -> tuple[str, str]:
     return f"ray-{job}.json", json.dumps(board, indent=4)
 
 
-def _require_hook(spec: dict, module: str) -> None:
+def _require_hook(spec: Spec, module: str) -> None:
     """APMPlus needs Ray's tracing hook in the image: a module its facts name (framework.image_facts
     for IMAGE=, else images.<framework>.facts); neither the official images nor docker/<framework>
     ship seed 002's, so without the fact the run would fail at `ray start`, not here."""
-    fw = spec["framework"]
+    fw = spec.framework
     image, facts, where = imagecheck.image_of(spec)
-    modules = fw["image_facts"]["modules"] if fw["image_ref"] else (facts or {}).get("modules") or []
+    modules = fw.image_facts.modules if fw.image_ref else (facts or {}).get("modules") or []
     if module not in modules:
         raise ConfigError("monitoring.apmplus", True, f"an image holding Ray's tracing hook module {module}: "
-                          f"{image} has none in its facts ({where}.modules), and docker/{fw['name']} does not "
+                          f"{image} has none in its facts ({where}.modules), and docker/{fw.name} does not "
                           "ship it (seed 002's image has it, at /workspace/verl/tracing/setup_tracing.py, but "
                           "not rlaunch's tools). Run on an rlaunch image you built with it: IMAGE=<that image> "
                           f"SET=\"framework.image_facts.modules=[{module}]\" (under monitoring.tracing_pythonpath); "
                           "or leave monitoring.apmplus off")
 
 
-def settings(spec: dict) -> dict:
+def settings(spec: Spec) -> dict:
     """What the templates need for the run's monitoring; ConfigError for a setting that cannot apply."""
-    mon = spec["monitoring"]
-    if mon["apmplus"] and spec["infra"]["k8s_flavor"] != "vke":
+    mon = spec.monitoring
+    if mon.apmplus and spec.infra.k8s_flavor != "vke":
         raise ConfigError("monitoring.apmplus", True, "only with infra.k8s_flavor=vke (APMPlus is Volcano "
                           "Engine's; its agent injects by the pods' annotation)")
-    if mon["apmplus"] and ":" not in mon["tracing_hook"]:
-        raise ConfigError("monitoring.tracing_hook", mon["tracing_hook"], "module:function, the form Ray's "
+    if mon.apmplus and ":" not in mon.tracing_hook:
+        raise ConfigError("monitoring.tracing_hook", mon.tracing_hook, "module:function, the form Ray's "
                           "--tracing-startup-hook takes (seed 002: tracing.setup_tracing:setup_tracing)")
-    if mon["apmplus"]:
-        _require_hook(spec, mon["tracing_hook"].partition(":")[0])
+    if mon.apmplus:
+        _require_hook(spec, mon.tracing_hook.partition(":")[0])
     for key in ("ingress_class", "ingress_host"):
-        if mon[key] and not mon["dashboard_ingress"]:
-            raise ConfigError(f"monitoring.{key}", mon[key], "only with monitoring.dashboard_ingress=true")
+        if getattr(mon, key) and not mon.dashboard_ingress:
+            raise ConfigError(f"monitoring.{key}", getattr(mon, key), "only with monitoring.dashboard_ingress=true")
     return {
-        "grafana": mon["grafana_dashboard"],
+        "grafana": mon.grafana_dashboard,
         "grafana_label": GRAFANA_LABEL,
-        "ingress": mon["dashboard_ingress"],
-        "ingress_class": mon["ingress_class"],
-        "ingress_host": mon["ingress_host"],
-        "apmplus": mon["apmplus"],
-        "tracing_hook": mon["tracing_hook"],
-        "annotations": dict([APMPLUS_ANNOTATION]) if mon["apmplus"] else {},
-        "env": ({"PYTHONPATH": mon["tracing_pythonpath"]} if mon["tracing_pythonpath"] else {}) | APMPLUS_ENV
-        if mon["apmplus"] else {},
+        "ingress": mon.dashboard_ingress,
+        "ingress_class": mon.ingress_class,
+        "ingress_host": mon.ingress_host,
+        "apmplus": mon.apmplus,
+        "tracing_hook": mon.tracing_hook,
+        "annotations": dict([APMPLUS_ANNOTATION]) if mon.apmplus else {},
+        "env": ({"PYTHONPATH": mon.tracing_pythonpath} if mon.tracing_pythonpath else {}) | APMPLUS_ENV
+        if mon.apmplus else {},
     }

@@ -3,36 +3,41 @@ so down/status/logs find them from the run id and the namespace without the rend
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rlaunch import backends
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 MANAGED_BY = "rlaunch"
 RUN_LABEL = "rlaunch.io/run"
 
 
-def job_name(spec: dict) -> str:
+def job_name(spec: Spec) -> str:
     """The RayJob's name: the run id, made a DNS-1035 label (the registry's rule: kuberay's INFRAS)."""
-    return backends.infra("kuberay").cluster_name(spec["run"]["id"])
+    return backends.infra("kuberay").cluster_name(spec.run.id)
 
 
-def configmap_name(spec: dict) -> str:
+def configmap_name(spec: Spec) -> str:
     return f"{job_name(spec)}-artifacts"
 
 
-def secret_name(spec: dict) -> str:
+def secret_name(spec: Spec) -> str:
     return f"{job_name(spec)}-secrets"
 
 
-def pvc_name(spec: dict) -> str:
-    return spec["storage"]["pvc"] or f"{job_name(spec)}-data"
+def pvc_name(spec: Spec) -> str:
+    return spec.storage.pvc or f"{job_name(spec)}-data"
 
 
-def inputs_job_name(spec: dict) -> str:
+def inputs_job_name(spec: Spec) -> str:
     return f"{job_name(spec)}-inputs"
 
 
-def head_service(spec: dict) -> str:
+def head_service(spec: Spec) -> str:
     return f"{job_name(spec)}-head-svc"  # the operator's name for a RayJob's head Service
 
 
-def labels(spec: dict) -> dict[str, str]:
-    return {"app.kubernetes.io/managed-by": MANAGED_BY, RUN_LABEL: spec["run"]["id"]}
+def labels(spec: Spec) -> dict[str, str]:
+    return {"app.kubernetes.io/managed-by": MANAGED_BY, RUN_LABEL: spec.run.id}

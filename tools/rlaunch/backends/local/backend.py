@@ -29,9 +29,10 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch import ROOT, SCRIPTS, frameworks, progress
-from rlaunch.backends.base import Answer, Backend, Run
+from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
 from rlaunch.backends.local import forward
 from rlaunch.config import load as config
 from rlaunch.errors import EXIT_NODE_LOST, ConfigError, MissingPrerequisite, RlaunchError
@@ -40,42 +41,45 @@ from rlaunch.job import attempts, checkpoints, phases
 from rlaunch.plan import artifacts, jobenv, tracking
 from rlaunch.verify.summary import closing_summary
 
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
+
 LOCAL_CLUSTER = SCRIPTS / "local-cluster"
 LIST_ASKED = "scripts/local-cluster list (namespaces rl-* in `ip netns list`, /tmp/rl*/cluster.json)"
 
 
-def cluster_name(spec: dict) -> str:
+def cluster_name(run_id: str) -> str:
     """The run id itself (local-cluster takes 40 of [a-z0-9-], as run ids are): `ip netns` shows
     rl-<run_id>-0, and the cluster is found again from the id alone."""
-    return spec["run"]["id"]
+    return run_id
 
 
-def state_dir(out: Path | None, spec: dict) -> Path:
+def state_dir(out: Path | None, spec: Spec) -> Path:
     """The logs of the nodes' ray-up, beside the artifacts (build/<run_id>/cluster)."""
-    return (out or ROOT / "build" / spec["run"]["id"]) / "cluster"
+    return (out or ROOT / "build" / spec.run.id) / "cluster"
 
 
-def _cluster_env(spec: dict, out: Path | None) -> dict[str, str]:
-    cluster = spec["cluster"]
+def _cluster_env(spec: Spec, out: Path | None) -> dict[str, str]:
+    cluster = spec.cluster
     env = {
-        "RLAUNCH_CLUSTER_NAME": cluster_name(spec),
-        "RLAUNCH_NODES": str(cluster["nodes"]),
+        "RLAUNCH_CLUSTER_NAME": cluster_name(spec.run.id),
+        "RLAUNCH_NODES": str(cluster.nodes),
         "RLAUNCH_STATE_DIR": str(state_dir(out, spec)),
         "RLAUNCH_RAY": str(Path(sys.executable).parent / "ray"),
-        "RLAUNCH_DEADLINE_S": str(cluster["formation_timeout_s"]),
-        "RLAUNCH_GPUS_PER_NODE": str(cluster["gpus_per_node"]),
-        **spec["derived"]["ray_health_env"],  # cluster.health_check: the head's GCS reads it (ray-up)
+        "RLAUNCH_DEADLINE_S": str(cluster.formation_timeout_s),
+        "RLAUNCH_GPUS_PER_NODE": str(cluster.gpus_per_node),
+        **spec.derived.ray_health_env,  # cluster.health_check: the head's GCS reads it (ray-up)
     }
     # Ports only when changed from the defaults: in loopback mode local-cluster derives free ones
     # from the name.
     defaults = config.read_defaults()["cluster"]
-    if cluster["ray_port"] != defaults["ray_port"]:
-        env["RLAUNCH_RAY_PORT"] = str(cluster["ray_port"])
-    if cluster["dashboard_port"] != defaults["dashboard_port"]:
-        env["RLAUNCH_DASHBOARD_PORT"] = str(cluster["dashboard_port"])
-    if cluster["cpus_per_node"]:
-        env["RLAUNCH_NUM_CPUS"] = str(cluster["cpus_per_node"])
-    if spec["train"]["rehearse"]:
+    if cluster.ray_port != defaults["ray_port"]:
+        env["RLAUNCH_RAY_PORT"] = str(cluster.ray_port)
+    if cluster.dashboard_port != defaults["dashboard_port"]:
+        env["RLAUNCH_DASHBOARD_PORT"] = str(cluster.dashboard_port)
+    if cluster.cpus_per_node:
+        env["RLAUNCH_NUM_CPUS"] = str(cluster.cpus_per_node)
+    if spec.train.rehearse:
         # The rehearsal's Ray (the same pin) from its own venv, whose Python every Ray worker then
         # runs; each node declares the GPUs verl schedules on (topology.gpus_per_node).
         env["RLAUNCH_RAY"] = str(_rehearsal_bin(spec) / "ray")
@@ -89,14 +93,14 @@ def _rehearsal_tmp(info: dict) -> str:
     return str(path)
 
 
-def _rehearsal_bin(spec: dict) -> Path:
-    python = frameworks.get(spec["framework"]["name"]).rehearsal_python()
+def _rehearsal_bin(spec: Spec) -> Path:
+    python = frameworks.get(spec.framework.name).rehearsal_python()
     if python is None:
-        raise ConfigError("train.rehearse", True, f"framework {spec['framework']['name']} has no rehearsal")
+        raise ConfigError("train.rehearse", True, f"framework {spec.framework.name} has no rehearsal")
     return python.parent
 
 
-def _job_env(spec: dict, info: dict) -> dict[str, str]:
+def _job_env(spec: Spec, info: dict) -> dict[str, str]:
     env = {
         "RLAUNCH_HOME": str(ROOT), "RLAUNCH_PYTHON": sys.executable,
         "PYTHONPATH": str(ROOT / "tools"), "PYTHONUNBUFFERED": "1",
@@ -107,7 +111,7 @@ def _job_env(spec: dict, info: dict) -> dict[str, str]:
         "GLOO_SOCKET_IFNAME": "eth0" if info["mode"] == "netns" else "lo",
         **tracking.wandb_env(spec),
     }
-    if spec["train"]["rehearse"]:
+    if spec.train.rehearse:
         # The entrypoint's python3 and the prepare step: the rehearsal's venv.
         env["PATH"] = f"{_rehearsal_bin(spec)}:{os.environ.get('PATH', '/usr/bin:/bin')}"
         # job.sh exports the framework's env to the driver only; verl's workers (the CPU platform
@@ -126,23 +130,23 @@ def _job_env(spec: dict, info: dict) -> dict[str, str]:
 FAST_GRACE_S = "0"
 
 
-def _resume_hint(spec: dict) -> str:
+def _resume_hint(spec: Spec) -> str:
     """`make launch RUN_ID=x RESUME=1` continues it from step N (its last complete checkpoint)."""
     try:
-        found, _ = checkpoints.latest(spec, Path(spec["paths"]["run_dir"]))
+        found, _ = checkpoints.latest(spec, Path(spec.paths.run_dir))
     except (OSError, KeyError, ValueError):
         found = None
     where = f"step {found.step}, its last checkpoint" if found else "step 0 (it has no checkpoint yet)"
-    return f"`make launch RUN_ID={spec['run']['id']} RESUME=1` continues the run from {where}"
+    return f"`make launch RUN_ID={spec.run.id} RESUME=1` continues the run from {where}"
 
 
 class RunInUse(RlaunchError):
     """Another launch of the same run id holds it (exit 2: nothing was written)."""
 
 
-def lock_path(spec: dict) -> Path:
+def lock_path(run_id: str) -> Path:
     """/tmp/rl<6 hex of sha1(name)>.lock, beside local-cluster's host dir of the same cluster."""
-    return Path(f"/tmp/rl{hashlib.sha1(cluster_name(spec).encode()).hexdigest()[:6]}.lock")
+    return Path(f"/tmp/rl{hashlib.sha1(cluster_name(run_id).encode()).hexdigest()[:6]}.lock")
 
 
 def _first_diff(old, new, prefix: str = "") -> tuple[str, object, object] | None:
@@ -182,11 +186,11 @@ class Local(Backend):
     name = "local"
 
     @contextlib.contextmanager
-    def claim(self, spec: dict, resume: bool = False):
+    def claim(self, spec: Spec, resume: bool = False):
         """The run is this launch's while it runs: a second launch of the same RUN_ID is refused at
         once, a used one is refused unless RESUME=1, which must continue it with the same config."""
-        run_id, run_dir = spec["run"]["id"], Path(spec["paths"]["run_dir"])
-        path = lock_path(spec)
+        run_id, run_dir = spec.run.id, Path(spec.paths.run_dir)
+        path = lock_path(run_id)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
@@ -207,8 +211,8 @@ class Local(Backend):
         finally:
             os.close(fd)  # releases the lock; the empty file stays (removing it would race)
 
-    def _check_reuse(self, spec: dict, run_dir: Path, resume: bool) -> None:
-        run_id = spec["run"]["id"]
+    def _check_reuse(self, spec: Spec, run_dir: Path, resume: bool) -> None:
+        run_id = spec.run.id
         history = attempts.summary(attempts.read(run_dir))["attempts"] if run_dir.is_dir() else []
         if run_dir.is_dir() and not resume:
             last = ""
@@ -236,62 +240,62 @@ class Local(Backend):
             raise ConfigError("RESUME", "1", f"the config run {run_id} started with, to continue it: "
                               f"{key} was {was!r}, now {now!r} (launch a new RUN_ID to change it)")
 
-    def _up(self, spec: dict) -> bool:
+    def _up(self, spec: Spec) -> bool:
         return self._local_cluster(spec, None, "info", capture_output=True).returncode == 0
 
-    def render(self, spec: dict) -> dict[str, str]:
+    def render(self, spec: Spec) -> dict[str, str]:
         return artifacts.common(spec)
 
-    def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
-        out = spec["run"]["out"]
+    def plan(self, spec: Spec, files: dict[str, str]) -> list[str]:
+        out = spec.run.out
         return [
-            f"scripts/local-cluster up   ({spec['cluster']['nodes']} nodes, one network namespace each "
+            f"scripts/local-cluster up   ({spec.cluster.nodes} nodes, one network namespace each "
             f"(as root, or through passwordless sudo); one node on 127.0.0.1 without either)",
-            f"ray job submit {spec['run']['id']}: bash {out}/job.sh   (from the head's namespace)",
-            f"ray job logs --follow {spec['run']['id']}",
-            f"then: make status / make logs / make down RUN_ID={spec['run']['id']}",
+            f"ray job submit {spec.run.id}: bash {out}/job.sh   (from the head's namespace)",
+            f"ray job logs --follow {spec.run.id}",
+            f"then: make status / make logs / make down RUN_ID={spec.run.id}",
         ]
 
-    def _local_cluster(self, spec: dict, out: Path | None, *args: str, env: dict | None = None,
+    def _local_cluster(self, spec: Spec, out: Path | None, *args: str, env: dict | None = None,
                        **kw) -> subprocess.CompletedProcess:
         if not LOCAL_CLUSTER.exists():
             raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
         env = {**os.environ, **_cluster_env(spec, out), **(env or {})}
         return subprocess.run([str(LOCAL_CLUSTER), *args], env=env, check=False, **kw)
 
-    def _exec_head(self, spec: dict, out: Path | None, argv: list[str], **kw) -> subprocess.CompletedProcess:
+    def _exec_head(self, spec: Spec, out: Path | None, argv: list[str], **kw) -> subprocess.CompletedProcess:
         return self._local_cluster(spec, out, "exec", "0", "--", *argv, **kw)
 
-    def _info(self, spec: dict) -> dict:
+    def _info(self, spec: Spec) -> dict:
         """cluster.json of the run's cluster, from the host (local-cluster info)."""
         proc = self._local_cluster(spec, None, "info", capture_output=True, text=True)
         if proc.returncode != 0:
-            raise MissingPrerequisite(f"a local cluster for run {spec['run']['id']}",
+            raise MissingPrerequisite(f"a local cluster for run {spec.run.id}",
                                       f"none is up on this host ({_last_line(proc.stderr)}); `make launch` forms one")
         return json.loads(proc.stdout)
 
-    def _address(self, spec: dict) -> str:
+    def _address(self, spec: Spec) -> str:
         info = self._info(spec)
         return f"http://{info['head_ip']}:{info['dashboard_port']}"
 
-    def _job(self, spec: dict, out: Path | None, *args: str) -> int:
+    def _job(self, spec: Spec, out: Path | None, *args: str) -> int:
         argv = [sys.executable, "-m", "rlaunch", "job", *args, f"--address={self._address(spec)}",
-                f"--submission_id={spec['run']['id']}"]
+                f"--submission_id={spec.run.id}"]
         return self._exec_head(spec, out, argv).returncode
 
-    def launch(self, plan) -> int:
+    def launch(self, plan: LaunchPlan) -> int:
         spec, out = plan.spec, plan.out
-        nodes = spec["cluster"]["nodes"]
+        nodes = spec.cluster.nodes
         if nodes > 1 and (shutil.which("ip") is None or not (os.geteuid() == 0 or _passwordless_sudo())):
             raise MissingPrerequisite(
                 f"root and `ip` for a {nodes}-node local cluster",
                 "network namespaces need CAP_NET_ADMIN and iproute2: run as root (sudo make launch), "
                 "or as a user with passwordless sudo (local-cluster then uses it for the namespaces "
                 "and runs Ray as you), or NODES=1 for a one-node run on 127.0.0.1")
-        if spec["cluster"]["gpus_per_node"] > 0 and shutil.which("nvidia-smi") is None:
+        if spec.cluster.gpus_per_node > 0 and shutil.which("nvidia-smi") is None:
             raise MissingPrerequisite(
-                "GPUs", f"{spec['framework']['name']} with cluster.gpus_per_node="
-                f"{spec['cluster']['gpus_per_node']} needs NVIDIA GPUs and this machine has none "
+                "GPUs", f"{spec.framework.name} with cluster.gpus_per_node="
+                f"{spec.cluster.gpus_per_node} needs NVIDIA GPUs and this machine has none "
                 "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
         submitted = False
         try:
@@ -308,7 +312,7 @@ class Local(Backend):
             env = {**_job_env(spec, self._info(spec)),
                    phases.ENV: phases.launch_env(plan.started or formed, plan.planned or formed, formation, time.time())}
             rc = self._job(spec, out, "submit", f"--entrypoint={entry}", f"--env_json={json.dumps(env)}",
-                           f"--secrets={','.join(spec['secrets'])}")
+                           f"--secrets={','.join(spec.secrets)}")
             if rc != 0:
                 return rc
             rc = self._job(spec, out, "follow")
@@ -327,10 +331,10 @@ class Local(Backend):
         self._summary(spec, out)
         return rc
 
-    def _lost_nodes(self, spec: dict, out: Path) -> list[str]:
+    def _lost_nodes(self, spec: Spec, out: Path) -> list[str]:
         """After a failed follow: the nodes this attempt lost, as the job's node watch recorded them
         from Ray's GCS, or, with the head gone (and the watch with it), as the host sees them."""
-        run_dir = Path(spec["paths"]["run_dir"])
+        run_dir = Path(spec.paths.run_dir)
         history = attempts.summary(attempts.read(run_dir))["attempts"]
         recorded = history[-1]["nodes_lost"] if history else []
         lines = [attempts.describe_loss(loss) for loss in recorded]
@@ -348,9 +352,9 @@ class Local(Backend):
                                                          if rank == 0 else ""))
         return lines
 
-    def _free(self, spec: dict, out: Path | None, why: str) -> bool:
+    def _free(self, spec: Spec, out: Path | None, why: str) -> bool:
         """Take the cluster down at once (every node freed), or print the exact command that does."""
-        down = f"make down RUN_ID={spec['run']['id']}"
+        down = f"make down RUN_ID={spec.run.id}"
         try:
             proc = self._local_cluster(spec, out, "down", env={"RLAUNCH_STOP_GRACE_S": FAST_GRACE_S},
                                        capture_output=True, text=True)
@@ -366,9 +370,9 @@ class Local(Backend):
               file=sys.stderr)
         return False
 
-    def _interrupted(self, spec: dict, out: Path, submitted: bool) -> int:
+    def _interrupted(self, spec: Spec, out: Path, submitted: bool) -> int:
         """Ctrl-C: stop the job, free every node, and say which of the two happened."""
-        run_id = spec["run"]["id"]
+        run_id = spec.run.id
         print(f"\nlocal: interrupted: stopping run {run_id} (Ctrl-C again leaves the cluster up)",
               file=sys.stderr)
         try:
@@ -380,11 +384,11 @@ class Local(Backend):
             return 130
         except MissingPrerequisite:
             pass
-        if self._free(spec, out, "interrupted") and Path(spec["paths"]["run_dir"]).is_dir():
+        if self._free(spec, out, "interrupted") and Path(spec.paths.run_dir).is_dir():
             print(f"local: {_resume_hint(spec)}", file=sys.stderr)
         return 130
 
-    def _form(self, spec: dict, out: Path) -> int:
+    def _form(self, spec: Spec, out: Path) -> int:
         """`local-cluster up`, its output relayed above one progress line: nodes joined out of
         expected (from the head's ray-up log) and the time against the formation deadline."""
         if not LOCAL_CLUSTER.exists():
@@ -397,8 +401,8 @@ class Local(Backend):
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()
         joined, offset = "", 0
-        with progress.Wait(f"cluster {cluster_name(spec)}", spec["cluster"]["formation_timeout_s"],
-                           f"starting Ray on {spec['cluster']['nodes']} node(s)") as wait:
+        with progress.Wait(f"cluster {cluster_name(spec.run.id)}", spec.cluster.formation_timeout_s,
+                           f"starting Ray on {spec.cluster.nodes} node(s)") as wait:
             while True:
                 try:
                     line = lines.get(timeout=0.25)
@@ -414,64 +418,64 @@ class Local(Backend):
                 wait.update(joined or None)
         return proc.wait()
 
-    def _summary(self, spec: dict, out: Path) -> None:
-        run_dir = Path(spec["paths"]["run_dir"])
+    def _summary(self, spec: Spec, out: Path) -> None:
+        run_dir = Path(spec.paths.run_dir)
 
         print(closing_summary(spec, run_dir, out))
 
     # --- from the run id alone: the host answers ------------------------------------------------
 
-    def runs(self, spec: dict) -> Answer:
+    def runs(self, spec: Spec) -> Answer:
         proc = self._local_cluster(spec, None, "list", capture_output=True, text=True)
         if proc.returncode != 0:
             raise MissingPrerequisite("an answer from scripts/local-cluster list", _last_line(proc.stderr))
         runs = [_run(json.loads(line)) for line in proc.stdout.splitlines() if line.strip()]
         return Answer(LIST_ASKED, tuple(runs))
 
-    def find(self, spec: dict) -> Answer:
-        name = cluster_name(spec)
+    def find(self, spec: Spec) -> Answer:
+        name = cluster_name(spec.run.id)
         asked = f"scripts/local-cluster for {name} (namespaces rl-{name}-* in `ip netns list`, its /tmp/rl* host dir)"
         return Answer(asked, tuple(r for r in self.runs(spec).runs if r.run_id == name))
 
-    def run_dirs(self, spec: dict) -> list[Path]:
+    def run_dirs(self, spec: Spec) -> list[Path]:
         """The run's directories on the local shared storage (build/storage/runs/<name>/<run_id>)."""
-        wanted = Path(spec["paths"]["run_dir"])
+        wanted = Path(spec.paths.run_dir)
         found = [wanted] if wanted.is_dir() else []
-        runs = Path(spec["storage"]["mount"]) / "runs"
-        found += [d for d in sorted(runs.glob(f"*/{spec['run']['id']}")) if d.is_dir() and d != wanted]
+        runs = Path(spec.storage.mount) / "runs"
+        found += [d for d in sorted(runs.glob(f"*/{spec.run.id}")) if d.is_dir() and d != wanted]
         return found
 
-    def status(self, spec: dict, out: Path | None) -> int:
+    def status(self, spec: Spec, out: Path | None) -> int:
         proc = self._local_cluster(spec, out, "status", capture_output=True, text=True)
         if proc.returncode != 3:  # 3: not up
             print(proc.stdout, end="")
             print(proc.stderr, end="", file=sys.stderr)
             return self._job(spec, out, "status") or proc.returncode
         dirs = self.run_dirs(spec)
-        print(f"local: no cluster of run {spec['run']['id']} on this host ({_last_line(proc.stderr)})")
+        print(f"local: no cluster of run {spec.run.id} on this host ({_last_line(proc.stderr)})")
         for run_dir in dirs:
             print(f"local: run directory {run_dir}: {_verdict(run_dir)}")
         return 0 if dirs else 1
 
-    def logs(self, spec: dict, out: Path | None) -> int:
+    def logs(self, spec: Spec, out: Path | None) -> int:
         if self._local_cluster(spec, out, "info", capture_output=True).returncode == 0:
             return self._job(spec, out, "follow")
         # The cluster is gone: the job's log stayed in the run directory.
         for run_dir in self.run_dirs(spec):
             log = run_dir / "logs" / "job.log"
             if log.is_file():
-                print(f"local: no cluster of run {spec['run']['id']} is up; its log from {log}:", file=sys.stderr)
+                print(f"local: no cluster of run {spec.run.id} is up; its log from {log}:", file=sys.stderr)
                 sys.stdout.write(log.read_text(encoding="utf-8", errors="replace"))
                 return 0
-        print(f"local: no cluster of run {spec['run']['id']} on this host and no logs/job.log in a run "
-              f"directory under {Path(spec['storage']['mount']) / 'runs'}", file=sys.stderr)
+        print(f"local: no cluster of run {spec.run.id} on this host and no logs/job.log in a run "
+              f"directory under {Path(spec.storage.mount) / 'runs'}", file=sys.stderr)
         return 1
 
-    def down(self, spec: dict, out: Path | None) -> int:
+    def down(self, spec: Spec, out: Path | None) -> int:
         # local-cluster removes what the host has under the run's name, and says so when nothing is there.
         up, started = self._up(spec), time.time()
         rc = self._local_cluster(spec, out, "down").returncode
-        run_dir = Path(spec["paths"]["run_dir"])
+        run_dir = Path(spec.paths.run_dir)
         if rc == 0 and up and (run_dir / phases.FILE).is_file():
             # The run's last phase: its cluster taken down (verification.json's phases gain it).
             phases.mark(run_dir, "down", "start", started)
@@ -479,12 +483,12 @@ class Local(Backend):
             phases.report(run_dir, quiet=True)
         return rc
 
-    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
+    def dashboard(self, spec: Spec, out: Path | None, port: int | None = None) -> int:
         """Forward 127.0.0.1:<port> on the host to the head's dashboard until Ctrl-C: the nodes stay
         off the host's network. On loopback the dashboard already listens on 127.0.0.1."""
         info = self._info(spec)
         target_port = int(info["dashboard_port"])
-        run_id = spec["run"]["id"]
+        run_id = spec.run.id
 
         def banner(url: str, answer: bytes) -> str:
             try:

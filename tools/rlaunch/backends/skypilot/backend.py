@@ -36,15 +36,19 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch import ROOT, backends, frameworks
-from rlaunch.backends.base import Answer, Backend, Run
+from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
 from rlaunch.backends.skypilot import extras as skyextras
 from rlaunch.config import knobs
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.plan import artifacts, catalog, imagecheck, jobenv
 from rlaunch.plan.render import parse_back, render_template, shjoin
 from rlaunch.validate import skypilot as v
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 ARTIFACTS_MOUNT = "/rlaunch/run"
 IMAGE_HOME = "/opt/rlaunch"  # where rlaunch images (docker/<framework>) carry the repository
@@ -61,94 +65,94 @@ FINISHED_JOB_STATES = {"SUCCEEDED", "CANCELLED", "FAILED", "FAILED_SETUP", "FAIL
 INFRA_OF_CLOUD = {cloud: name for name, cloud in backends.sky_clouds().items() if cloud}
 
 
-def infra_string(spec: dict) -> str:
+def infra_string(spec: Spec) -> str:
     """INFRA_SPEC when given (config checked its syntax and that its cloud is INFRA's), else INFRA."""
-    return spec["infra"]["sky_infra"] or spec["infra"]["name"]
+    return spec.infra.sky_infra or spec.infra.name
 
 
-def cloud(spec: dict) -> str:
+def cloud(spec: Spec) -> str:
     """'gcp', 'aws', 'azure', 'kubernetes', another SkyPilot cloud, or '' for the wildcard '*'."""
     return knobs.sky_cloud(infra_string(spec))
 
 
-def on_k8s(spec: dict) -> bool:
+def on_k8s(spec: Spec) -> bool:
     return cloud(spec) == "kubernetes"
 
 
-def cluster_name(spec: dict) -> str:
+def cluster_name(spec: Spec) -> str:
     """The SkyPilot cluster (and managed job) name: the run id, which must start with a letter."""
-    return backends.infra(spec["infra"]["name"]).cluster_name(spec["run"]["id"])
+    return backends.infra(spec.infra.name).cluster_name(spec.run.id)
 
 
-def storage_entry(spec: dict) -> dict[str, str]:
+def storage_entry(spec: Spec) -> dict[str, str]:
     """file_mounts[storage.mount]: an existing bucket (source, mode) or a new one (name, store, mode)."""
-    storage = spec["storage"]
-    if storage["source"]:
-        return {"source": storage["source"], "mode": storage["mode"]}
-    store = storage["store"] or DEFAULT_STORE[cloud(spec)]  # rules: a store for any other cloud
-    return {"name": storage["bucket"] or f"rlaunch-{spec['run']['id']}", "store": store,
-            "mode": storage["mode"]}
+    storage = spec.storage
+    if storage.source:
+        return {"source": storage.source, "mode": storage.mode}
+    store = storage.store or DEFAULT_STORE[cloud(spec)]  # rules: a store for any other cloud
+    return {"name": storage.bucket or f"rlaunch-{spec.run.id}", "store": store,
+            "mode": storage.mode}
 
 
-def task_envs(spec: dict) -> dict[str, str]:
+def task_envs(spec: Spec) -> dict[str, str]:
     """Non-secret env of every node: ray-up's settings, job.sh's, and the framework's own (which
     every raylet needs, not only the driver: env set on a driver does not reach raylets)."""
-    cluster = spec["cluster"]
+    cluster = spec.cluster
     envs = {
-        "RUN_ID": spec["run"]["id"],
+        "RUN_ID": spec.run.id,
         "RLAUNCH_ARTIFACTS": ARTIFACTS_MOUNT,
         "RLAUNCH_PYTHON": "python3",
-        "RLAUNCH_RAY_PORT": str(cluster["ray_port"]),
-        "RLAUNCH_DASHBOARD_PORT": str(cluster["dashboard_port"]),
-        "RLAUNCH_DEADLINE_S": str(cluster["formation_timeout_s"]),
+        "RLAUNCH_RAY_PORT": str(cluster.ray_port),
+        "RLAUNCH_DASHBOARD_PORT": str(cluster.dashboard_port),
+        "RLAUNCH_DEADLINE_S": str(cluster.formation_timeout_s),
     }
-    if spec["framework"]["image"] == "rlaunch":
+    if spec.framework.image == "rlaunch":
         envs["RLAUNCH_HOME"] = IMAGE_HOME
-    envs.update(spec["derived"]["ray_health_env"])  # cluster.health_check: read by the head's GCS (ray-up)
+    envs.update(spec.derived.ray_health_env)  # cluster.health_check: read by the head's GCS (ray-up)
     # run.sh sets W&B's run id from SKYPILOT_TASK_ID, so a recovered managed job logs into the same run.
     return jobenv.job_env(spec, envs, tracker=False)
 
 
-def secret_args(spec: dict) -> list[str]:
-    return [arg for name in spec["secrets"] for arg in ("--secret", name)]
+def secret_args(spec: Spec) -> list[str]:
+    return [arg for name in spec.secrets for arg in ("--secret", name)]
 
 
-def launch_argv(spec: dict, out: Path | str) -> list[str]:
+def launch_argv(spec: Spec, out: Path | str) -> list[str]:
     task = str(Path(out) / "task.yaml")
-    if spec["infra"]["spot"]:
+    if spec.infra.spot:
         return ["jobs", "launch", "-n", cluster_name(spec), task, *secret_args(spec), "-y"]
     return ["launch", "-c", cluster_name(spec), task, *secret_args(spec), "-y"]
 
 
-def _resources(spec: dict) -> dict:
-    c = spec["cluster"]
-    spot = spec["infra"]["spot"]
+def _resources(spec: Spec) -> dict:
+    c = spec.cluster
+    spot = spec.infra.spot
     return {
-        "accelerators": f"{c['accelerator']}:{c['gpus_per_node']}" if c["gpus_per_node"] else "",
+        "accelerators": f"{c.accelerator}:{c.gpus_per_node}" if c.gpus_per_node else "",
         # "N+" is a lower bound, as in the seeds: SkyPilot picks the cheapest instance that has it.
-        "cpus": f"{c['cpus_per_node']}+" if c["cpus_per_node"] else "",
-        "memory": f"{c['memory_gb']}+" if c["memory_gb"] else "",
-        "image_id": f"docker:{spec['pins']['image']}",
-        "network_tier": "best" if spec["infra"]["rdma"] and not on_k8s(spec) else "",
+        "cpus": f"{c.cpus_per_node}+" if c.cpus_per_node else "",
+        "memory": f"{c.memory_gb}+" if c.memory_gb else "",
+        "image_id": f"docker:{spec.pins.image}",
+        "network_tier": "best" if spec.infra.rdma and not on_k8s(spec) else "",
         "use_spot": spot and not on_k8s(spec),  # a managed job on Kubernetes recovers failed pods
-        "autostop": spec["infra"]["autostop_idle_minutes"] > 0,
-        "labels": {RUN_LABEL: spec["run"]["id"]},
+        "autostop": spec.infra.autostop_idle_minutes > 0,
+        "labels": {RUN_LABEL: spec.run.id},
     }
 
 
-def resources_line(spec: dict) -> str:
+def resources_line(spec: Spec) -> str:
     """The instance type SkyPilot's catalog would pick for the task (the cheapest that satisfies it)
     and the whole cluster's hourly price, on demand and spot, from the same catalog."""
-    c, where = spec["cluster"], cloud(spec)
+    c, where = spec.cluster, cloud(spec)
     wanted = ", ".join(f"{k} {v}" for k, v in _resources(spec).items() if k in ("accelerators", "cpus", "memory") and v)
-    if not c["gpus_per_node"] or where in ("", "kubernetes"):
-        return f"{c['nodes']} x ({wanted or 'any'}): the instance is chosen at launch ({where or 'any cloud'})"
+    if not c.gpus_per_node or where in ("", "kubernetes"):
+        return f"{c.nodes} x ({wanted or 'any'}): the instance is chosen at launch ({where or 'any cloud'})"
     parts = infra_string(spec).split("/")
-    got = catalog.instances(where, c["accelerator"], c["gpus_per_node"], _resources(spec)["cpus"] or None,
+    got = catalog.instances(where, c.accelerator, c.gpus_per_node, _resources(spec)["cpus"] or None,
                             _resources(spec)["memory"] or None, parts[1] if len(parts) > 1 and parts[1] else None)
     if isinstance(got, str):
-        return f"{c['nodes']} x ({wanted}): warning: instance and price not known: {got}"
-    pick, n = got[0], c["nodes"]
+        return f"{c.nodes} x ({wanted}): warning: instance and price not known: {got}"
+    pick, n = got[0], c.nodes
 
     def cost(price: float | None) -> str:
         return f"${price * n:,.2f}/h" if price is not None else "not priced"
@@ -216,44 +220,44 @@ class SkyPilot(Backend):
     name = "skypilot"
     resume_hint = "a managed job (SPOT=1) resumes from the run's checkpoints when SkyPilot recovers it"
 
-    def rules(self, spec) -> None:
-        if spec["infra"]["name"] == "sky" and not spec["infra"]["sky_infra"]:
+    def rules(self, spec: Spec) -> None:
+        if spec.infra.name == "sky" and not spec.infra.sky_infra:
             raise ConfigError("infra.sky_infra", "", "a SkyPilot infra string for INFRA=sky, e.g. "
                               "gcp/us-central1 or k8s/my-context (INFRA_SPEC=...)")
-        storage = spec["storage"]
-        if not storage["source"] and not storage["store"] and cloud(spec) not in DEFAULT_STORE:
+        storage = spec.storage
+        if not storage.source and not storage.store and cloud(spec) not in DEFAULT_STORE:
             raise ConfigError("storage.store", "", f"a bucket store for infra {infra_string(spec)!r} (gcs, s3, "
                               "azure, r2, ibm, oci), or storage.source=<bucket URL> to mount an existing one")
-        for key in frameworks.get(spec["framework"]["name"]).env(spec):
-            if key in spec["secrets"]:
+        for key in frameworks.get(spec.framework.name).env(spec):
+            if key in spec.secrets:
                 raise ConfigError("secrets", key, "a secret is passed by `--secret`, never as a framework env")
 
     # --- render (pure) ------------------------------------------------------------------------
 
-    def render(self, spec: dict) -> dict[str, str]:
+    def render(self, spec: Spec) -> dict[str, str]:
         files = artifacts.common(spec)
-        fw = frameworks.get(spec["framework"]["name"])
+        fw = frameworks.get(spec.framework.name)
         setup_lines = fw.setup(spec)
-        image_mode = spec["framework"]["image"] == "rlaunch"
+        image_mode = spec.framework.image == "rlaunch"
         if setup_lines:
             files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=setup_lines, runner=SETUP_RUNNER)
         files["task.yaml"] = render_template(
             "skypilot/task.yaml.j2", spec=spec, task_name=cluster_name(spec), infra=infra_string(spec),
             envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
-            workdir="" if image_mode else str(ROOT), spot=spec["infra"]["spot"],
-            rdma_k8s=spec["infra"]["rdma"] and on_k8s(spec),
-            launch_command="sky " + shjoin(launch_argv(spec, spec["run"]["out"])),
+            workdir="" if image_mode else str(ROOT), spot=spec.infra.spot,
+            rdma_k8s=spec.infra.rdma and on_k8s(spec),
+            launch_command="sky " + shjoin(launch_argv(spec, spec.run.out)),
             setup=bool(setup_lines),
-            run=render_template("skypilot/run.sh.j2", spec=spec, spot=spec["infra"]["spot"],
+            run=render_template("skypilot/run.sh.j2", spec=spec, spot=spec.infra.spot,
                                 install=imagecheck.install_lines(spec)),
             **_resources(spec))
         return files
 
     # --- check (offline) -----------------------------------------------------------------------
 
-    def check(self, spec: dict, files: dict[str, str]) -> list[str]:
+    def check(self, spec: Spec, files: dict[str, str]) -> list[str]:
         task = v.parse_task(files["task.yaml"])
-        fw = frameworks.get(spec["framework"]["name"])
+        fw = frameworks.get(spec.framework.name)
         framework_files = {}
         for rel, text in files.items():
             if rel not in ("task.yaml", "spec.json") and rel.endswith((".yaml", ".yml", ".json")):
@@ -280,15 +284,15 @@ class SkyPilot(Backend):
         ]
         return [line for line in lines if line]
 
-    def plan(self, spec: dict, files: dict[str, str]) -> list[str]:
-        out, name = spec["run"]["out"], cluster_name(spec)
+    def plan(self, spec: Spec, files: dict[str, str]) -> list[str]:
+        out, name = spec.run.out, cluster_name(spec)
         storage = storage_entry(spec)
         where = (f"{storage['source']} ({storage['mode']})" if "source" in storage else
                  f"{storage['store']} bucket {storage['name']} ({storage['mode']}; SkyPilot creates it if "
                  f"missing); it stays after `make down`: `sky storage delete {storage['name']}` removes it")
         target = cloud(spec) or "any enabled infra"
         setup = "setup (rank 0 prepares data), " if "\nsetup:" in files["task.yaml"] else ""
-        c = spec["cluster"]
+        c = spec.cluster
         lines = []
         if cloud(spec) in skyextras.ON_FIRST_USE and skyextras.missing(skyextras.EXTRAS[cloud(spec)]):
             lines.append(f"first use of {cloud(spec)}: pip install SkyPilot's {cloud(spec)} extra into this venv "
@@ -297,15 +301,15 @@ class SkyPilot(Backend):
             f"sky check -o json {cloud(spec)}".rstrip() + f"   (SkyPilot must have {target} enabled)",
             "sky " + shjoin(launch_argv(spec, out)) + "   (follows the logs)",
             f"  resources {resources_line(spec)}",
-            f"  shared storage {spec['storage']['mount']} <- {where}",
-            f"  every node: {setup}scripts/ray-up ({c['nodes']} nodes, Ray {c['ray_port']}/"
-            f"{c['dashboard_port']}); rank 0: bash {ARTIFACTS_MOUNT}/job.sh",
+            f"  shared storage {spec.storage.mount} <- {where}",
+            f"  every node: {setup}scripts/ray-up ({c.nodes} nodes, Ray {c.ray_port}/"
+            f"{c.dashboard_port}); rank 0: bash {ARTIFACTS_MOUNT}/job.sh",
         ]
-        if spec["infra"]["spot"]:
-            lines.append(f"  managed job: job_recovery {spec['infra']['recovery_strategy']}; recoveries "
-                         f"resume from {spec['paths']['ckpt_dir']}; W&B run id from SKYPILOT_TASK_ID")
-        lines.append(f"then: make status / make logs / make dashboard / make down RUN_ID={spec['run']['id']}"
-                     f"   (sky {'jobs ' if spec['infra']['spot'] else ''}name {name})")
+        if spec.infra.spot:
+            lines.append(f"  managed job: job_recovery {spec.infra.recovery_strategy}; recoveries "
+                         f"resume from {spec.paths.ckpt_dir}; W&B run id from SKYPILOT_TASK_ID")
+        lines.append(f"then: make status / make logs / make dashboard / make down RUN_ID={spec.run.id}"
+                     f"   (sky {'jobs ' if spec.infra.spot else ''}name {name})")
         return lines
 
     # --- act --------------------------------------------------------------------------------
@@ -331,13 +335,13 @@ class SkyPilot(Backend):
             return subprocess.run(argv, check=False, capture_output=True, text=True, env=env)
         return subprocess.run(argv, check=False, env=env)
 
-    def _require_clients(self, spec: dict) -> None:
+    def _require_clients(self, spec: Spec) -> None:
         """The cloud's SkyPilot extra in this venv; azure's installs here on its first launch."""
         if Path(self._sky()).parent != Path(sys.executable).parent:
             return  # another environment's sky: its own `sky check` says what it lacks
         skyextras.ensure(cloud(spec))
 
-    def _require_cloud(self, spec: dict) -> None:
+    def _require_cloud(self, spec: Spec) -> None:
         """SkyPilot must have the target infra enabled, or launch fails late and less clearly."""
         target = cloud(spec)
         proc = self._run("check", "-o", "json", *([target] if target else []), capture=True)
@@ -351,16 +355,16 @@ class SkyPilot(Backend):
                 f"run `{' '.join(['sky', 'check', *([target] if target else [])])}` and follow its hints "
                 "(credentials, kubeconfig), then `make launch` again")
 
-    def launch(self, plan) -> int:
+    def launch(self, plan: LaunchPlan) -> int:
         spec, out = plan.spec, plan.out
         self._sky()
         self.require_secrets(spec)
         self._require_clients(spec)
         self._require_cloud(spec)
         rc = self._run(*launch_argv(spec, out)).returncode
-        print(f"skypilot: {'managed job' if spec['infra']['spot'] else 'cluster'} {cluster_name(spec)}; run dir "
-              f"{spec['paths']['run_dir']} on the shared storage; make status / logs / down "
-              f"RUN_ID={spec['run']['id']}")
+        print(f"skypilot: {'managed job' if spec.infra.spot else 'cluster'} {cluster_name(spec)}; run dir "
+              f"{spec.paths.run_dir} on the shared storage; make status / logs / down "
+              f"RUN_ID={spec.run.id}")
         return rc
 
     # --- what SkyPilot knows: its API server answers ------------------------------------------
@@ -390,7 +394,7 @@ class SkyPilot(Backend):
         # Each sky call takes seconds (the first one starts SkyPilot's local API server): say so.
         print("skypilot: asking SkyPilot's API server (sky status, sky jobs queue)", file=sys.stderr)
 
-    def runs(self, spec: dict) -> Answer:
+    def runs(self, spec: Spec) -> Answer:
         self._asking()
         clusters = [_cluster_run(c) for c in self._clusters() if RUN_LABEL in (c.get("labels") or {})]
         jobs = self._jobs()
@@ -400,20 +404,20 @@ class SkyPilot(Backend):
                 "job's cluster is up): `sky jobs queue -u` lists them" if unlabelled else "")
         return Answer("sky status -u -o json; sky jobs queue -u -o json", tuple(clusters + ours), note)
 
-    def find(self, spec: dict) -> Answer:
+    def find(self, spec: Spec) -> Answer:
         self._asking()
         name = cluster_name(spec)
-        clusters = [_cluster_run(c, spec["run"]["id"]) for c in self._clusters(name) if c.get("name") == name]
-        jobs = [_job_run(j, spec["run"]["id"]) for j in self._jobs() if j.get("job_name") == name]
+        clusters = [_cluster_run(c, spec.run.id) for c in self._clusters(name) if c.get("name") == name]
+        jobs = [_job_run(j, spec.run.id) for j in self._jobs() if j.get("job_name") == name]
         return Answer(f"sky status -u -o json {name}; sky jobs queue -u -o json", tuple(clusters + jobs))
 
-    def _nothing(self, spec: dict, answer: Answer, what: str, verdict: str = "") -> str:
+    def _nothing(self, spec: Spec, answer: Answer, what: str, verdict: str = "") -> str:
         """The line for "SkyPilot knows nothing of this run", naming what was asked and where."""
         finished = [r for r in answer.runs if not r.active]
         server = _json_tail(self._run("api", "info", "-o", "json", capture=True).stdout).get("server") or {}
         url = server.get("url", "?")
         local = any(host in url for host in ("127.0.0.1", "localhost", "[::1]"))
-        return (f"skypilot: no {what} of run {spec['run']['id']}: `{answer.asked.replace('; ', '` and `')}` "
+        return (f"skypilot: no {what} of run {spec.run.id}: `{answer.asked.replace('; ', '` and `')}` "
                 f"(API server {url}) found none"
                 + (f"; finished: {', '.join(f'{r.where} {r.state}' for r in finished)}" if finished else "")
                 + verdict
@@ -424,9 +428,9 @@ class SkyPilot(Backend):
     # With the launch's artifacts here (out), the spec says cluster or managed job and sky answers
     # for the name; with only the run id, SkyPilot is asked first what exists of it.
 
-    def status(self, spec: dict, out: Path | None) -> int:
+    def status(self, spec: Spec, out: Path | None) -> int:
         if out is not None:
-            if spec["infra"]["spot"]:
+            if spec.infra.spot:
                 return self._run("jobs", "queue").returncode
             return self._run("status", cluster_name(spec)).returncode
         answer = self.find(spec)
@@ -440,8 +444,8 @@ class SkyPilot(Backend):
             rc = self._run(*args).returncode or rc
         return rc
 
-    def logs(self, spec: dict, out: Path | None) -> int:
-        kinds = ({"managed-job" if spec["infra"]["spot"] else "cluster"} if out is not None
+    def logs(self, spec: Spec, out: Path | None) -> int:
+        kinds = ({"managed-job" if spec.infra.spot else "cluster"} if out is not None
                  else {r.kind for r in self._found(spec, "cluster or managed job")})
         if not kinds:
             return 1
@@ -449,33 +453,33 @@ class SkyPilot(Backend):
             return self._run("logs", cluster_name(spec)).returncode
         return self._run("jobs", "logs", "-n", cluster_name(spec)).returncode
 
-    def dashboard(self, spec: dict, out: Path | None, port: int | None = None) -> int:
+    def dashboard(self, spec: Spec, out: Path | None, port: int | None = None) -> int:
         kinds = self._kinds(spec, out)
         if not kinds:
             return 1
         if "cluster" not in kinds:
             print(f"skypilot: a managed job's cluster belongs to the jobs controller and has no endpoint "
-                  f"command; follow the job with `make logs RUN_ID={spec['run']['id']}`")
+                  f"command; follow the job with `make logs RUN_ID={spec.run.id}`")
             return 0
         # The task opens the dashboard port (resources.ports); SkyPilot knows its public endpoint.
-        proc = self._run("status", "--endpoint", str(spec["cluster"]["dashboard_port"]),
+        proc = self._run("status", "--endpoint", str(spec.cluster.dashboard_port),
                          cluster_name(spec), capture=True)
         sys.stdout.write(proc.stdout)
         sys.stderr.write(proc.stderr)
         endpoint = proc.stdout.strip().splitlines()[-1].strip() if proc.stdout.strip() else ""
         if proc.returncode == 0 and endpoint and " " not in endpoint:
             url = endpoint if "://" in endpoint else f"http://{endpoint}"
-            print(f"skypilot: Ray dashboard of run {spec['run']['id']}: open {url}")
+            print(f"skypilot: Ray dashboard of run {spec.run.id}: open {url}")
         return proc.returncode
 
-    def _kinds(self, spec: dict, out: Path | None) -> set[str]:
+    def _kinds(self, spec: Spec, out: Path | None) -> set[str]:
         """What the run is: its spec's kind (rendered here), else the active runs SkyPilot knows (empty:
         none, said on stderr)."""
         if out is not None:
-            return {"managed-job" if spec["infra"]["spot"] else "cluster"}
+            return {"managed-job" if spec.infra.spot else "cluster"}
         return {r.kind for r in self._found(spec, "cluster or managed job", active=True)}
 
-    def ssh(self, spec: dict, out: Path | None, command: list[str] | None = None) -> int:
+    def ssh(self, spec: Spec, out: Path | None, command: list[str] | None = None) -> int:
         """`ssh <cluster>` (the alias SkyPilot writes to ~/.ssh/config): a shell on the head node, or
         `command` run there, as seed 001 checks its cluster."""
         kinds = self._kinds(spec, out)
@@ -483,30 +487,30 @@ class SkyPilot(Backend):
             return 1
         if "cluster" not in kinds:
             print(f"skypilot: a managed job's cluster belongs to the jobs controller, not to an ssh alias of "
-                  f"yours; follow the job with `make logs RUN_ID={spec['run']['id']}`", file=sys.stderr)
+                  f"yours; follow the job with `make logs RUN_ID={spec.run.id}`", file=sys.stderr)
             return 1
         ssh = shutil.which("ssh")
         if ssh is None:
             raise MissingPrerequisite("the ssh client", "install OpenSSH's client (apt-get install openssh-client)")
         return subprocess.run([ssh, cluster_name(spec), *(command or [])], check=False).returncode
 
-    def ray_status(self, spec: dict, out: Path | None) -> int:
+    def ray_status(self, spec: Spec, out: Path | None) -> int:
         """Seed 001's look at a running cluster: `ray status` and `ray summary tasks` on the head, asked
         of rlaunch's Ray (its GCS and dashboard ports), not SkyPilot's own Ray on 6380/8266."""
-        gcs, dash = spec["cluster"]["ray_port"], spec["cluster"]["dashboard_port"]
+        gcs, dash = spec.cluster.ray_port, spec.cluster.dashboard_port
         return self.ssh(spec, out, [f"ray status --address 127.0.0.1:{gcs} && "
                                     f"ray summary tasks --address http://127.0.0.1:{dash}"])
 
-    def _found(self, spec: dict, what: str, active: bool = False) -> list[Run]:
+    def _found(self, spec: Spec, what: str, active: bool = False) -> list[Run]:
         answer = self.find(spec)
         runs = [r for r in answer.runs if r.active or not active]
         if not runs:
             print(self._nothing(spec, answer, what), file=sys.stderr)
         return runs
 
-    def down(self, spec: dict, out: Path | None) -> int:
+    def down(self, spec: Spec, out: Path | None) -> int:
         if out is not None:
-            return self._cancel(spec) if spec["infra"]["spot"] else self._down(spec)
+            return self._cancel(spec) if spec.infra.spot else self._down(spec)
         answer = self.find(spec)
         live = [r for r in answer.runs if r.active]
         if not live:
@@ -518,10 +522,10 @@ class SkyPilot(Backend):
             rc = (self._down(spec) if run.kind == "cluster" else self._cancel(spec)) or rc
         return rc
 
-    def _down(self, spec: dict) -> int:
+    def _down(self, spec: Spec) -> int:
         return self._run("down", "-y", cluster_name(spec)).returncode  # "not found" exits 0
 
-    def _cancel(self, spec: dict) -> int:
+    def _cancel(self, spec: Spec) -> int:
         proc = self._run("jobs", "cancel", "-y", "-n", cluster_name(spec), capture=True)
         sys.stdout.write(proc.stdout)
         sys.stderr.write(proc.stderr)

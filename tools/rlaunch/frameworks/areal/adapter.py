@@ -11,6 +11,8 @@ AReaL's loader (tests/unit/test_loaders.py shows it).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import yaml
 
 from rlaunch.config import inputs as run_inputs
@@ -19,6 +21,9 @@ from rlaunch.config.overrides import Owned
 from rlaunch.config import topology
 from rlaunch.frameworks.areal.allocation import allocation_gpus
 from rlaunch.frameworks.base import ARTIFACTS, Framework
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 AREAL_HOME = "/AReaL"  # AReaL's source in its runtime image (Dockerfile: COPY . /AReaL)
 ENTRY = "examples/math/gsm8k_rl.py"
@@ -63,44 +68,44 @@ class Areal(Framework):
     # AReaL loads GSM8K itself (load_dataset(path, name="main")): the pinned hub snapshot as is.
     dataset_snapshot = True
 
-    def dataset_path(self, spec: dict) -> str:
+    def dataset_path(self, spec: Spec) -> str:
         """The GSM8K snapshot: rlaunch's pinned one (<data_dir>-hf) or data.path."""
         return run_inputs.data_dir(spec)
 
-    def fileroot(self, spec: dict) -> str:
-        eff = topology.parse_overrides(spec["framework"]["overrides"])
-        return eff.get("cluster.fileroot", spec["paths"]["run_dir"])
+    def fileroot(self, spec: Spec) -> str:
+        eff = topology.parse_overrides(spec.framework.overrides)
+        return eff.get("cluster.fileroot", spec.paths.run_dir)
 
-    def scheduler(self, spec: dict) -> str:
-        return "local" if spec["cluster"]["nodes"] == 1 else "ray"
+    def scheduler(self, spec: Spec) -> str:
+        return "local" if spec.cluster.nodes == 1 else "ray"
 
-    def backends(self, spec: dict) -> tuple[str, str]:
+    def backends(self, spec: Spec) -> tuple[str, str]:
         """Half the GPUs generate, half train (seed 000: sglang:d1 + fsdp:d1 on 2, d8 + d8 on 2 x 8)."""
         dp = max(topology.total_gpus(spec) // 2, 1)
-        engine = spec["rollout"]["backend"]
+        engine = spec.rollout.backend
         return f"{engine}:d{dp}", f"fsdp:d{dp}"
 
-    def experiment(self, spec: dict) -> dict:
+    def experiment(self, spec: Spec) -> dict:
         """The experiment YAML as a mapping: gsm8k_grpo.yaml's settings with the spec's values."""
-        run, algo, train, paths = spec["run"], spec["algo"], spec["train"], spec["paths"]
-        multi = spec["cluster"]["nodes"] > 1
+        run, algo, train, paths = spec.run, spec.algo, spec.train, spec.paths
+        multi = spec.cluster.nodes > 1
         name_resolve = ({"type": "ray", "ray_actor_name": "ray_kv_store"} if multi else
-                        {"type": "nfs", "nfs_record_root": f"{paths['run_dir']}/name_resolve"})
+                        {"type": "nfs", "nfs_record_root": f"{paths.run_dir}/name_resolve"})
         common = {"experiment_name": "${experiment_name}", "trial_name": "${trial_name}",
                   "fileroot": "${cluster.fileroot}"}
-        freq = {"freq_epochs": None if train["save_freq"] > 0 else 1,
-                "freq_steps": train["save_freq"] if train["save_freq"] > 0 else None, "freq_secs": None}
+        freq = {"freq_epochs": None if train.save_freq > 0 else 1,
+                "freq_steps": train.save_freq if train.save_freq > 0 else None, "freq_secs": None}
         evaluate = {"freq_epochs": 1, "freq_steps": None, "freq_secs": None}
-        if train["smoke"]:  # SMOKE=1: a few steps, evaluated and saved from step 1 on
+        if train.smoke:  # SMOKE=1: a few steps, evaluated and saved from step 1 on
             freq = evaluate = {"freq_epochs": None, "freq_steps": 1, "freq_secs": None}
-        mb = {"max_tokens_per_mb": train["max_tokens_per_mb"] or MAX_TOKENS_PER_MB, "packing_algorithm": "ffd"}
+        mb = {"max_tokens_per_mb": train.max_tokens_per_mb or MAX_TOKENS_PER_MB, "packing_algorithm": "ffd"}
         rollout_backend, actor_backend = self.backends(spec)
         dataset = self.dataset_path(spec)
         return {
-            "experiment_name": run["name"], "trial_name": run["id"], "seed": 1, "enable_offload": train["offload"],
-            "total_train_epochs": train["epochs"], "tokenizer_path": "${actor.path}",
-            **({"total_train_steps": train["smoke_steps"]} if train["smoke"] else {}),
-            "cluster": {"n_nodes": spec["cluster"]["nodes"], "n_gpus_per_node": spec["cluster"]["gpus_per_node"],
+            "experiment_name": run.name, "trial_name": run.id, "seed": 1, "enable_offload": train.offload,
+            "total_train_epochs": train.epochs, "tokenizer_path": "${actor.path}",
+            **({"total_train_steps": train.smoke_steps} if train.smoke else {}),
+            "cluster": {"n_nodes": spec.cluster.nodes, "n_gpus_per_node": spec.cluster.gpus_per_node,
                         "fileroot": self.fileroot(spec), "name_resolve": name_resolve},
             "scheduler": {"type": None},
             "rollout": {"backend": rollout_backend, "experiment_name": "${experiment_name}",
@@ -109,19 +114,19 @@ class Areal(Framework):
                         "enable_rollout_tracing": False, "scheduling_spec": "${actor.scheduling_spec}",
                         "fileroot": "${cluster.fileroot}", "tokenizer_path": "${tokenizer_path}",
                         "dump_to_file": True},
-            "gconfig": {"n_samples": algo["group_size"], "min_new_tokens": 0,
-                        "max_new_tokens": spec["data"]["max_response_length"], "greedy": False,
+            "gconfig": {"n_samples": algo.group_size, "min_new_tokens": 0,
+                        "max_new_tokens": spec.data.max_response_length, "greedy": False,
                         "temperature": 1.0},
             "actor": {
                 "backend": actor_backend, "experiment_name": "${experiment_name}", "trial_name": "${trial_name}",
-                "path": spec["paths"]["model"], "init_from_scratch": False, "disable_dropout": True,
+                "path": spec.paths.model, "init_from_scratch": False, "disable_dropout": True,
                 "gradient_checkpointing": True, "dtype": "bfloat16", "mb_spec": mb,
-                "optimizer": {"type": "adam", "lr": algo["lr"], "weight_decay": 0.017, "beta1": 0.9,
+                "optimizer": {"type": "adam", "lr": algo.lr, "weight_decay": 0.017, "beta1": 0.9,
                               "beta2": 0.999, "eps": 1e-8, "lr_scheduler_type": "constant",
                               "gradient_clipping": 1.0, "warmup_steps_proportion": 0.001},
                 "eps_clip": 0.4, "temperature": "${gconfig.temperature}", "reward_scaling": 10.0,
-                "reward_bias": -0.5, "kl_ctl": algo["kl_coef"] if algo["use_kl_loss"] else 0.0,
-                "ppo_n_minibatches": max(train["batch_size"] // train["mini_batch_size"], 1),
+                "reward_bias": -0.5, "kl_ctl": algo.kl_coef if algo.use_kl_loss else 0.0,
+                "ppo_n_minibatches": max(train.batch_size // train.mini_batch_size, 1),
                 "recompute_logprob": True, "use_decoupled_loss": True,
                 "rejection_sampling": {"metric": "ratio", "upper": 5.0},
                 "reward_norm": {"mean_level": "group", "std_level": "group", "group_size": "${gconfig.n_samples}"},
@@ -140,50 +145,50 @@ class Areal(Framework):
                        "mem_fraction_static": 0.8},
             "vllm": {"model": "${actor.path}", "seed": "${seed}", "skip_tokenizer_init": False,
                      "dtype": "${actor.dtype}", "max_model_len": 32768,
-                     "gpu_memory_utilization": spec["rollout"]["gpu_memory_utilization"]},
-            "train_dataset": {"batch_size": train["batch_size"], "shuffle": True, "pin_memory": True,
+                     "gpu_memory_utilization": spec.rollout.gpu_memory_utilization},
+            "train_dataset": {"batch_size": train.batch_size, "shuffle": True, "pin_memory": True,
                               "num_workers": 4, "path": dataset, "type": "rl",
-                              "max_length": spec["data"]["max_prompt_length"]},
-            "valid_dataset": {"batch_size": train["batch_size"], "pin_memory": True, "num_workers": 4,
+                              "max_length": spec.data.max_prompt_length},
+            "valid_dataset": {"batch_size": train.batch_size, "pin_memory": True, "num_workers": 4,
                               "path": dataset, "type": "rl"},
             "saver": {**common, **freq},
             # AReaL resumes from recover_info/ under the run's fileroot, written as often as the
             # checkpoints (train.save_freq): every restart of the run continues from the last one.
             "recover": {**common, "mode": "auto", **freq},
             "evaluator": {**common, **evaluate},
-            "stats_logger": {**common, "wandb": {"mode": "online" if spec["logging"]["wandb"] else "disabled",
-                                                 "project": spec["logging"]["project"]},
-                             "tensorboard": {"path": f"{paths['run_dir']}/tensorboard"}},
+            "stats_logger": {**common, "wandb": {"mode": "online" if spec.logging.wandb else "disabled",
+                                                 "project": spec.logging.project},
+                             "tensorboard": {"path": f"{paths.run_dir}/tensorboard"}},
             "perf_tracer": {**common, "enabled": False, "session_tracer": {"enabled": False}},
         }
 
-    def cli(self, spec: dict) -> list[str]:
+    def cli(self, spec: Spec) -> list[str]:
         """Seed 000's command-line overrides, then framework.overrides."""
         rollout_backend, actor_backend = self.backends(spec)
         out = [f"scheduler.type={self.scheduler(spec)}",
-               f"experiment_name={spec['run']['name']}", f"trial_name={spec['run']['id']}",
-               f"cluster.n_nodes={spec['cluster']['nodes']}",
-               f"cluster.n_gpus_per_node={spec['cluster']['gpus_per_node']}",
+               f"experiment_name={spec.run.name}", f"trial_name={spec.run.id}",
+               f"cluster.n_nodes={spec.cluster.nodes}",
+               f"cluster.n_gpus_per_node={spec.cluster.gpus_per_node}",
                f"rollout.backend={rollout_backend}", f"actor.backend={actor_backend}"]
-        if spec["cluster"]["nodes"] > 1:
+        if spec.cluster.nodes > 1:
             out.append("cluster.name_resolve.type=ray")
-        return out + list(spec["framework"]["overrides"])
+        return out + list(spec.framework.overrides)
 
-    def command(self, spec: dict) -> list[str]:
+    def command(self, spec: Spec) -> list[str]:
         return ["python3", f"{AREAL_HOME}/{ENTRY}", "--config", f"{ARTIFACTS}/{CONFIG}", *self.cli(spec)]
 
-    def files(self, spec: dict) -> dict[str, str]:
+    def files(self, spec: Spec) -> dict[str, str]:
         return {CONFIG: yaml.safe_dump(self.experiment(spec), sort_keys=False, default_flow_style=False)}
 
-    def env(self, spec: dict) -> dict[str, str]:
+    def env(self, spec: Spec) -> dict[str, str]:
         # AReaL names its log and checkpoint dirs after $USER, which a container may not set.
         env = {"TOKENIZERS_PARALLELISM": "false", "USER": "rlaunch"}
         return env
 
-    def setup(self, spec: dict) -> list[str]:
+    def setup(self, spec: Spec) -> list[str]:
         return run_inputs.setup_lines(spec)
 
-    def inputs(self, spec: dict) -> list[str]:
+    def inputs(self, spec: Spec) -> list[str]:
         out = [f"{self.dataset_path(spec)}/SHA256SUMS"]
         if run_inputs.model_dir(spec):
             out.append(f"{run_inputs.model_dir(spec)}/config.json")
@@ -191,23 +196,23 @@ class Areal(Framework):
 
     # --- checks -----------------------------------------------------------------------------------
 
-    def check(self, spec: dict) -> None:
+    def check(self, spec: Spec) -> None:
         topology.require_gpus(spec, "AReaL")
-        if spec["data"]["dataset"] != "gsm8k":
-            raise ConfigError("data.dataset", spec["data"]["dataset"], "gsm8k (AReaL's gsm8k_rl.py entrypoint)")
+        if spec.data.dataset != "gsm8k":
+            raise ConfigError("data.dataset", spec.data.dataset, "gsm8k (AReaL's gsm8k_rl.py entrypoint)")
         if "gsm8k" not in self.dataset_path(spec).lower():
-            raise ConfigError("data.path", spec["data"]["path"], "a directory whose path names gsm8k (AReaL "
+            raise ConfigError("data.path", spec.data.path, "a directory whose path names gsm8k (AReaL "
                               "chooses its dataset loader by the path), e.g. /data/data/gsm8k")
-        eff = topology.parse_overrides(spec["framework"]["overrides"])
+        eff = topology.parse_overrides(spec.framework.overrides)
         topology.group_size(spec, *(("framework.overrides[gconfig.n_samples]", eff["gconfig.n_samples"])
                                     if "gconfig.n_samples" in eff else ("algo.group_size", None)))
         topology.rollout_backend(spec)
         sched = eff.get("scheduler.type", self.scheduler(spec))
         if sched not in SCHEDULERS:
             raise ConfigError("framework.overrides[scheduler.type]", sched, "local (one node) or ray (several)")
-        if sched == "local" and spec["cluster"]["nodes"] > 1:
+        if sched == "local" and spec.cluster.nodes > 1:
             raise ConfigError("framework.overrides[scheduler.type]", sched,
-                              f"ray: the local scheduler runs on one node, cluster.nodes={spec['cluster']['nodes']}")
+                              f"ray: the local scheduler runs on one node, cluster.nodes={spec.cluster.nodes}")
         rollout_backend, actor_backend = self.backends(spec)
         used = 0
         for key, default in (("rollout.backend", rollout_backend), ("actor.backend", actor_backend)):
@@ -228,22 +233,22 @@ class Areal(Framework):
         key = "framework.overrides[cluster.fileroot]" if "cluster.fileroot" in eff else "storage.mount"
         topology.under_mount(spec, key, self.fileroot(spec), "AReaL's cluster.fileroot (logs, checkpoints, "
                              "name records)")
-        batch = topology.as_int("train.batch_size", eff.get("train_dataset.batch_size", spec["train"]["batch_size"]))
+        batch = topology.as_int("train.batch_size", eff.get("train_dataset.batch_size", spec.train.batch_size))
         dp = allocation_gpus("actor.backend", eff.get("actor.backend", actor_backend))
-        n = topology.as_int("algo.group_size", eff.get("gconfig.n_samples", spec["algo"]["group_size"]))
+        n = topology.as_int("algo.group_size", eff.get("gconfig.n_samples", spec.algo.group_size))
         if (batch * n) % dp:
             raise ConfigError("train.batch_size", batch, f"batch x n_samples ({batch} x {n}) divisible by the "
                               f"actor's {dp} data-parallel GPUs")
-        tokens = spec["train"]["max_tokens_per_mb"] or MAX_TOKENS_PER_MB
-        longest = spec["data"]["max_prompt_length"] + spec["data"]["max_response_length"]
+        tokens = spec.train.max_tokens_per_mb or MAX_TOKENS_PER_MB
+        longest = spec.data.max_prompt_length + spec.data.max_response_length
         if tokens < longest:
             raise ConfigError("train.max_tokens_per_mb", tokens, f">= one whole sequence, data.max_prompt_length + "
                               f"data.max_response_length = {longest} (AReaL packs sequences into micro-batches)")
-        if spec["train"]["mini_batch_size"] > batch:
-            raise ConfigError("train.mini_batch_size", spec["train"]["mini_batch_size"],
+        if spec.train.mini_batch_size > batch:
+            raise ConfigError("train.mini_batch_size", spec.train.mini_batch_size,
                               f"<= the train batch (train.batch_size={batch})")
 
-    def loader_request(self, spec: dict) -> dict:
+    def loader_request(self, spec: Spec) -> dict:
         return {"config_text": self.files(spec)[CONFIG], "overrides": self.cli(spec)}
 
 

@@ -9,13 +9,17 @@ mem_fraction_static, vLLM gpu_memory_utilization).
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from rlaunch.frameworks.areal.adapter import ADAPTER as adapter
 from rlaunch.frameworks.areal.allocation import allocation_gpus
 from rlaunch.plan.memory import Phase, dtype_bytes, effective, gb, gpu_memory
 
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
-def phases(spec: dict, n: dict[str, int]) -> tuple[list[Phase], list[str]]:
+
+def phases(spec: Spec, n: dict[str, int]) -> tuple[list[Phase], list[str]]:
     exp, eff = adapter.experiment(spec), effective(spec)
     rollout_default, actor_default = adapter.backends(spec)
     actor_alloc = str(eff.get("actor.backend", actor_default))

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch.config import dotted
 from rlaunch.verify.postflight import (check_step_target, check_topology, hf_checkpoint_problems, log_text,
     read_yaml, target_steps, tensorboard_check)
 from rlaunch.verify.report import check
 
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
+
 STEP = r"Train step (\d+)/(\d+) done"
 CKPT = r"epoch(\d+)epochstep(\d+)globalstep(\d+)"
 
 
-def layout(spec, run_dir: Path) -> dict[str, Path | str]:
-    run = spec.get("run", {})
-    return {"fileroot": Path(run_dir), "experiment": run.get("name", ""), "trial": run.get("id", ""),
+def layout(spec: Spec, run_dir: Path) -> dict[str, Path | str]:
+    return {"fileroot": Path(run_dir), "experiment": spec.run.name, "trial": spec.run.id,
             "tensorboard": ""}
 
 
@@ -39,7 +42,7 @@ def _areal_dir(fileroot: Path, kind: str, experiment: str, trial: str) -> Path |
     return found[-1] if found else None
 
 
-def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
+def checks(spec: Spec, run_dir: Path, where: dict, facts: dict) -> list[dict]:
     fileroot, experiment, trial = Path(where["fileroot"]), where["experiment"], where["trial"]
     checks = []
     log_dir = _areal_dir(fileroot, "logs", experiment, trial)
@@ -76,9 +79,9 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
 
     config_path = (log_dir or fileroot) / "config.yaml"
     cfg = read_yaml(config_path) if config_path.is_file() else None
-    cluster = spec["cluster"]
-    checks.append(check_topology(cfg, config_path, {"cluster.n_nodes": cluster["nodes"],
-                                                    "cluster.n_gpus_per_node": cluster["gpus_per_node"]},
+    cluster = spec.cluster
+    checks.append(check_topology(cfg, config_path, {"cluster.n_nodes": cluster.nodes,
+                                                    "cluster.n_gpus_per_node": cluster.gpus_per_node},
                                  required=False))
     tb = where["tensorboard"] or (dotted.get(cfg, "stats_logger.tensorboard.path", None) if cfg else None)
     if tb:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import posixpath
 import shlex
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -25,6 +26,9 @@ from rlaunch.config.overrides import Owned
 from rlaunch.config import topology
 from rlaunch.frameworks.rlinf.placement import default_placement, parse_ranks, placement as check_placement
 from rlaunch.frameworks.base import ARTIFACTS, Framework
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 CONFIG_DIR = "rlinf"
 CONFIG_NAME = "rlaunch-grpo"
@@ -44,9 +48,9 @@ ACTOR_FSDP = {**FSDP, "forward_prefetch": True, "backward_prefetch": "pre", "use
               "amp_autocast": {"enabled": False, "precision": "fp16"}, "grad_scaler": {"enabled": True}}
 
 
-def checkout(spec) -> str:
+def checkout(spec: Spec) -> str:
     """The pinned RLinf checkout on the shared storage (seed 003's layout)."""
-    return f"{spec['storage']['mount']}/code/checkouts/{spec['pins']['framework_commit']}"
+    return f"{spec.storage.mount}/code/checkouts/{spec.pins.framework_commit}"
 
 
 def _tenth(value: float) -> float:
@@ -85,51 +89,51 @@ class Rlinf(Framework):
     name = "rlinf"
     owned = OWNED
 
-    def checkout(self, spec) -> str:
+    def checkout(self, spec: Spec) -> str:
         return checkout(spec)
 
-    def data_file(self, spec: dict) -> str:
-        name = spec["pins"]["dataset"].get("file") or "train.jsonl"
+    def data_file(self, spec: Spec) -> str:
+        name = spec.pins.dataset.get("file") or "train.jsonl"
         return f"{run_inputs.data_dir(spec)}/{name}"
 
-    def base(self, spec: dict) -> dict:
-        run, algo, train, paths = spec["run"], spec["algo"], spec["train"], spec["paths"]
-        model, data_file = spec["paths"]["model"], self.data_file(spec)
-        seq = spec["data"]["max_prompt_length"] + spec["data"]["max_response_length"]
-        steps = train["steps"] if train["steps"] > 0 else -1
-        save = train["save_freq"] if train["save_freq"] > 0 else steps  # -1: only at the end
-        val = train["test_freq"] if train["test_freq"] > 0 else 1
-        if train["smoke"]:  # SMOKE=1: a few steps, validated and saved from step 1 on
-            steps, save, val = train["smoke_steps"], 1, 1
-        loggers = ["tensorboard"] + (["wandb"] if spec["logging"]["wandb"] else [])
+    def base(self, spec: Spec) -> dict:
+        run, algo, train, paths = spec.run, spec.algo, spec.train, spec.paths
+        model, data_file = spec.paths.model, self.data_file(spec)
+        seq = spec.data.max_prompt_length + spec.data.max_response_length
+        steps = train.steps if train.steps > 0 else -1
+        save = train.save_freq if train.save_freq > 0 else steps  # -1: only at the end
+        val = train.test_freq if train.test_freq > 0 else 1
+        if train.smoke:  # SMOKE=1: a few steps, validated and saved from step 1 on
+            steps, save, val = train.smoke_steps, 1, 1
+        loggers = ["tensorboard"] + (["wandb"] if spec.logging.wandb else [])
         tokenizer = {"tokenizer_model": model, "use_fast": True, "trust_remote_code": True,
                      "padding_side": "right"}
         return {
             "defaults": [{"override hydra/job_logging": "stdout"}],
-            "hydra": {"run": {"dir": f"{paths['run_dir']}/hydra"}, "output_subdir": ".hydra",
+            "hydra": {"run": {"dir": f"{paths.run_dir}/hydra"}, "output_subdir": ".hydra",
                       "job": {"chdir": False}},
-            "cluster": {"num_nodes": spec["cluster"]["nodes"], "component_placement": default_placement(spec)},
+            "cluster": {"num_nodes": spec.cluster.nodes, "component_placement": default_placement(spec)},
             "runner": {
                 "task_type": "reasoning",
-                "logger": {"log_path": paths["run_dir"], "project_name": spec["logging"]["project"],
-                           "experiment_name": run["id"], "logger_backends": loggers},
-                "max_epochs": train["epochs"], "max_steps": steps,
+                "logger": {"log_path": paths.run_dir, "project_name": spec.logging.project,
+                           "experiment_name": run.id, "logger_backends": loggers},
+                "max_epochs": train.epochs, "max_steps": steps,
                 "val_check_interval": val,
                 "save_interval": save, "seq_length": seq, "enable_dynamic_batch_size": False,
                 # auto: the highest checkpoints/global_step_N under logger.log_path (the run directory);
                 # rlaunch.job.checkpoints sets incomplete ones aside before a restart.
                 "max_tokens_per_mbs": seq, "resume_dir": "auto", "per_worker_log": True,
                 # output_dir/experiment_name is the run directory (job/layouts.py).
-                "experiment_name": run["id"], "output_dir": posixpath.dirname(paths["run_dir"]),
+                "experiment_name": run.id, "output_dir": posixpath.dirname(paths.run_dir),
             },
             "algorithm": {
-                "group_size": algo["group_size"],
-                "n_minibatches": max(train["batch_size"] // train["mini_batch_size"], 1),
-                "training_batch_size_per_gpu": train["micro_batch_size_per_gpu"],
+                "group_size": algo.group_size,
+                "n_minibatches": max(train.batch_size // train.mini_batch_size, 1),
+                "training_batch_size_per_gpu": train.micro_batch_size_per_gpu,
                 "rollout_batch_size_per_gpu": None, "logprob_forward_micro_batch_size": 1,
                 "val_rollout_batch_size_per_gpu": 4, "recompute_logprobs": True, "shuffle_rollout": False,
                 "max_num_gen_batches": 1, "loss_type": "actor", "loss_agg_func": "token-mean",
-                "kl_beta": algo["kl_coef"] if algo["use_kl_loss"] else 0.0, "kl_penalty_type": "low_var_kl",
+                "kl_beta": algo.kl_coef if algo.use_kl_loss else 0.0, "kl_penalty_type": "low_var_kl",
                 "ratio_clip_eps": 0.2, "entropy_bonus": 0.0, "calculate_entropy": True, "clip_ratio_c": None,
                 "clip_ratio_low": None, "clip_ratio_high": None, "adv_type": "grpo",
                 "normalize_advantages": False, "early_stop_imp_ratio": 5.0, "use_valid_token_scale": True,
@@ -144,29 +148,29 @@ class Rlinf(Framework):
                           "tokenizer": {**tokenizer, "tokenizer_model": "${inference.model.model_path}"},
                           "fsdp_config": copy.deepcopy(FSDP)},
             "rollout": {
-                "group_name": "RolloutGroup", "gpu_memory_utilization": spec["rollout"]["gpu_memory_utilization"],
+                "group_name": "RolloutGroup", "gpu_memory_utilization": spec.rollout.gpu_memory_utilization,
                 "model": {"model_path": model, "model_type": "qwen2.5", "precision": "fp16"},
                 "enforce_eager": False, "distributed_executor_backend": "mp", "disable_log_stats": False,
-                "detokenize": False, "padding": None, "eos": None, "rollout_backend": spec["rollout"]["backend"],
+                "detokenize": False, "padding": None, "eos": None, "rollout_backend": spec.rollout.backend,
                 "sglang": {"attention_backend": "triton", "decode_log_interval": 500000,
                            "use_torch_compile": False, "torch_compile_max_bs": 128},
                 "vllm": {"attention_backend": "FLASH_ATTN", "enable_chunked_prefill": True,
                          "enable_prefix_caching": True, "enable_flash_infer_sampler": True,
                          "max_num_batched_tokens": None, "torch_profiler_dir": None},
                 "return_logprobs": "${not:${algorithm.recompute_logprobs}}",
-                "tensor_parallel_size": spec["rollout"]["tp"], "pipeline_parallel_size": 1,
+                "tensor_parallel_size": spec.rollout.tp, "pipeline_parallel_size": 1,
                 "validate_weight": False, "validate_save_dir": None, "print_outputs": False,
                 "sglang_decode_log_interval": 500000, "max_running_requests": 64, "cuda_graph_max_bs": 128,
                 "use_torch_compile": False, "torch_compile_max_bs": 128,
             },
-            "data": {"type": "math", "dataset_name": spec["data"]["dataset"],
-                     "max_prompt_length": spec["data"]["max_prompt_length"],
-                     "rollout_batch_size": train["batch_size"], "val_rollout_batch_size": None, "num_workers": 2,
+            "data": {"type": "math", "dataset_name": spec.data.dataset,
+                     "max_prompt_length": spec.data.max_prompt_length,
+                     "rollout_batch_size": train.batch_size, "val_rollout_batch_size": None, "num_workers": 2,
                      "prompt_key": "prompt", "answer_key": "solutions", "apply_chat_template": False,
                      "shuffle": True, "validation_shuffle": True, "seed": 1234,
                      "train_data_paths": [data_file], "val_data_paths": [data_file]},
             "actor": {
-                "group_name": "ActorGroup", "training_backend": "fsdp", "enable_offload": train["offload"],
+                "group_name": "ActorGroup", "training_backend": "fsdp", "enable_offload": train.offload,
                 "seed": 1234,
                 "model": {"model_path": model, "model_type": "qwen2.5", "precision": "fp32",
                           "add_bias_linear": False, "is_lora": False, "tensor_model_parallel_size": 1,
@@ -179,14 +183,14 @@ class Rlinf(Framework):
                           "batch_p2p_comm": False, "variable_seq_lengths": True,
                           "gradient_accumulation_fusion": False, "moe_token_dispatcher_type": "alltoall",
                           "use_cpu_initialization": False},
-                "optim": {"optimizer": "adam", "bf16": False, "fp16": True, "lr": algo["lr"],
-                          "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_eps": 1.0e-05, "min_lr": _tenth(algo["lr"]),
+                "optim": {"optimizer": "adam", "bf16": False, "fp16": True, "lr": algo.lr,
+                          "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_eps": 1.0e-05, "min_lr": _tenth(algo.lr),
                           "weight_decay": 0.05, "use_distributed_optimizer": True, "overlap_grad_reduce": True,
                           "overlap_param_gather": True, "optimizer_enable_pin": False,
                           "overlap_param_gather_with_optimizer_step": False, "clip_grad": 0.8,
                           "loss_scale": 65536},
                 "lr_sched": {"lr_warmup_fraction": 0.01, "lr_warmup_init": 0.0, "lr_warmup_iters": 0,
-                             "max_lr": algo["lr"], "min_lr": 0.0, "lr_decay_style": "constant",
+                             "max_lr": algo.lr, "min_lr": 0.0, "lr_decay_style": "constant",
                              "lr_decay_iters": 10},
                 "tokenizer": tokenizer,
                 # Seed 003: sharded (DCP) checkpoints only; postflight counts the *.distcp shards.
@@ -198,10 +202,10 @@ class Rlinf(Framework):
             "critic": {"use_critic_model": False},
         }
 
-    def config(self, spec: dict) -> dict:
+    def config(self, spec: Spec) -> dict:
         """base() with framework.overrides applied (YAML values: 2-3 stays a string, 4 an int)."""
         cfg = self.base(spec)
-        for key, raw in topology.parse_overrides(spec["framework"]["overrides"]).items():
+        for key, raw in topology.parse_overrides(spec.framework.overrides).items():
             try:
                 value = yaml.safe_load(raw) if raw != "" else ""
             except yaml.YAMLError:
@@ -212,25 +216,25 @@ class Rlinf(Framework):
                 raise ConfigError(f"framework.overrides[{key}]", value, str(err)) from None
         return cfg
 
-    def command(self, spec: dict) -> list[str]:
+    def command(self, spec: Spec) -> list[str]:
         return ["python", f"{checkout(spec)}/{ENTRY}", "--config-path", f"{ARTIFACTS}/{CONFIG_DIR}",
                 "--config-name", CONFIG_NAME]
 
-    def files(self, spec: dict) -> dict[str, str]:
+    def files(self, spec: Spec) -> dict[str, str]:
         return {f"{CONFIG_DIR}/{CONFIG_NAME}.yaml":
                 yaml.safe_dump(self.config(spec), sort_keys=False, default_flow_style=False)}
 
-    def env(self, spec: dict) -> dict[str, str]:
+    def env(self, spec: Spec) -> dict[str, str]:
         env = {"REPO_PATH": checkout(spec), "RLINF_CATCH_FAILURE": "0", "RLINF_CODE_WORKING_DIR": "0",
                "CUDA_DEVICE_MAX_CONNECTIONS": "1", "TOKENIZERS_PARALLELISM": "false"}
         return env
 
-    def pythonpath(self, spec: dict) -> list[str]:
+    def pythonpath(self, spec: Spec) -> list[str]:
         # The official image's Megatron-LM (seed 003); the rlaunch image is built on it.
         return [str(p) for p in pins.get("images.rlinf.facts.pythonpath")]
 
-    def setup(self, spec: dict) -> list[str]:
-        repo, commit = spec["pins"]["framework_repo"], spec["pins"]["framework_commit"]
+    def setup(self, spec: Spec) -> list[str]:
+        repo, commit = spec.pins.framework_repo, spec.pins.framework_commit
         q = shlex.quote(checkout(spec))
         return [
             f"if [[ ! -d {q}/.git ]]; then git clone --quiet {shlex.quote(repo)} {q} && "
@@ -239,15 +243,15 @@ class Rlinf(Framework):
             *run_inputs.setup_lines(spec),
         ]
 
-    def inputs(self, spec: dict) -> list[str]:
-        return [f"{checkout(spec)}/{ENTRY}", f"{spec['paths']['model']}/config.json", self.data_file(spec)]
+    def inputs(self, spec: Spec) -> list[str]:
+        return [f"{checkout(spec)}/{ENTRY}", f"{spec.paths.model}/config.json", self.data_file(spec)]
 
-    def check(self, spec: dict) -> None:
+    def check(self, spec: Spec) -> None:
         topology.require_gpus(spec, "RLinf")
-        if not spec["pins"]["framework_commit"]:
+        if not spec.pins.framework_commit:
             raise ConfigError("framework.name", "rlinf", "a pinned commit in configs/versions.yaml "
                               "frameworks.rlinf.commit (the entrypoint comes from that checkout)")
-        eff = topology.parse_overrides(spec["framework"]["overrides"])
+        eff = topology.parse_overrides(spec.framework.overrides)
         cfg = self.config(spec)
 
         def key(name: str, fallback: str) -> str:
@@ -261,9 +265,9 @@ class Rlinf(Framework):
             raise ConfigError("framework.overrides[cluster.component_placement]", placement,
                               "a mapping of component -> resource ranks that places the actor")
         check_placement(spec, placement)
-        if int(get_dotted(cfg, "cluster.num_nodes")) != spec["cluster"]["nodes"]:
+        if int(get_dotted(cfg, "cluster.num_nodes")) != spec.cluster.nodes:
             raise ConfigError(key("cluster.num_nodes", "cluster.nodes"), get_dotted(cfg, "cluster.num_nodes"),
-                              f"cluster.nodes={spec['cluster']['nodes']} (RLinf waits forever for missing nodes)")
+                              f"cluster.nodes={spec.cluster.nodes} (RLinf waits forever for missing nodes)")
         topology.rollout_backend(spec, key("rollout.rollout_backend", "rollout.backend"),
                                  get_dotted(cfg, "rollout.rollout_backend"))
         topology.rollout_tp(spec, key("rollout.tensor_parallel_size", "rollout.tp"),
@@ -275,9 +279,9 @@ class Rlinf(Framework):
                                 get_dotted(cfg, "algorithm.training_batch_size_per_gpu"))
         actor_gpus = len(parse_ranks("cluster.component_placement.actor", next(
             v for k, v in placement.items() if "actor" in k.split(","))))
-        if spec["train"]["mini_batch_size"] > spec["train"]["batch_size"]:
-            raise ConfigError("train.mini_batch_size", spec["train"]["mini_batch_size"],
-                              f"<= the train batch (train.batch_size={spec['train']['batch_size']})")
+        if spec.train.mini_batch_size > spec.train.batch_size:
+            raise ConfigError("train.mini_batch_size", spec.train.mini_batch_size,
+                              f"<= the train batch (train.batch_size={spec.train.batch_size})")
         global_batch = batch * int(n) // n_mini
         if (batch * int(n)) % n_mini or global_batch % (actor_gpus * micro):
             raise ConfigError("train.micro_batch_size_per_gpu", micro,
@@ -296,7 +300,7 @@ class Rlinf(Framework):
         for path_key, what in (("runner.output_dir", "checkpoints"), ("runner.logger.log_path", "TensorBoard logs")):
             topology.under_mount(spec, key(path_key, "storage.mount"), str(get_dotted(cfg, path_key)), what)
 
-    def loader_request(self, spec: dict) -> dict:
+    def loader_request(self, spec: Spec) -> dict:
         return {"config_text": self.files(spec)[f"{CONFIG_DIR}/{CONFIG_NAME}.yaml"], "config_name": CONFIG_NAME,
                 "overrides": []}
 

@@ -7,10 +7,13 @@ Pure: no RLinf import; the topology rules (adapter.check) and postflight read it
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.errors import ConfigError
 from rlaunch.config.topology import total_gpus
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 
 def parse_ranks(key: str, value: Any) -> list[int]:
@@ -33,7 +36,7 @@ def parse_ranks(key: str, value: Any) -> list[int]:
 SHARES = {"reward"}
 
 
-def placement(spec: dict, placement_map: dict[str, Any], prefix: str = "cluster.component_placement") -> None:
+def placement(spec: Spec, placement_map: dict[str, Any], prefix: str = "cluster.component_placement") -> None:
     """Every rank within nodes x GPUs; no two components on one GPU unless they are meant to share."""
     total = total_gpus(spec)
     owner: dict[int, str] = {}
@@ -43,8 +46,8 @@ def placement(spec: dict, placement_map: dict[str, Any], prefix: str = "cluster.
         bad = [r for r in ranks if r >= total]
         if bad:
             raise ConfigError(key, value, f"resource ranks 0-{total - 1} (cluster.nodes x "
-                              f"cluster.gpus_per_node = {spec['cluster']['nodes']} x "
-                              f"{spec['cluster']['gpus_per_node']} GPUs)")
+                              f"cluster.gpus_per_node = {spec.cluster.nodes} x "
+                              f"{spec.cluster.gpus_per_node} GPUs)")
         # "actor,rollout" as one key is RLinf's way of saying "collocated on purpose".
         members = {c.strip() for c in comp.split(",")}
         for r in ranks:
@@ -58,11 +61,11 @@ def placement(spec: dict, placement_map: dict[str, Any], prefix: str = "cluster.
                               "to collocate on purpose, name them together, e.g. 'actor,rollout: 0-3'")
 
 
-def default_placement(spec: dict) -> dict[str, str]:
+def default_placement(spec: Spec) -> dict[str, str]:
     """Seed 003's pipeline shape scaled to the cluster: rollout+reward, inference, then actor on half."""
     total = total_gpus(spec)
     if total < 4 or total % 4:
-        raise ConfigError("cluster.gpus_per_node", spec["cluster"]["gpus_per_node"],
+        raise ConfigError("cluster.gpus_per_node", spec.cluster.gpus_per_node,
                           "nodes x gpus_per_node a multiple of 4 for the default RLinf pipeline placement "
                           "(rollout+reward | inference | actor x 2), or set cluster.component_placement.* "
                           "in framework.overrides")

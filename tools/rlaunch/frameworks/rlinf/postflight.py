@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch.config import dotted
 from rlaunch.frameworks.rlinf.adapter import ADAPTER, CONFIG_DIR, CONFIG_NAME
@@ -28,6 +29,9 @@ from rlaunch.verify.postflight import (check_lr, check_step_target, check_topolo
 from rlaunch.verify.postflight import read_scalars
 from rlaunch.verify.report import check
 
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
+
 STEP = r"Step limit given by max_steps=(\d+) reached"
 TAGS = {
     "reward": "rollout/reward_scores",
@@ -37,7 +41,7 @@ TAGS = {
 }
 
 
-def layout(spec, run_dir: Path) -> dict[str, Path | str]:
+def layout(spec: Spec, run_dir: Path) -> dict[str, Path | str]:
     run_dir = Path(run_dir)
     return {"main_log": run_dir / "log" / "main.log", "tensorboard": run_dir / "tensorboard",
             "ckpt_dir": relocate(spec, "ckpt_dir", run_dir, "checkpoints"),
@@ -68,7 +72,7 @@ def check_distcp(dcp_dir: Path, expected_ranks: int) -> dict:
     return check(name, True, f"{len(shards)} *.distcp shards for {expected_ranks} actor ranks + .metadata")
 
 
-def _requested(spec: dict, requested_path: Path) -> tuple[dict | None, str]:
+def _requested(spec: Spec, requested_path: Path) -> tuple[dict | None, str]:
     """What the job asked RLinf for: the rendered config the job kept in plan/, else the adapter's
     config for this spec; (None, why) when neither can be had."""
     if requested_path.is_file():
@@ -79,7 +83,7 @@ def _requested(spec: dict, requested_path: Path) -> tuple[dict | None, str]:
         return None, f"no {requested_path} and the spec does not render ({type(err).__name__}: {err})"
 
 
-def check_request(spec: dict, cfg: dict | None, config_path: Path, requested_path: Path) -> list[dict]:
+def check_request(spec: Spec, cfg: dict | None, config_path: Path, requested_path: Path) -> list[dict]:
     """Placement, output_dir and experiment_name as resolved, against what the job requested."""
     requested, source = _requested(spec, requested_path)
     if requested is None:
@@ -92,7 +96,7 @@ def check_request(spec: dict, cfg: dict | None, config_path: Path, requested_pat
                            wants=f"requested in {source}:")]
 
 
-def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
+def checks(spec: Spec, run_dir: Path, where: dict, facts: dict) -> list[dict]:
     checks = []
     target = target_steps(spec)
     logs = [Path(where["main_log"])] + log_files(run_dir, [Path(where["log_dir"])])
@@ -114,7 +118,7 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
 
     config_path = Path(where["resolved_config"])
     cfg = read_yaml(config_path) if config_path.is_file() else None
-    expected = {"cluster.num_nodes": spec["cluster"]["nodes"]}
+    expected = {"cluster.num_nodes": spec.cluster.nodes}
     if target:
         expected["runner.max_steps"] = target
     checks.append(check_topology(cfg, config_path, expected, required=True))
@@ -126,11 +130,11 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
                  if (m := re.fullmatch(r"global_step_(\d+)", p.name))]
         steps = max(saved, default=0)
     step_dir = ckpt_dir / f"global_step_{steps}"
-    cluster = spec["cluster"]
+    cluster = spec.cluster
     # Without a readable placement: one actor rank per GPU is unknowable; demand at least 2 when the
     # cluster has them, as the two-worker preset does.
     ranks = placement_ranks(dotted.get(cfg, "cluster.component_placement", None) if cfg else None) or \
-        (2 if cluster["nodes"] * cluster["gpus_per_node"] >= 2 else 1)
+        (2 if cluster.nodes * cluster.gpus_per_node >= 2 else 1)
     checks.append(check_distcp(step_dir / "actor" / "dcp_checkpoint", ranks))
     data = step_dir / "data" / "data.pt"
     checks.append(check("dataloader state", nonempty(data),

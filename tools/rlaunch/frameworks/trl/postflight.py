@@ -13,6 +13,7 @@ instead of those two), one Ray Train worker per node.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch.rehearsal.layout import (EVAL, FINAL_CHECKPOINT, METRICS, PLOT, RELOAD, STEP1_CHECKPOINT, SUMMARY,
                                       TENSORBOARD, VALIDATION)
@@ -20,8 +21,11 @@ from rlaunch.verify.postflight import (PNG_MAGIC, check_lr, check_series, check_
     hf_checkpoint_problems, is_finite, read_json, read_jsonl, target_steps, tensorboard_check, thresholds)
 from rlaunch.verify.report import check
 
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
-def layout(spec, run_dir: Path) -> dict[str, Path | str]:
+
+def layout(spec: Spec, run_dir: Path) -> dict[str, Path | str]:
     keys = {"metrics": METRICS, "tensorboard": TENSORBOARD, "checkpoint": FINAL_CHECKPOINT,
             "eval": EVAL, "plot": PLOT, "summary": SUMMARY}
     return {key: Path(run_dir) / rel for key, rel in keys.items()}
@@ -34,7 +38,7 @@ def rewards(where: dict, run_dir: Path) -> list[tuple[int, float]]:
             if isinstance(r.get("step"), int) and isinstance(r.get("reward"), (int, float))]
 
 
-def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
+def checks(spec: Spec, run_dir: Path, where: dict, facts: dict) -> list[dict]:
     checks = []
     metrics = Path(where["metrics"])
     raw, bad = read_jsonl(metrics) if metrics.is_file() else ([], 0)
@@ -66,7 +70,7 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
     problems = hf_checkpoint_problems(Path(where["checkpoint"]), tokenizer=True)
     checks.append(check("checkpoint", not problems,
                         "; ".join(problems) if problems else f"complete: {where['checkpoint']}"))
-    if spec.get("train", {}).get("smoke"):
+    if spec.train.smoke:
         # A few steps learn nothing to speak of: the smoke run proves validation and checkpoint
         # save + reload at step 1 instead of the learning thresholds.
         checks += _check_smoke_step1(run_dir, facts)
@@ -104,7 +108,7 @@ def _check_smoke_step1(run_dir: Path, facts: dict) -> list[dict]:
     return out
 
 
-def _check_learned(spec: dict, rewards: list, facts: dict) -> dict:
+def _check_learned(spec: Spec, rewards: list, facts: dict) -> dict:
     values = [r for r in rewards if is_finite(r)]
     if len(values) < 2:
         return check("learned", False, f"{len(values)} finite reward value(s); need at least 2")
@@ -118,7 +122,7 @@ def _check_learned(spec: dict, rewards: list, facts: dict) -> dict:
                  f"{limits['reward_last_min']} and a gain >= {limits['reward_gain_min']})")
 
 
-def _check_greedy(spec: dict, path: Path, facts: dict) -> dict:
+def _check_greedy(spec: Spec, path: Path, facts: dict) -> dict:
     result = read_json(path)
     if result is None:
         return check("greedy eval", False, f"{path} missing or not JSON")
@@ -146,7 +150,7 @@ def _check_workers(summary: dict | None, path: Path, facts: dict) -> dict:
     return check("workers on distinct nodes", True, f"{workers} worker(s) on {', '.join(nodes)}")
 
 
-def smoke(spec, run_dir: Path) -> dict:
+def smoke(spec: Spec, run_dir: Path) -> dict:
     """SMOKE=1's numbers (rlaunch.verify.smoke), as the trainer's train_summary.json records them:
     duration_s, s_per_step (from the end of step 1, which a smoke run spends saving, reloading and
     validating), peak_memory per node (RSS; CUDA reserved on GPU)."""

@@ -8,6 +8,8 @@ mount (a relative default_local_dir lands in Ray's per-job working dir, seed 002
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
@@ -16,6 +18,9 @@ from rlaunch.frameworks.base import Framework
 from rlaunch.frameworks.verl.cpu import plan as cpu_plan
 from rlaunch.frameworks.verl.cpu import prepare as cpu_prepare
 from rlaunch.frameworks.verl.cpu import rewrites as cpu_rewrites
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 ENTRY = ["python3", "-m", "verl.trainer.main_ppo"]
 METRICS = "metrics.jsonl"  # under paths.log_dir; postflight reads it (job/layouts.py)
@@ -69,69 +74,69 @@ class Verl(Framework):
     name = "verl"
     owned = OWNED
 
-    def data_files(self, spec: dict) -> dict[str, list[str]]:
+    def data_files(self, spec: Spec) -> dict[str, list[str]]:
         """train and val parquet files: in the dataset directory (pinned, or data.path), unless
         framework.overrides name others."""
-        eff = topology.parse_overrides(spec["framework"]["overrides"])
+        eff = topology.parse_overrides(spec.framework.overrides)
         ddir = run_inputs.data_dir(spec)
         return {key: topology.hydra_list(eff[key]) if key in eff else [f"{ddir}/{name}"]
                 for key, name in (("data.train_files", "train.parquet"), ("data.val_files", "test.parquet"))}
 
-    def overrides(self, spec: dict) -> list[str]:
+    def overrides(self, spec: Spec) -> list[str]:
         out = self._overrides(spec)
-        return cpu_rewrites.apply(spec, out)[0] if spec["train"]["rehearse"] else out
+        return cpu_rewrites.apply(spec, out)[0] if spec.train.rehearse else out
 
-    def rehearsal_lines(self, spec: dict) -> list[str]:
-        return cpu_plan.lines(spec, self._overrides(spec)) if spec["train"]["rehearse"] else []
+    def rehearsal_lines(self, spec: Spec) -> list[str]:
+        return cpu_plan.lines(spec, self._overrides(spec)) if spec.train.rehearse else []
 
-    def rehearsal_check(self, spec: dict) -> list[str]:
-        return cpu_plan.check(spec) if spec["train"]["rehearse"] else []
+    def rehearsal_check(self, spec: Spec) -> list[str]:
+        return cpu_plan.check(spec) if spec.train.rehearse else []
 
     def rehearsal_python(self):
         return cpu_plan.venv_python()
 
-    def _overrides(self, spec: dict) -> list[str]:
-        algo, train, rollout, paths = spec["algo"], spec["train"], spec["rollout"], spec["paths"]
-        cluster = spec["cluster"]
-        model = spec["paths"]["model"]
+    def _overrides(self, spec: Spec) -> list[str]:
+        algo, train, rollout, paths = spec.algo, spec.train, spec.rollout, spec.paths
+        cluster = spec.cluster
+        model = spec.paths.model
         ddir = run_inputs.data_dir(spec)
-        ppo = algo["adv_estimator"] == "gae"
-        loggers = ["console", "file"] + (["wandb"] if spec["logging"]["wandb"] else [])
-        micro = train["micro_batch_size_per_gpu"]
-        log_prob = train["log_prob_micro_batch_size_per_gpu"] or micro  # 0: the actor's micro-batch
-        ref_log_prob = train["ref_log_prob_micro_batch_size_per_gpu"] or micro
+        ppo = algo.adv_estimator == "gae"
+        loggers = ["console", "file"] + (["wandb"] if spec.logging.wandb else [])
+        micro = train.micro_batch_size_per_gpu
+        log_prob = train.log_prob_micro_batch_size_per_gpu or micro  # 0: the actor's micro-batch
+        ref_log_prob = train.ref_log_prob_micro_batch_size_per_gpu or micro
         out = [
-            f"algorithm.adv_estimator={algo['adv_estimator']}",
+            f"algorithm.adv_estimator={algo.adv_estimator}",
             f"data.train_files={ddir}/train.parquet",
             f"data.val_files={ddir}/test.parquet",
-            f"data.train_batch_size={train['batch_size']}",
-            f"data.max_prompt_length={spec['data']['max_prompt_length']}",
-            f"data.max_response_length={spec['data']['max_response_length']}",
+            f"data.train_batch_size={train.batch_size}",
+            f"data.max_prompt_length={spec.data.max_prompt_length}",
+            f"data.max_response_length={spec.data.max_response_length}",
             "data.filter_overlong_prompts=True",
             "data.truncation=error",
             f"actor_rollout_ref.model.path={model}",
-            f"actor_rollout_ref.actor.optim.lr={algo['lr']}",
-            f"actor_rollout_ref.actor.ppo_mini_batch_size={train['mini_batch_size']}",
+            f"actor_rollout_ref.actor.optim.lr={algo.lr}",
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={train.mini_batch_size}",
             f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",
-            f"actor_rollout_ref.actor.use_kl_loss={_b(algo['use_kl_loss'])}",
-            f"actor_rollout_ref.actor.kl_loss_coef={algo['kl_coef']}",
-            f"actor_rollout_ref.rollout.name={rollout['backend']}",
-            f"actor_rollout_ref.rollout.n={algo['group_size']}",
-            f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout['tp']}",
-            f"actor_rollout_ref.rollout.gpu_memory_utilization={rollout['gpu_memory_utilization']}",
+            f"actor_rollout_ref.actor.use_kl_loss={_b(algo.use_kl_loss)}",
+            f"actor_rollout_ref.actor.kl_loss_coef={algo.kl_coef}",
+            f"actor_rollout_ref.rollout.name={rollout.backend}",
+            f"actor_rollout_ref.rollout.n={algo.group_size}",
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout.tp}",
+            f"actor_rollout_ref.rollout.gpu_memory_utilization={rollout.gpu_memory_utilization}",
             f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={log_prob}",
             f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={ref_log_prob}",
-            f"algorithm.kl_ctrl.kl_coef={algo['kl_coef']}",
+            f"algorithm.kl_ctrl.kl_coef={algo.kl_coef}",
             # KL either in the loss or in the reward, never both.
-            f"algorithm.use_kl_in_reward={_b(ppo and not algo['use_kl_loss'])}",
+            f"algorithm.use_kl_in_reward={_b(ppo and not algo.use_kl_loss)}",
         ]
         if ppo:
-            out += [f"critic.optim.lr={algo['critic_lr']}", f"critic.model.path={model}",
+            out += [f"critic.optim.lr={algo.critic_lr}", f"critic.model.path={model}",
                     f"critic.ppo_micro_batch_size_per_gpu={micro}"]
         else:
             out.append("trainer.critic_warmup=0")
-        if train["offload"]:  # seed 001's memory-saving set for 7B on small GPUs
-            tokens = max(2048, spec["data"]["max_prompt_length"] + spec["data"]["max_response_length"])
+        if train.offload:  # seed 001's memory-saving set for 7B on small GPUs
+            tokens = max(2048, spec.data.max_prompt_length + spec.data.max_response_length)
             out += [
                 "actor_rollout_ref.model.use_remove_padding=True",
                 "actor_rollout_ref.model.enable_gradient_checkpointing=True",
@@ -143,43 +148,43 @@ class Verl(Framework):
             ]
         out += [
             f"trainer.logger=[{','.join(loggers)}]",
-            f"trainer.project_name={spec['logging']['project']}",
-            f"trainer.experiment_name={spec['run']['name']}",
-            f"trainer.nnodes={cluster['nodes']}",
-            f"trainer.n_gpus_per_node={cluster['gpus_per_node']}",
-            f"trainer.default_local_dir={paths['ckpt_dir']}",
+            f"trainer.project_name={spec.logging.project}",
+            f"trainer.experiment_name={spec.run.name}",
+            f"trainer.nnodes={cluster.nodes}",
+            f"trainer.n_gpus_per_node={cluster.gpus_per_node}",
+            f"trainer.default_local_dir={paths.ckpt_dir}",
             # SMOKE=1: validated and saved from step 1 on, for train.smoke_steps steps.
-            f"trainer.save_freq={1 if train['smoke'] else train['save_freq']}",
-            f"trainer.test_freq={1 if train['smoke'] else train['test_freq']}",
-            f"trainer.total_epochs={train['epochs']}",
+            f"trainer.save_freq={1 if train.smoke else train.save_freq}",
+            f"trainer.test_freq={1 if train.smoke else train.test_freq}",
+            f"trainer.total_epochs={train.epochs}",
             "trainer.val_before_train=False",
-            f"hydra.run.dir={paths['run_dir']}/hydra",
+            f"hydra.run.dir={paths.run_dir}/hydra",
         ]
-        if train["smoke"]:
-            out.append(f"trainer.total_training_steps={train['smoke_steps']}")
-        elif train["steps"] > 0:
-            out.append(f"trainer.total_training_steps={train['steps']}")
+        if train.smoke:
+            out.append(f"trainer.total_training_steps={train.smoke_steps}")
+        elif train.steps > 0:
+            out.append(f"trainer.total_training_steps={train.steps}")
         # Every start of the run (a managed-job recovery, a RayJob retry, RESUME=1) continues from the
         # last checkpoint in the run directory; the first start finds none and begins at step 0.
         out.append("trainer.resume_mode=auto")
-        return out + list(spec["framework"]["overrides"])
+        return out + list(spec.framework.overrides)
 
-    def command(self, spec: dict) -> list[str]:
+    def command(self, spec: Spec) -> list[str]:
         return ENTRY + self.overrides(spec)
 
-    def env(self, spec: dict) -> dict[str, str]:
-        env = {"VERL_FILE_LOGGER_PATH": f"{spec['paths']['log_dir']}/{METRICS}",
+    def env(self, spec: Spec) -> dict[str, str]:
+        env = {"VERL_FILE_LOGGER_PATH": f"{spec.paths.log_dir}/{METRICS}",
                "TOKENIZERS_PARALLELISM": "false"}
-        if spec["train"]["rehearse"]:
+        if spec.train.rehearse:
             env.update(cpu_rewrites.ENV)
         return env
 
-    def setup(self, spec: dict) -> list[str]:
-        if spec["train"]["rehearse"]:  # the tiny model and rows first; then their manifests, as for a user's
+    def setup(self, spec: Spec) -> list[str]:
+        if spec.train.rehearse:  # the tiny model and rows first; then their manifests, as for a user's
             return [cpu_prepare.line(spec), *run_inputs.setup_lines(spec)]
         return run_inputs.setup_lines(spec)
 
-    def inputs(self, spec: dict) -> list[str]:
+    def inputs(self, spec: Spec) -> list[str]:
         files = [f for group in self.data_files(spec).values() for f in group]
         ddir = run_inputs.data_dir(spec)
         out = files + ([f"{ddir}/SHA256SUMS"] if any(f.startswith(ddir + "/") for f in files) else [])
@@ -188,28 +193,28 @@ class Verl(Framework):
             out.append(f"{mdir}/config.json")
         return list(dict.fromkeys(out))
 
-    def check(self, spec: dict) -> None:
+    def check(self, spec: Spec) -> None:
         topology.require_gpus(spec, "verl")
-        eff = topology.parse_overrides(spec["framework"]["overrides"])
+        eff = topology.parse_overrides(spec.framework.overrides)
         n = topology.as_int("actor_rollout_ref.rollout.n", eff.get("actor_rollout_ref.rollout.n",
-                                                                   spec["algo"]["group_size"]))
+                                                                   spec.algo.group_size))
         n_key = "framework.overrides[actor_rollout_ref.rollout.n]" if "actor_rollout_ref.rollout.n" in eff \
             else "algo.group_size"
         topology.group_size(spec, n_key, n)
-        nnodes = topology.as_int("trainer.nnodes", eff.get("trainer.nnodes", spec["cluster"]["nodes"]))
+        nnodes = topology.as_int("trainer.nnodes", eff.get("trainer.nnodes", spec.cluster.nodes))
         gpn = topology.as_int("trainer.n_gpus_per_node",
                               eff.get("trainer.n_gpus_per_node", topology.gpus_per_node(spec)))
         if nnodes * gpn != topology.total_gpus(spec):
             raise ConfigError("framework.overrides[trainer.nnodes]", f"{nnodes}x{gpn}",
-                                       f"the cluster's {spec['cluster']['nodes']} nodes x "
-                                       f"{spec['cluster']['gpus_per_node']} GPUs (set cluster.* instead)")
+                                       f"the cluster's {spec.cluster.nodes} nodes x "
+                                       f"{spec.cluster.gpus_per_node} GPUs (set cluster.* instead)")
         topology.batch_sizes(spec, n, nnodes * gpn, {
             "batch_override": "data.train_batch_size",
             "mini_override": "actor_rollout_ref.actor.ppo_mini_batch_size",
             "micro_override": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"})
         topology.rollout_tp(spec, "rollout.tp", eff.get("actor_rollout_ref.rollout.tensor_model_parallel_size"))
         topology.rollout_backend(spec, "rollout.backend", eff.get("actor_rollout_ref.rollout.name"))
-        ckpt = eff.get("trainer.default_local_dir", spec["paths"]["ckpt_dir"])
+        ckpt = eff.get("trainer.default_local_dir", spec.paths.ckpt_dir)
         ckpt_key = "framework.overrides[trainer.default_local_dir]" if "trainer.default_local_dir" in eff \
             else "storage.mount"
         topology.under_mount(spec, ckpt_key, ckpt, "checkpoints")
@@ -219,7 +224,7 @@ class Verl(Framework):
         for key in ("custom_reward_function.path", "custom_reward_function.name"):
             if key in eff:  # measured by the CPU rehearsal: the default reward scored the rows instead
                 raise ConfigError(f"framework.overrides[{key}]", eff[key],
-                                  f"reward.{key}: verl {spec['pins']['framework_version']}'s main_ppo reads "
+                                  f"reward.{key}: verl {spec.pins.framework_version}'s main_ppo reads "
                                   "the reward function from reward.custom_reward_function only (its "
                                   "fully_async_main alone moves the top-level key there); with this one "
                                   "verl's default reward would score your data")
@@ -227,9 +232,9 @@ class Verl(Framework):
             topology.metrics_logger("framework.overrides[trainer.logger]",
                                     topology.hydra_list(eff["trainer.logger"]), "file")
 
-    def loader_request(self, spec: dict) -> dict:
+    def loader_request(self, spec: Spec) -> dict:
         required = ["actor_rollout_ref.rollout.name", "actor_rollout_ref.model.path"]
-        if spec["algo"]["adv_estimator"] == "gae":
+        if spec.algo.adv_estimator == "gae":
             required.append("critic.model.path")
         # hydra.* keys belong to the app's run dir, not to the composed config.
         return {"overrides": [o for o in self.overrides(spec) if not o.startswith("hydra.")],

@@ -18,37 +18,42 @@ With offload on, what leaves the GPU is counted on the host, per node (cluster.m
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rlaunch.plan.memory import Phase, dtype_bytes, effective, flag, gb, gpu_memory
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 # The bound counts train.offload: plan suggests it as a lever.
 OFFLOAD = True
 
 
-def phases(spec: dict, n: dict[str, int]) -> tuple[list[Phase], list[str]]:
-    eff, cluster, gpu_note = effective(spec), spec["cluster"], []
+def phases(spec: Spec, n: dict[str, int]) -> tuple[list[Phase], list[str]]:
+    eff, cluster, gpu_note = effective(spec), spec.cluster, []
     p = n["total"]
-    world = cluster["nodes"] * cluster["gpus_per_node"]
+    world = cluster.nodes * cluster.gpus_per_node
     fsdp = int(str(eff.get("actor_rollout_ref.actor.fsdp_config.fsdp_size", -1)) or -1)
     shard = fsdp if 0 < fsdp < world else world
     actor = "actor_rollout_ref.actor.fsdp_config."
     a_bytes, a_dtype = dtype_bytes(eff, actor + "model_dtype", "fp32")
-    a_param_off = flag(eff, actor + "param_offload", spec["train"]["offload"])
-    a_optim_off = flag(eff, actor + "optimizer_offload", spec["train"]["offload"])
+    a_param_off = flag(eff, actor + "param_offload", spec.train.offload)
+    a_optim_off = flag(eff, actor + "optimizer_offload", spec.train.offload)
     a_policy_off = flag(eff, actor + "offload_policy", False)  # FSDP2 CPUOffloadPolicy: on the host throughout
-    estimator = str(eff.get("algorithm.adv_estimator", spec["algo"]["adv_estimator"]))
+    estimator = str(eff.get("algorithm.adv_estimator", spec.algo.adv_estimator))
     ppo = estimator == "gae"
-    kl_loss = flag(eff, "actor_rollout_ref.actor.use_kl_loss", spec["algo"]["use_kl_loss"])
-    kl_reward = flag(eff, "algorithm.use_kl_in_reward", ppo and not spec["algo"]["use_kl_loss"])
+    kl_loss = flag(eff, "actor_rollout_ref.actor.use_kl_loss", spec.algo.use_kl_loss)
+    kl_reward = flag(eff, "algorithm.use_kl_in_reward", ppo and not spec.algo.use_kl_loss)
     has_ref = kl_loss or kl_reward
-    ref_off = flag(eff, "actor_rollout_ref.ref.fsdp_config.param_offload", spec["train"]["offload"])
+    ref_off = flag(eff, "actor_rollout_ref.ref.fsdp_config.param_offload", spec.train.offload)
     critic = "critic.model.fsdp_config."
     c_bytes, c_dtype = dtype_bytes(eff, critic + "model_dtype", "fp32")
     c_param_off = flag(eff, critic + "param_offload", False)
     c_optim_off = flag(eff, critic + "optimizer_offload", False)
     # The critic is the same network with a value head (hidden -> 1) in place of the LM head.
     pc = p - n["lm_head"] + n["final_norm"] if ppo else 0  # final_norm: one weight per hidden unit
-    util = float(eff.get("actor_rollout_ref.rollout.gpu_memory_utilization", spec["rollout"]["gpu_memory_utilization"]))
-    tp = int(str(eff.get("actor_rollout_ref.rollout.tensor_model_parallel_size", spec["rollout"]["tp"])))
+    util = float(eff.get("actor_rollout_ref.rollout.gpu_memory_utilization", spec.rollout.gpu_memory_utilization))
+    tp = int(str(eff.get("actor_rollout_ref.rollout.tensor_model_parallel_size", spec.rollout.tp)))
     mem = gpu_memory(spec)[0]
 
     def of(count: int, nbytes: int) -> float:
@@ -68,7 +73,7 @@ def phases(spec: dict, n: dict[str, int]) -> tuple[list[Phase], list[str]]:
         start.add("reference parameters", of(p, 2), ref_how)
     if ppo and not c_param_off:
         start.add("critic parameters", of(pc, c_bytes), c_params)
-    if str(eff.get("actor_rollout_ref.rollout.name", spec["rollout"]["backend"])) == "sglang":
+    if str(eff.get("actor_rollout_ref.rollout.name", spec.rollout.backend)) == "sglang":
         # SGLang keeps its weights and KV cache inside mem_fraction_static (verl passes it
         # gpu_memory_utilization) and leaves the rest to others: what others hold must fit in the rest.
         start.add("rollout weights", 2 * p / tp, f"{p / 1e9:.2f} B params x 2 B (bf16) / tensor parallel {tp}")
@@ -117,7 +122,7 @@ def phases(spec: dict, n: dict[str, int]) -> tuple[list[Phase], list[str]]:
     phases.append(roll)
 
     # What offload puts on the host, per node: every GPU's share, while the GPU does something else.
-    gpn = cluster["gpus_per_node"]
+    gpn = cluster.gpus_per_node
     host = Phase("offloaded state (per node)", "host")
     if a_param_off or a_policy_off:
         host.add("actor parameters", gpn * of(p, a_bytes), f"{gpn} GPUs x ({a_params})")

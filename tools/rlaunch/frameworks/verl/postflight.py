@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch.config import topology
 from rlaunch.job import attempts, layouts
@@ -23,6 +24,9 @@ from rlaunch.job.layouts import log_files, relocate
 from rlaunch.verify.postflight import (check_lr, check_series, check_step_target, check_topology, is_finite,
     log_text, nonempty, read_jsonl, read_yaml, target_steps)
 from rlaunch.verify.report import check
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 METRICS = "logs/metrics.jsonl"  # the adapter exports VERL_FILE_LOGGER_PATH=<run_dir>/this
 LATEST = "latest_checkpointed_iteration.txt"
@@ -36,7 +40,7 @@ METRIC_NAMES = {
 }
 
 
-def layout(spec, run_dir: Path) -> dict[str, Path | str]:
+def layout(spec: Spec, run_dir: Path) -> dict[str, Path | str]:
     run_dir = Path(run_dir)
     return {"metrics": run_dir / METRICS, "ckpt_dir": relocate(spec, "ckpt_dir", run_dir, "checkpoints"),
             "resolved_config": run_dir / "hydra" / ".hydra" / "config.yaml"}
@@ -126,7 +130,7 @@ def check_resumed(run_dir: Path, rows: list[tuple[int, dict]]) -> dict | None:
                       f"at step {first}: it did not resume from it (trainer.resume_mode?)")
 
 
-def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
+def checks(spec: Spec, run_dir: Path, where: dict, facts: dict) -> list[dict]:
     rows, source = verl_rows(where, run_dir)
     checks = [check("metrics", bool(rows), f"{len(rows)} steps from {source}" if rows else
                     f"no step metrics in {where['metrics']} nor 'step:N' lines in the logs")]
@@ -154,24 +158,24 @@ def checks(spec: dict, run_dir: Path, where: dict, facts: dict) -> list[dict]:
                         f"{latest_file.name} says {latest}, expected {want}" if latest is not None
                         else f"{latest_file} missing"))
     step_dir = ckpt_dir / f"global_step_{want}"
-    cluster = spec["cluster"]
+    cluster = spec.cluster
     gpus = topology.gpus_per_node(spec)  # REHEARSE=1: the GPUs each CPU node declares to Ray
-    world = cluster["nodes"] * gpus if gpus > 0 else None
+    world = cluster.nodes * gpus if gpus > 0 else None
     checks.append(check_shards(step_dir, "actor", world))
-    if spec["algo"].get("adv_estimator") == "gae" or (step_dir / "critic").is_dir():
+    if spec.algo.adv_estimator == "gae" or (step_dir / "critic").is_dir():
         checks.append(check_shards(step_dir, "critic", world))
     checks.append(check("dataloader state", nonempty(step_dir / "data.pt"),
                         f"{step_dir / 'data.pt'} " + ("present" if nonempty(step_dir / "data.pt")
                                                        else "missing or empty")))
     facts["checkpoint"] = str(step_dir)
     config_path = Path(where["resolved_config"])
-    expected = {"trainer.nnodes": cluster["nodes"], "trainer.n_gpus_per_node": gpus}
+    expected = {"trainer.nnodes": cluster.nodes, "trainer.n_gpus_per_node": gpus}
     checks.append(check_topology(read_yaml(config_path) if config_path.is_file() else None,
                                  config_path, expected, required=False))
     return checks
 
 
-def smoke(spec, run_dir: Path) -> dict:
+def smoke(spec: Spec, run_dir: Path) -> dict:
     """SMOKE=1's numbers (rlaunch.verify.smoke): the file logger's timing_s/step after step 1 and
     perf/max_memory_reserved_gb (rank 0's node); the wall time is the steps' sum."""
     rows = [r for _, r in verl_rows(layouts.resolve(spec, run_dir), run_dir)[0]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -15,6 +16,9 @@ from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.config import topology
 from rlaunch.frameworks import loaders
 from rlaunch.frameworks.verl.cpu import rewrites as cpu
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 # What a CPU rehearsal of verl cannot show (README, docs/VERL-ON-CPU.md).
 NOT_REHEARSED = ("GPU kernels, GPU memory (OOM), FSDP1, flash-attn and padding removal, vLLM's sleep mode "
@@ -27,12 +31,12 @@ HOOKS = ("verl_hooks (VERL_USE_EXTERNAL_MODULES): a 'cpu' platform, device and e
 PROBE_TIMEOUT_S = 300  # importing verl takes ~10 s on 2 idle cores, minutes on a loaded machine
 
 
-def rewrites(spec, overrides: list[str]) -> list[Rewrite]:
+def rewrites(spec: Spec, overrides: list[str]) -> list[Rewrite]:
     """The config's rewrites (spec.derived.rehearsal), then verl's own on the launch's overrides."""
-    return [Rewrite(**r) for r in spec["derived"]["rehearsal"]] + cpu.apply(spec, overrides)[1]
+    return [Rewrite(**r) for r in spec.derived.rehearsal] + cpu.apply(spec, overrides)[1]
 
 
-def lines(spec, overrides: list[str]) -> list[str]:
+def lines(spec: Spec, overrides: list[str]) -> list[str]:
     """The plan's rehearsal section: each rewrite, the env and Python it runs with, what it cannot show."""
     out = [r.line() for r in rewrites(spec, overrides)]
     out += [f"env {k}={v}" for k, v in cpu.ENV.items()]
@@ -56,22 +60,22 @@ def require_venv() -> None:
 KWARGS = "reward.custom_reward_function.reward_kwargs."
 
 
-def reward_function(spec) -> tuple[str, str, dict]:
+def reward_function(spec: Spec) -> tuple[str, str, dict]:
     """(path, name, reward_kwargs) of the custom reward function verl's main_ppo will load; path ""
     for its default."""
-    eff = topology.parse_overrides(spec["framework"]["overrides"])
+    eff = topology.parse_overrides(spec.framework.overrides)
     path = eff.get("reward.custom_reward_function.path", "")
     name = eff.get("reward.custom_reward_function.name", "compute_score")
     kwargs = {k[len(KWARGS):]: yaml.safe_load(v) for k, v in eff.items() if k.startswith(KWARGS)}
     return ("" if path in ("", "null", "None") else path.strip("'\"")), name.strip("'\""), kwargs
 
 
-def check(spec) -> list[str]:
+def check(spec: Spec) -> list[str]:
     """The reward check's line for the plan; CheckError (exit 2, nothing launched) when it fails."""
     require_venv()
     path, name, kwargs = reward_function(spec)
     argv = [str(venv_python()), "-m", "rlaunch.frameworks.verl.cpu.reward_probe",
-            f"--dataset={spec['data']['dataset']}", f"--data-source={spec['pins']['dataset']['hf_id']}"]
+            f"--dataset={spec.data.dataset}", f"--data-source={spec.pins.dataset['hf_id']}"]
     if path:
         argv += [f"--path={path}", f"--name={name}", f"--kwargs={json.dumps(kwargs)}"]
     env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",

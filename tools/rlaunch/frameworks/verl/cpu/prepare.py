@@ -15,10 +15,14 @@ import random
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlaunch.frameworks.verl.cpu import model
 from rlaunch.job.data import to_row
 from rlaunch.rehearsal import tiny
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 TRAIN_ROWS, TEST_ROWS = 32, 8
 
@@ -58,11 +62,11 @@ def write_data(out: Path, dataset: str, data_source: str) -> list[Path]:
     return paths
 
 
-def line(spec) -> str:
+def line(spec: Spec) -> str:
     """The shell line job.sh runs (python3: the rehearsal's venv, first on the job's PATH)."""
-    return shlex.join(["python3", "-m", "rlaunch.frameworks.verl.cpu.prepare", f"--model={spec['model']['path']}",
-                       f"--data={spec['data']['path']}", f"--dataset={spec['data']['dataset']}",
-                       f"--data-source={spec['pins']['dataset']['hf_id']}"])
+    return shlex.join(["python3", "-m", "rlaunch.frameworks.verl.cpu.prepare", f"--model={spec.model.path}",
+                       f"--data={spec.data.path}", f"--dataset={spec.data.dataset}",
+                       f"--data-source={spec.pins.dataset['hf_id']}"])
 
 
 def main(argv: list[str] | None = None) -> int:

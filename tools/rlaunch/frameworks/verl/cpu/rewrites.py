@@ -4,8 +4,13 @@ rewrites (rlaunch.config.rehearse)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rlaunch.config.rehearse import Rewrite
 from rlaunch.config import topology
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 # Ray GPUs each node declares, so verl's placement (which counts GPUs only) has its bundles.
 DECLARED_GPUS = topology.REHEARSAL_GPUS_PER_NODE
@@ -45,10 +50,10 @@ def key_of(override: str) -> str:
     return override.partition("=")[0].lstrip("+~")
 
 
-def apply(spec: dict, overrides: list[str]) -> tuple[list[str], list[Rewrite]]:
+def apply(spec: Spec, overrides: list[str]) -> tuple[list[str], list[Rewrite]]:
     """The overrides a rehearsal runs: the launch's, less the keys the CPU needs otherwise, then
     those; and each change as a Rewrite (was: the launch's value, None where verl's default stood)."""
-    needed = OVERRIDES + (CRITIC if spec["algo"]["adv_estimator"] == "gae" else [])
+    needed = OVERRIDES + (CRITIC if spec.algo.adv_estimator == "gae" else [])
     ours = {key.lstrip("+"): (key, value, why) for key, value, why in needed}
     eff = topology.parse_overrides(overrides)
     kept = [o for o in overrides if key_of(o) not in ours]
