@@ -13,8 +13,7 @@ the config always took: 0/1 for a boolean (SPOT=1), any number for a float (YAML
 string), a number for a string key. Nothing else is coerced.
 
 Everything reads it by attribute (spec.cluster.nodes). The code on the nodes, which has no pydantic,
-reads spec.json the same way through rlaunch.config.specjson. A section also still reads like a
-mapping, read-only, until nothing needs it.
+reads spec.json the same way through rlaunch.config.specjson.
 """
 
 from __future__ import annotations
@@ -106,26 +105,9 @@ Arch = Literal["", "amd64", "arm64"]
 
 
 class Section(BaseModel):
-    """A frozen part of the spec that refuses unknown keys, and reads like spec.json's mapping."""
+    """A frozen part of the spec that refuses unknown keys."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in type(self).model_fields:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __contains__(self, key: object) -> bool:
-        return key in type(self).model_fields
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key) if key in self else default
-
-    def keys(self) -> list[str]:
-        return list(type(self).model_fields)
-
-    def items(self) -> list[tuple[str, Any]]:
-        return [(k, getattr(self, k)) for k in type(self).model_fields]
 
     def dump(self) -> dict[str, Any]:
         """The section as plain JSON data (what spec.json holds)."""
