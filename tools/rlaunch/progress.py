@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 if TYPE_CHECKING:  # rich is imported when a terminal draws: lazily
+    from rich.console import Console
     from rich.live import Live
     from rich.progress import Progress, TaskID
 
@@ -39,7 +40,7 @@ def live_info(rest: str) -> str:
     return "  ".join(parts)
 
 
-def console(file=None):
+def console(file: TextIO | None = None) -> Console:
     """A rich console on `file` (default stdout) that prints text as it is: no markup, no colours added."""
     from rich.console import Console  # rich is imported only where something waits
 
@@ -60,8 +61,8 @@ class Wait:
     """`what: status (12 s of 600 s)`, redrawn live on a terminal; off one, a line per new status
     and a heartbeat every HEARTBEAT_S. Use as a context manager; call update() from the poll loop."""
 
-    def __init__(self, what: str, deadline_s: float, status: str = "", out=None,
-                 heartbeat_s: float = HEARTBEAT_S, clock=time.monotonic):
+    def __init__(self, what: str, deadline_s: float, status: str = "", out: Console | None = None,
+                 heartbeat_s: float = HEARTBEAT_S, clock: Callable[[], float] = time.monotonic):
         self.what, self.deadline_s, self.status = what, float(deadline_s), status
         self.console = out if out is not None else console()
         self.heartbeat_s, self.clock = heartbeat_s, clock
@@ -72,7 +73,7 @@ class Wait:
     def line(self) -> str:
         return f"{self.what}: {self.status} ({seconds(self.clock() - self.t0)} of {seconds(self.deadline_s)})"
 
-    def __rich__(self):
+    def __rich__(self) -> Any:
         from rich.text import Text
 
         return Text(self.line())
@@ -104,7 +105,7 @@ class Wait:
         self.console.out(self.line())
         self.printed_at, self.printed_status = self.clock(), self.status
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.live is not None:
             self.live.stop()
             self.live = None
@@ -113,7 +114,7 @@ class Wait:
             self._print()
 
 
-def _echo(out, text: str) -> None:
+def _echo(out: Console, text: str) -> None:
     if out.is_terminal:
         from rich.text import Text
 
@@ -128,7 +129,7 @@ class LogView:
     bar (step/total, reward, s/step, ETA) and every other line is printed above it; off a terminal
     every chunk passes through unchanged."""
 
-    def __init__(self, out=None, label: str = "training"):
+    def __init__(self, out: Console | None = None, label: str = "training") -> None:
         self.console = out if out is not None else console()
         self.label = label
         self.partial = ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,7 +97,7 @@ class Backend:
     resume_hint = "a run here is started again by its infrastructure, not by RESUME=1"
 
     @contextlib.contextmanager
-    def claim(self, spec: Spec, resume: bool = False):
+    def claim(self, spec: Spec, resume: bool = False) -> Iterator[None]:
         """Held for the whole launch, before anything is rendered or written: refuses a run id
         this launch must not (re)use. Here: nothing to hold, and RESUME=1 is the local launch's."""
         if resume:

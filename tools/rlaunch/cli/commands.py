@@ -17,16 +17,18 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from rlaunch import ROOT, backends, firecli, frameworks
 from rlaunch.backends.base import Backend, LaunchPlan
 from rlaunch.backends.local import jobs
 from rlaunch.config import inputs, modelfacts
 from rlaunch.config import load as config
-from rlaunch.config.knobs import RULES, from_env
-from rlaunch.config.load import KNOBS, available
+from rlaunch.config.knobs import KNOBS, RULES, from_env
+from rlaunch.config.load import available
 from rlaunch.config.spec import Spec
 from rlaunch.errors import ConfigError
 from rlaunch.job import phases
@@ -42,7 +44,7 @@ LAST_RUN = Path(os.environ.get("RLAUNCH_LAST_RUN") or ROOT / "build" / "last-run
 PLAN_TXT = LaunchPlan.PLAN_TXT  # what `make plan` printed, beside the artifacts it describes
 
 
-def _knobs(kw: dict) -> dict[str, str]:
+def _knobs(kw: dict[str, Any]) -> dict[str, str]:
     out = {}
     for name, value in kw.items():
         if name not in KNOBS:
@@ -52,14 +54,14 @@ def _knobs(kw: dict) -> dict[str, str]:
     return out
 
 
-def _with_env(given: dict, names) -> dict:
+def _with_env(given: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
     """The knobs `make` exported (RLAUNCH_KNOB_*) among `names`, then the flags given here over them."""
     out = {k: v for k, v in from_env().items() if k in names}
     out.update({k: v for k, v in given.items() if v not in (None, "")})
     return out
 
 
-def _spec(preset: str, set_: str, out: str, knobs: dict, rules: bool = True):
+def _spec(preset: str, set_: Any, out: str, knobs: dict[str, Any], rules: bool = True) -> Spec:
     if not isinstance(set_, str):  # fire reads --SET='[a, b]' as a list
         set_ = " ".join(map(str, set_))
     given = _with_env({"PRESET": preset, "SET": set_, "OUT": out, **knobs}, {"PRESET", "SET", *config.KNOBS})
@@ -80,7 +82,7 @@ def _write(out: Path, files: dict[str, str]) -> None:
             path.chmod(0o755)
 
 
-def _summary(spec: Spec, backend, files: dict[str, str], checks: list[str]) -> str:
+def _summary(spec: Spec, backend: Backend, files: dict[str, str], checks: list[str]) -> str:
     c, p = spec.cluster, spec.paths
     fw = frameworks.get(spec.framework.name)
     gpus = f"{c.gpus_per_node} x {c.accelerator}" if c.gpus_per_node else "CPU only"
@@ -120,7 +122,7 @@ def _inputs_lines(spec: Spec) -> list[str]:
 class Frameworks:
     """The frameworks rlaunch has a package for (tools/rlaunch/frameworks/<name>/), as the scripts ask."""
 
-    def list(self, validated=False, image=False):
+    def list(self, validated: Any = False, image: Any = False) -> None:
         """The framework names, one a line; --validated: those with their own config loader;
         --image: those with an rlaunch image (a Dockerfile)."""
         names = [n for n in frameworks.names()
@@ -128,15 +130,15 @@ class Frameworks:
                  and (not _flag(image) or frameworks.descriptor(n).images.dockerfile)]
         print("\n".join(names))
 
-    def needs(self, name):
+    def needs(self, name: Any) -> None:
         """The packages NAME's config loader imports beyond the framework (its validator venv's), one a line."""
         print("\n".join(_validator_needs(name)))
 
-    def show(self, name):
+    def show(self, name: Any) -> None:
         """NAME's descriptor as JSON: CPU rule, metric modules, validator, images."""
         print(json.dumps(dataclasses.asdict(frameworks.descriptor(str(name))), indent=2))
 
-    def requires(self, name, site, torch, ray):
+    def requires(self, name: Any, site: Any, torch: Any, ray: Any) -> None:
         """The lock inputs of NAME's validator venv (scripts/setup-validators): each package its
         loader needs, with the specifier NAME's own metadata (found in SITE, a site-packages that
         holds NAME alone) gives it, torch and ray at the pins given (TORCH, RAY), one a line."""
@@ -160,7 +162,7 @@ class Frameworks:
         print("\n".join(pinned.get(_canonical(need), need + given.get(_canonical(need), "")) for need in _validator_needs(name)))
 
 
-def _validator_needs(name) -> tuple[str, ...]:
+def _validator_needs(name: Any) -> tuple[str, ...]:
     validator = frameworks.descriptor(str(name)).validator
     if validator is None:
         raise ConfigError("framework.name", name, "a framework with its own config loader: "
@@ -168,17 +170,18 @@ def _validator_needs(name) -> tuple[str, ...]:
     return tuple(validator.needs)
 
 
-def _flag(value) -> bool:
+def _flag(value: Any) -> bool:
     return str(value).lower() in ("1", "true", "yes")
 
 
 class Cli:
     """rlaunch: render, plan, launch, status, logs, down an RL post-training run on Ray."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.frameworks = Frameworks()
 
-    def render(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803 - the Make knobs' names
+    def render(self, PRESET: Any = "", SET: Any = "", OUT: Any = "",  # noqa: N803 - the Make knobs' names
+               **knobs: Any) -> None:
         """Write every artifact of a launch under OUT (default build/<run_id>); touch nothing else."""
         spec = _spec(PRESET, SET, OUT, knobs)
         _, files = _render(spec)
@@ -186,12 +189,12 @@ class Cli:
         _write(out_dir, files)
         print(f"rendered {len(files)} files to {out_dir}")
 
-    def plan(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
+    def plan(self, PRESET: Any = "", SET: Any = "", OUT: Any = "", **knobs: Any) -> None:  # noqa: N803
         """Render, run every offline validation, print what launch would do."""
         spec = _spec(PRESET, SET, OUT, knobs)
         self._plan(spec)
 
-    def _plan(self, spec: Spec):
+    def _plan(self, spec: Spec) -> tuple[Backend, LaunchPlan]:
         """The LaunchPlan: rendered, checked offline, written to OUT with plan.txt, printed."""
         backend, files = _render(spec)
         # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
@@ -210,7 +213,8 @@ class Cli:
         plan = dataclasses.replace(plan, started=phases.process_start(), planned=time.time())
         return backend, plan
 
-    def launch(self, PRESET="", SET="", OUT="", RESUME="", **knobs):  # noqa: N803
+    def launch(self, PRESET: Any = "", SET: Any = "", OUT: Any = "", RESUME: Any = "",  # noqa: N803
+               **knobs: Any) -> None:
         """Plan, then act: form the cluster / submit, follow, verify. RESUME=1 continues RUN_ID."""
         resume = _resume(_with_env({"RESUME": RESUME}, {"RESUME"}).get("RESUME", ""))
         spec = _spec(PRESET, SET, OUT, knobs)
@@ -237,7 +241,8 @@ class Cli:
             return None, out_dir
         return Spec.read(spec_path), out_dir
 
-    def _which(self, RUN_ID="", OUT="", PRESET="", SET="", **knobs) -> tuple[Spec, Path | None]:  # noqa: N803
+    def _which(self, RUN_ID: Any = "", OUT: Any = "", PRESET: Any = "", SET: Any = "",
+               **knobs: Any) -> tuple[Spec, Path | None]:  # noqa: N803
         """The run to act on, and its artifacts on this machine (None: known by its id alone).
 
         The cached spec (OUT, build/<RUN_ID>, or the last launch) is used when it is for the INFRA
@@ -259,37 +264,37 @@ class Cli:
                               "the runs each infrastructure knows)")
         return _spec(PRESET, SET, "", {**knobs, "RUN_ID": run_id}, rules=False), None
 
-    def _act(self, verb: str, **kw):
+    def _act(self, verb: str, **kw: Any) -> None:
         spec, out_dir = self._which(**kw)
         return _exit(getattr(backends.get(spec.infra.name), verb)(spec, out_dir))
 
-    def status(self, **kw):
+    def status(self, **kw: Any) -> None:
         """Nodes and job state of the last (or RUN_ID's) launch."""
         return self._act("status", **kw)
 
-    def logs(self, **kw):
+    def logs(self, **kw: Any) -> None:
         """Follow the job's log."""
         return self._act("logs", **kw)
 
-    def down(self, **kw):
+    def down(self, **kw: Any) -> None:
         """Remove everything launch created; fine when nothing is up."""
         return self._act("down", **kw)
 
-    def dashboard(self, PORT="", **kw):  # noqa: N803
+    def dashboard(self, PORT: Any = "", **kw: Any) -> None:  # noqa: N803
         """Open the Ray dashboard from this machine: a forward (local, KubeRay) or the endpoint."""
         port = _port(_with_env({"PORT": PORT}, {"PORT"}).get("PORT", ""))
         spec, out_dir = self._which(**kw)
         return _exit(backends.get(spec.infra.name).dashboard(spec, out_dir, port=port))
 
-    def ssh(self, **kw):
+    def ssh(self, **kw: Any) -> None:
         """A shell on the run's SkyPilot cluster head (ssh <cluster>)."""
         return self._on_sky("ssh", **kw)
 
-    def ray_status(self, **kw):
+    def ray_status(self, **kw: Any) -> None:
         """`ray status` and `ray summary tasks` on the run's SkyPilot cluster head, over ssh."""
         return self._on_sky("ray_status", **kw)
 
-    def _on_sky(self, verb: str, **kw):
+    def _on_sky(self, verb: str, **kw: Any) -> None:
         spec, out_dir = self._which(**kw)
         name = spec.infra.name
         if not backends.infra(name).ssh:
@@ -299,7 +304,7 @@ class Cli:
                               "infrastructure")
         return _exit(getattr(backends.get(name), verb)(spec, out_dir))
 
-    def summary(self, **kw):
+    def summary(self, **kw: Any) -> None:
         """The closing summary of the last (or RUN_ID's) launch, from its run directory. In a GitHub
         Actions job ($GITHUB_STEP_SUMMARY set) it is also appended there as Markdown, with the
         verification table."""
@@ -311,12 +316,13 @@ class Cli:
             with open(step_summary, "a", encoding="utf-8") as fh:
                 fh.write(markdown_summary(spec, run_dir, out))
 
-    def runs(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
+    def runs(self, PRESET: Any = "", SET: Any = "", OUT: Any = "", **knobs: Any) -> None:  # noqa: N803
         """Every rlaunch run the reachable infrastructures know (INFRA=... for one), one line each."""
         infra = str(_with_env(_knobs(knobs), set(KNOBS)).get("INFRA", ""))
         print(runs.report(runs.collect(infra, lambda name: _spec(PRESET, SET, "", {**knobs, "INFRA": name}, rules=False))))
 
-    def tensorboard(self, RUN_ID="", OUT="", RUNS="", RUN_DIR="", PORT="", **_ignored):  # noqa: N803
+    def tensorboard(self, RUN_ID: Any = "", OUT: Any = "", RUNS: Any = "", RUN_DIR: Any = "", PORT: Any = "",
+                    **_ignored: Any) -> None:  # noqa: N803
         """Serve TensorBoard on localhost for a run (default: the last launch) or several side by side."""
         given = _with_env({"RUN_ID": RUN_ID, "OUT": OUT, "RUNS": RUNS, "RUN_DIR": RUN_DIR, "PORT": PORT},
                           {"RUN_ID", "OUT", "RUNS", "RUN_DIR", "PORT"})
@@ -331,7 +337,7 @@ class Cli:
         port = _port(given.get("PORT", ""))
         return _exit(board.serve(runref.find_all(refs), port))
 
-    def compare(self, RUNS="", OUT="", **_ignored):  # noqa: N803
+    def compare(self, RUNS: Any = "", OUT: Any = "", **_ignored: Any) -> None:  # noqa: N803
         """One PNG of the runs' reward curves (smoothed, labelled by id and differing config), and a table."""
         given = _with_env({"RUNS": RUNS, "OUT": OUT}, {"RUNS", "OUT"})
         refs, out = str(given.get("RUNS", "")), str(given.get("OUT", "")).strip()
@@ -347,18 +353,19 @@ class Cli:
         print(text)
         print(f"compare: reward curves of {len(found)} run(s) in {png}")
 
-    def job(self, action, address, submission_id, **kw):
+    def job(self, action: Any, address: str, submission_id: str, **kw: Any) -> None:
         """submit | follow | status | stop a Ray job (used inside the cluster's network)."""
-        fn = {"submit": jobs.submit, "follow": jobs.follow, "status": jobs.status, "stop": jobs.stop}
+        fn: dict[str, Callable[..., int]] = {"submit": jobs.submit, "follow": jobs.follow, "status": jobs.status,
+                                             "stop": jobs.stop}
         if action not in fn:
             raise ConfigError("job", action, "submit, follow, status or stop")
         return _exit(fn[action](address, submission_id, **kw))
 
-    def presets(self):
+    def presets(self) -> None:
         """List the presets."""
         print("\n".join(available("presets")))
 
-    def config(self, PRESET="", SET="", OUT="", **knobs):  # noqa: N803
+    def config(self, PRESET: Any = "", SET: Any = "", OUT: Any = "", **knobs: Any) -> None:  # noqa: N803
         """Print the merged, validated spec as JSON."""
         print(_spec(PRESET, SET, OUT, knobs).json_text(), end="")
 
@@ -375,7 +382,7 @@ def _smoke_guard(spec: Spec) -> None:
         raise ConfigError("RUN_ID", spec.run.id, f"a new id for the smoke run: {run_dir} holds a real run")
 
 
-def _resume(value) -> bool:
+def _resume(value: Any) -> bool:
     """RESUME= as typed: empty or 0 is a new run, 1 continues RUN_ID (rlaunch.config.knobs' rule)."""
     text = str(value).strip().lower()
     text = {"true": "1", "false": "0"}.get(text, text)  # fire reads --RESUME=1 as True
@@ -385,7 +392,7 @@ def _resume(value) -> bool:
     return text == "1"
 
 
-def _port(value) -> int | None:
+def _port(value: Any) -> int | None:
     """PORT= as typed: empty means the verb's default; otherwise a TCP port (0: any free one)."""
     text = str(value).strip()
     if not text:
@@ -395,7 +402,7 @@ def _port(value) -> int | None:
     return int(text)
 
 
-def _exit(code) -> None:
+def _exit(code: Any) -> None:
     if code:
         raise SystemExit(int(code))
 

@@ -21,6 +21,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -55,7 +56,7 @@ DATASETS = ("gsm8k", "math")
 @dataclass
 class Imported:
     framework: str
-    preset: dict
+    preset: dict[str, Any]
     mapped: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
@@ -76,7 +77,7 @@ def logical_lines(text: str) -> list[list[str]]:
 
 
 def expand(word: str, env: dict[str, str], unresolved: list[str]) -> str:
-    def sub(m: re.Match) -> str:
+    def sub(m: re.Match[str]) -> str:
         name = m["braced"] or m["plain"]
         if name in env:
             return env[name]
@@ -112,7 +113,7 @@ def find_command(lines: list[list[str]]) -> tuple[str, list[str], dict[str, str]
                       "(python3 -m areal.launcher.<local|ray> <entry>.py --config ... key=value ...)")
 
 
-def _put(tree: dict, key: str, val) -> None:
+def _put(tree: dict[str, Any], key: str, val: Any) -> None:
     node = tree
     *parents, leaf = key.split(".")
     for part in parents:
@@ -191,7 +192,7 @@ def render(result: Imported, source: str) -> str:
             "# Dropped:", *[f"#   {d}" for d in result.dropped]]
     if result.unresolved:
         head.append(f"# Unresolved variables: {', '.join(result.unresolved)}")
-    return "\n".join(head) + "\n" + yaml.safe_dump(result.preset, sort_keys=False, default_flow_style=False)
+    return "\n".join(head) + "\n" + str(yaml.safe_dump(result.preset, sort_keys=False, default_flow_style=False))
 
 
 def preset_name(script: Path, name: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 # The hubs a model or dataset pin can name (configs/versions.yaml `hub:`), each with the revision a
 # bare id means and the secret its client reads for a gated or private repository.
@@ -33,12 +34,12 @@ def problem(name: str) -> str | None:
     return None if name in HUBS else f"one of {', '.join(HUBS)}"
 
 
-def of(pin: dict) -> str:
+def of(pin: dict[str, Any]) -> str:
     """The hub a model or dataset pin names (the Hub when it names none)."""
     return str(pin.get("hub") or DEFAULT)
 
 
-def token(pin: dict) -> str:
+def token(pin: dict[str, Any]) -> str:
     """The secret the pin's hub client reads for a gated or private repository."""
     return HUBS.get(of(pin), HUBS[DEFAULT])["token"]
 
@@ -95,7 +96,7 @@ def pin(mount: str, path: str) -> dict[str, str] | None:
             "dir": directory(mount, name, repo, revision)}
 
 
-def warning(model_pin: dict) -> str:
+def warning(model_pin: dict[str, Any]) -> str:
     """A moving revision that could not be resolved: what could go wrong."""
     if not model_pin.get("unresolved"):
         return ""

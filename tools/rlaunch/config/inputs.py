@@ -53,7 +53,7 @@ class Input:
     required: tuple[str, ...]  # files it must hold besides SHA256SUMS (*.ext: at least one such file)
 
 
-def _adapter(spec: Spec):
+def _adapter(spec: Spec) -> Any:
     return frameworks.get(spec.framework.name)
 
 
@@ -113,6 +113,7 @@ def of(spec: Spec) -> list[Input]:
         ddir = data_dir(spec)
         user = bool(spec.data.path)
         name = spec.data.dataset
+        fetch: tuple[str, ...]
         if getattr(adapter, "dataset_snapshot", False):
             fetch = (f"--dataset={name}", "--snapshot")
         elif name in CONVERTED or pin.get("file"):
@@ -131,7 +132,7 @@ def of(spec: Spec) -> list[Input]:
     if mdir:
         user = _is_dir(spec.model.path)
         pin = spec.pins.model
-        required = list(MODEL_FILES) + _under(mdir, wanted)
+        model_files = list(MODEL_FILES) + _under(mdir, wanted)
         hub_id = bool(pin.get("asked"))
         flag = "--modelscope-id" if hub.of(pin) == "modelscope" else "--hf-id"
         fetch = (f"{flag}={pin['hf_id']}", f"--revision={pin['revision']}") if hub_id else \
@@ -140,7 +141,7 @@ def of(spec: Spec) -> list[Input]:
             what="model", dir=mdir, key="model.path" if user or hub_id else "model.name", user=user,
             fetch=() if user else fetch,
             source="yours" if user else f"{pin['hf_id']}@{pin.get('revision', '')[:12]}{_on(pin)}",
-            required=tuple(dict.fromkeys(f for f in required if f != MANIFEST))))
+            required=tuple(dict.fromkeys(f for f in model_files if f != MANIFEST))))
     return out
 
 
@@ -152,7 +153,7 @@ def sites(spec: Spec, first: str = "GitHub") -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _on(pin: dict) -> str:
+def _on(pin: dict[str, Any]) -> str:
     """' on ModelScope' for a pin of another hub than the Hugging Face Hub, else ''."""
     name = hub.of(pin)
     return "" if name == hub.DEFAULT else f" on {hub.HUBS[name]['shown']}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import re
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable
@@ -28,8 +29,8 @@ from rlaunch.config import dotted, hub, images, inputs, pins, rehearse, spec, to
 from rlaunch.config import overrides as _overrides  # load() has a parameter of that name
 from rlaunch.config import knobs as _knobs
 from rlaunch.errors import ConfigError
-from rlaunch.config.knobs import KNOBS, RUN_ID_RE  # noqa: F401 - re-exported: the CLI and tests read them here
-from rlaunch.config.spec import ENUMS, SECRET_NAME, Spec  # noqa: F401 - re-exported (tests, the CLI)
+from rlaunch.config.knobs import KNOBS as KNOBS, RUN_ID_RE as RUN_ID_RE  # re-exported: tests read them here
+from rlaunch.config.spec import ENUMS as ENUMS, SECRET_NAME as SECRET_NAME, Spec as Spec  # re-exported (tests)
 
 # Kubernetes object names, as its API server checks them (apimachinery IsDNS1123Label and
 # IsDNS1123Subdomain); kubectl would refuse any other only at launch.
@@ -64,7 +65,7 @@ def default_preset(algo: str, infra: str) -> str:
     return DEFAULT_PRESET.get((algo, infra)) or DEFAULT_PRESET.get((algo, ""), "rehearsal")
 
 
-def _read_layer(path: Path) -> dict:
+def _read_layer(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
@@ -74,7 +75,7 @@ def _read_layer(path: Path) -> dict:
     return data
 
 
-def read_defaults() -> dict:
+def read_defaults() -> dict[str, Any]:
     """configs/defaults.yaml as written: every key and its default."""
     return _read_layer(CONFIGS / "defaults.yaml")
 
@@ -84,7 +85,7 @@ def available(kind: str) -> list[str]:
     return sorted(p.stem for p in (CONFIGS / kind).glob("*.yaml") if "@" not in p.stem)
 
 
-def _layer(kind: str, name: str, key: str, required: bool) -> dict:
+def _layer(kind: str, name: str, key: str, required: bool) -> dict[str, Any]:
     path = CONFIGS / kind / f"{name}.yaml"
     if not path.exists():
         if required:
@@ -93,7 +94,7 @@ def _layer(kind: str, name: str, key: str, required: bool) -> dict:
     return _read_layer(path)
 
 
-def merge(base: dict, over: dict) -> dict:
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """Deep merge: mappings merge, everything else (lists included) replaces."""
     out = copy.deepcopy(base)
     for key, value in over.items():
@@ -104,7 +105,7 @@ def merge(base: dict, over: dict) -> dict:
     return out
 
 
-def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
+def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return dotted.flat(tree, prefix)
 
 
@@ -125,14 +126,14 @@ def parse_assignment(text: str, source: str) -> tuple[str, Any]:
     return key, ("" if value is None else value)
 
 
-def _set(tree: dict, key: str, value: Any, source: str) -> None:
+def _set(tree: dict[str, Any], key: str, value: Any, source: str) -> None:
     try:
         dotted.put(tree, key, value)
     except TypeError:  # cluster.nodes.x=3: below a value there are no keys
         raise ConfigError(key, value, spec.suggest(key), source) from None
 
 
-def validate(cfg: dict, sources: dict[str, str] | None = None) -> spec.Config:
+def validate(cfg: dict[str, Any], sources: dict[str, str] | None = None) -> spec.Config:
     """The merged config as a typed, frozen Config; the first problem raises one ConfigError."""
     from pydantic import ValidationError
 
@@ -142,12 +143,12 @@ def validate(cfg: dict, sources: dict[str, str] | None = None) -> spec.Config:
         raise _config_error(err.errors(), sources or {}) from None
 
 
-def _config_error(errors: list[dict], sources: dict[str, str]) -> ConfigError:
+def _config_error(errors: Sequence[Mapping[str, Any]], sources: dict[str, str]) -> ConfigError:
     """One line for pydantic's findings: the key, the value, where it came from, what is allowed.
 
     An unknown key first (a typo is the most common mistake, and it deserves a suggestion); else the
     first problem by key."""
-    def key_of(error: dict) -> str:
+    def key_of(error: Mapping[str, Any]) -> str:
         return ".".join(str(p) for p in error["loc"] if not isinstance(p, int)) or "config"
 
     unknown = [e for e in errors if e["type"] == "extra_forbidden"]
@@ -163,11 +164,11 @@ def _config_error(errors: list[dict], sources: dict[str, str]) -> ConfigError:
     return ConfigError(key, first["input"], allowed, sources.get(key, ""))
 
 
-def _get(tree: dict, key: str) -> Any:
+def _get(tree: dict[str, Any], key: str) -> Any:
     return dotted.get(tree, key)
 
 
-def _resolve_names(preset_layer: dict, knobs: dict[str, str], sets: dict[str, Any]) -> dict[str, str]:
+def _resolve_names(preset_layer: dict[str, Any], knobs: dict[str, str], sets: dict[str, Any]) -> dict[str, str]:
     """Which infra/algo/framework layer files to load: SET, then a knob, then the preset, then default."""
     names = {}
     for key, default in (("infra.name", "local"), ("algo.name", "grpo"), ("framework.name", "trl")):

@@ -25,7 +25,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from rlaunch.config import hub, pins
@@ -58,7 +58,7 @@ class Facts:
     vocab: int
     tied: bool
     dtype: str
-    parts: dict = field(default_factory=dict)  # parameters by part, "total" and "active" among them
+    parts: dict[str, int] = field(default_factory=dict)  # parameters by part, "total" and "active" among them
     experts: int = 0     # routed experts per MoE layer (0: dense)
     experts_per_token: int = 0
 
@@ -78,13 +78,13 @@ class Facts:
                 f"{self.dtype} (from {self.source})")
 
 
-def text_config(cfg: dict) -> dict:
+def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """A multimodal config.json keeps the language model's fields under text_config."""
     inner = cfg.get("text_config")
     return {**cfg, **inner} if isinstance(inner, dict) and "hidden_size" in inner else cfg
 
 
-def param_count(cfg: dict) -> dict[str, int]:
+def param_count(cfg: dict[str, Any]) -> dict[str, int]:
     """Parameters of a decoder (Llama/Qwen2/Qwen3/Mistral, and the MoE Qwen2-MoE/Qwen3-MoE/Mixtral)
     from its config.json fields, by part; "active" counts only the experts a token is routed to.
 
@@ -126,7 +126,7 @@ def param_count(cfg: dict) -> dict[str, int]:
     return parts
 
 
-def from_config(cfg: dict, model: str, source: str) -> Facts | str:
+def from_config(cfg: dict[str, Any], model: str, source: str) -> Facts | str:
     """The facts, or why they cannot be counted (an architecture param_count does not know)."""
     t = text_config(cfg)
     if str(t.get("model_type", "")) not in COUNTED:
@@ -166,14 +166,15 @@ def _cache_dirs() -> list[Path]:
     return [Path(d) for d in os.environ.get(ENV, "").split(":") if d] + [CACHE]
 
 
-def _read(path: Path) -> dict | None:
+def _read(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text())
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
     except (OSError, ValueError):
         return None
 
 
-def _pinned(model: str, rev: str) -> tuple[dict, str] | None:
+def _pinned(model: str, rev: str) -> tuple[dict[str, Any], str] | None:
     for entry in pins.load_versions().get("models", {}).values():
         if (entry and entry.get("config") and hub.qualified(hub.of(entry), str(entry.get("hf_id"))) == model
                 and rev in ("", entry.get("revision"))):
@@ -200,13 +201,13 @@ def _reachable(endpoint: str) -> str:
     return ""
 
 
-def _keep(model: str, rev: str, cfg: dict) -> None:
+def _keep(model: str, rev: str, cfg: dict[str, Any]) -> None:
     keep = CACHE / model.replace(":", "--").replace("/", "--") / (rev or "main") / "config.json"
     keep.parent.mkdir(parents=True, exist_ok=True)
     keep.write_text(json.dumps(cfg, indent=2) + "\n")
 
 
-def _modelscope(repo: str, rev: str) -> tuple[dict, str] | str:
+def _modelscope(repo: str, rev: str) -> tuple[dict[str, Any], str] | str:
     """config.json from ModelScope (its client), kept in build/model-facts/."""
     try:  # lazy: plan only; the endpoint is the client's own (MODELSCOPE_ENDPOINT, else its default site)
         from modelscope_hub.config import get_default_config
@@ -230,7 +231,7 @@ def _modelscope(repo: str, rev: str) -> tuple[dict, str] | str:
     return cfg, _page("modelscope", repo, rev, endpoint)
 
 
-def _hub(repo: str, rev: str) -> tuple[dict, str] | str:
+def _hub(repo: str, rev: str) -> tuple[dict[str, Any], str] | str:
     """config.json from the Hub, kept in build/model-facts/; a reason string when it cannot be read."""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
         return "HF_HUB_OFFLINE is set"

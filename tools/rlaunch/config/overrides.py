@@ -36,7 +36,7 @@ def value(raw: str) -> Any:
     return out
 
 
-def absorb(cfg: dict, sources: dict[str, str], table: dict[str, Owned], explicit: set[str]) -> None:
+def absorb(cfg: dict[str, Any], sources: dict[str, str], table: dict[str, Owned], explicit: set[str]) -> None:
     """Map or refuse each override of `cfg` that `table` names, in place. `explicit`: the sources
     that are the user's own word on a key (knobs, SET): an override saying otherwise is refused."""
     if not isinstance(cfg.get("framework", {}).get("overrides"), list):

@@ -42,13 +42,13 @@ class Rewrite:
         return f"{self.key}: {was} -> {self.value!r}: {self.why}"
 
 
-def mount_of(cfg: dict) -> str:
+def mount_of(cfg: dict[str, Any]) -> str:
     """storage.mount as derive() will make it for INFRA=local: a relative one is under the repository."""
     mount = str(dotted.get(cfg, "storage.mount", "build/storage"))
     return (mount if mount.startswith("/") else str(ROOT / mount)).rstrip("/")
 
 
-def sizes(cfg: dict) -> list[tuple[str, Any, str]]:
+def sizes(cfg: dict[str, Any]) -> list[tuple[str, Any, str]]:
     """(key, value, why) for every config key the rehearsal sets."""
     mount = mount_of(cfg)
     dataset = dotted.get(cfg, "data.dataset", "")
@@ -98,7 +98,7 @@ def infra(asked: str, source: str) -> str:
     return "local"
 
 
-def apply(cfg: dict, sources: dict[str, str]) -> list[Rewrite]:
+def apply(cfg: dict[str, Any], sources: dict[str, str]) -> list[Rewrite]:
     """Rewrite cfg in place for the rehearsal; the rewrites, in order. A launch the rehearsal cannot
     stand in for is refused here, before anything is written."""
     framework = dotted.get(cfg, "framework.name", "")

@@ -360,7 +360,7 @@ class Spec(Config):
         return json.dumps(self.dump(), indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def read(cls, path, **changes: dict) -> "Spec":
+    def read(cls, path: Path | str, **changes: dict[str, Any]) -> Spec:
         """A launch's spec.json (status, logs, down of a run launched before), `changes` merged into
         its sections first; one this rlaunch cannot read is a ConfigError naming the file."""
         from pydantic import ValidationError

@@ -16,6 +16,7 @@ from rlaunch.errors import ConfigError
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
+    from rlaunch.frameworks import CpuRule
 
 # Advantage estimators that compare responses within a group: a group of 1 has no baseline.
 GROUP_ESTIMATORS = {"grpo", "rloo", "grpo_passk", "rloo_vectorized", "grpo_vectorized", "opo", "gpg",
@@ -134,7 +135,7 @@ def rollout_backend(spec: Spec, key: str = "rollout.backend", value: Any = None)
     return name
 
 
-def ray_cpus(spec: Spec, rule, framework: str) -> None:
+def ray_cpus(spec: Spec, rule: CpuRule, framework: str) -> None:
     """cluster.cpus_per_node (0: the infrastructure decides) against the framework's CPU rule."""
     cpus = spec.cluster.cpus_per_node
     if cpus and cpus < rule.count:

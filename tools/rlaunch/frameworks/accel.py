@@ -15,6 +15,7 @@ and import checks need a GPU and its CUDA libraries, so preflight records them a
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Rule:
     cause: str                   # the known failure the rule avoids, quoted by every message
     source: str                  # where it was found
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """Plain data for the Ray tasks (they never import rlaunch)."""
         return asdict(self)
 

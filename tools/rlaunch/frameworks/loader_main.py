@@ -10,19 +10,22 @@ fresh temp directory of its own. This prints one JSON line, {"results": [...]}: 
 the message names one, the config key.
 """
 
+from __future__ import annotations
+
 import importlib.util
 import json
 import os
 import re
 import sys
 import tempfile
+from typing import Any
 
 KEY_PATTERNS = (r"Could not override '([^']+)'", r"full_key: (\S+)", r"Key '([^']+)'",
                 r"Could not append to config. An item is already at '([^']+)'")
 MAX_ERROR = 600
 
 
-def error_key(text):
+def error_key(text: str) -> str:
     """The config key a framework's (Hydra's, OmegaConf's) error message names, or ""."""
     for pattern in KEY_PATTERNS:
         match = re.search(pattern, text)
@@ -31,13 +34,15 @@ def error_key(text):
     return ""
 
 
-def failure(err, what=""):
+def failure(err: BaseException, what: str = "") -> dict[str, Any]:
     text = f"{what}{type(err).__name__}: {err}".replace("\n", " ")
     return {"ok": False, "key": error_key(str(err)), "error": text[:MAX_ERROR]}
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     spec = importlib.util.spec_from_file_location("rlaunch_loader", argv[1])
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{argv[1]}: not a loader module")
     loader = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(loader)
     requests = json.load(sys.stdin)["requests"]

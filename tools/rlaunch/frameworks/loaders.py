@@ -18,6 +18,7 @@ import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from rlaunch import ROOT
 from rlaunch.errors import CheckError
@@ -25,7 +26,7 @@ from rlaunch.errors import CheckError
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE / "loader_main.py"
 SKIPPED = "skipped: run `make setup-validators`"
-_CACHE: dict[str, dict] = {}
+_CACHE: dict[str, dict[str, Any]] = {}
 
 
 def venv_python(framework: str) -> Path:
@@ -39,11 +40,11 @@ def available(framework: str) -> bool:
     return venv_python(framework).exists()
 
 
-def _key(framework: str, request: dict) -> str:
+def _key(framework: str, request: dict[str, Any]) -> str:
     return framework + ":" + json.dumps(request, sort_keys=True)
 
 
-def run(framework: str, requests: list[dict]) -> list[dict]:
+def run(framework: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Answer every request in one loader process; {"skipped": msg} for each when no venv exists."""
     if not available(framework):
         return [{"ok": None, "skipped": f"{SKIPPED} ({venv_python(framework)} is missing)"}
@@ -55,12 +56,12 @@ def run(framework: str, requests: list[dict]) -> list[dict]:
     return [_CACHE[_key(framework, r)] for r in requests]
 
 
-def prefetch(framework: str, requests: list[dict]) -> None:
+def prefetch(framework: str, requests: list[dict[str, Any]]) -> None:
     """Warm the cache for many specs at once (make plan for every preset, the bench)."""
     run(framework, requests)
 
 
-def prefetch_all(by_framework: dict[str, list[dict]]) -> None:
+def prefetch_all(by_framework: dict[str, list[dict[str, Any]]]) -> None:
     """One loader process per framework, all at once: the plan's wall time is the slowest loader."""
     with ThreadPoolExecutor(max_workers=max(len(by_framework), 1)) as pool:
         list(pool.map(lambda item: run(*item), by_framework.items()))
@@ -71,7 +72,7 @@ def script(framework: str) -> Path:
     return HERE / framework / "loader.py"
 
 
-def _spawn(framework: str, requests: list[dict]) -> list[dict]:
+def _spawn(framework: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     script_ = script(framework)
     timeout = float(os.environ.get("RLAUNCH_LOADER_TIMEOUT_S", "300"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
@@ -94,10 +95,10 @@ def _spawn(framework: str, requests: list[dict]) -> list[dict]:
     if len(results) != len(requests):
         return [{"ok": False, "error": f"{framework} loader answered {len(results)} of {len(requests)}",
                  "key": ""} for _ in requests]
-    return results
+    return list(results)
 
 
-def result_line(framework: str, result: dict) -> str:
+def result_line(framework: str, result: dict[str, Any]) -> str:
     """One plan line for a loader result; a rejection is a CheckError naming the framework's key."""
     if result.get("skipped"):
         return f"{framework} loader {result['skipped']}"

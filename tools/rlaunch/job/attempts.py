@@ -26,7 +26,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import specjson
 from rlaunch.job import checkpoints
@@ -46,7 +46,7 @@ def now_iso(epoch: float | None = None) -> str:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def read(run_dir: Path) -> list[dict]:
+def read(run_dir: Path) -> list[dict[str, Any]]:
     """Every record of the run (a half-written last line is skipped)."""
     try:
         return read_jsonl(Path(run_dir) / FILE)[0]
@@ -54,7 +54,7 @@ def read(run_dir: Path) -> list[dict]:
         return []
 
 
-def append(run_dir: Path, record: dict) -> None:
+def append(run_dir: Path, record: dict[str, Any]) -> None:
     # One write of one line: appends from the head stay whole on shared storage.
     with open(Path(run_dir) / FILE, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record, sort_keys=True) + "\n")
@@ -65,9 +65,9 @@ def current(run_dir: Path) -> int:
     return max((r.get("attempt", 0) for r in read(run_dir) if r.get("event") == "start"), default=0)
 
 
-def summary(records: list[dict]) -> dict:
+def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per attempt: how it began (resumed from, steps lost), what ended it (exit code, nodes lost)."""
-    out: dict[int, dict] = {}
+    out: dict[int, dict[str, Any]] = {}
     for r in records:
         n = r.get("attempt")
         if not isinstance(n, int):
@@ -85,7 +85,7 @@ def summary(records: list[dict]) -> dict:
     return {"attempts": [out[k] for k in sorted(out)]}
 
 
-def describe_loss(loss: dict) -> str:
+def describe_loss(loss: dict[str, Any]) -> str:
     """`10.1.2.2 (rank 1), declared dead at 12:00:03Z by Ray's GCS: <reason>`."""
     rank = loss.get("rank")
     where = f"{loss.get('ip')} ({'rank ' + str(rank) if rank is not None else 'rank unknown'})"
@@ -93,7 +93,7 @@ def describe_loss(loss: dict) -> str:
     return f"{where}, {'declared dead at ' + when if when else 'lost'}: {loss.get('reason') or 'no reason given'}"
 
 
-def start(spec: Spec, run_dir: Path) -> dict:
+def start(spec: Spec, run_dir: Path) -> dict[str, Any]:
     """Record the attempt that starts now; print its mark (and append it to train.log)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

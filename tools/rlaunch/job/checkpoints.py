@@ -19,7 +19,7 @@ import dataclasses
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.job import layouts
 from rlaunch.job.files import safetensors_problem
@@ -40,7 +40,7 @@ class Checkpoint:
     path: str
 
 
-def _json(path: Path) -> dict | None:
+def _json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -38,6 +38,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rlaunch.config import hub, pins
 from rlaunch.config.inputs import CONVERTED, MANIFEST
@@ -72,7 +73,7 @@ def last_boxed(text: str) -> str:
     return text[i:j - 1]
 
 
-def to_row(dataset: str, hf_id: str, split: str, index: int, example: dict) -> dict:
+def to_row(dataset: str, hf_id: str, split: str, index: int, example: dict[str, Any]) -> dict[str, Any]:
     if dataset == "gsm8k":
         question, ground = example["question"], gsm8k_answer(example["answer"])
         content = f"{question} {GSM8K_INSTRUCTION}"
@@ -137,7 +138,7 @@ def _has(names: list[str], pattern: str) -> bool:
     return pattern in names
 
 
-def adopt(directory: Path, what: str, required: tuple[str, ...] = ()) -> dict:
+def adopt(directory: Path, what: str, required: tuple[str, ...] = ()) -> dict[str, Any]:
     """A directory the user put on the shared storage: its SHA256SUMS is computed once (when it has
     none), after its required files are found; one that no longer matches its manifest is refused."""
     if not directory.is_dir():
@@ -166,7 +167,7 @@ def adopt(directory: Path, what: str, required: tuple[str, ...] = ()) -> dict:
 
 # --- preparation -------------------------------------------------------------------------------
 
-def dataset_pin(dataset: str) -> dict:
+def dataset_pin(dataset: str) -> dict[str, Any]:
     table = pins.load_versions()["datasets"]
     if dataset not in table or not table[dataset].get("hf_id"):
         allowed = ", ".join(k for k, v in table.items() if v.get("hf_id"))
@@ -174,7 +175,7 @@ def dataset_pin(dataset: str) -> dict:
     return dict(table[dataset])
 
 
-def prepare(dataset: str, out: Path, source: str = "", revision: str = "") -> dict:
+def prepare(dataset: str, out: Path, source: str = "", revision: str = "") -> dict[str, Any]:
     """Load the pinned dataset (or `source`), convert it for verl, write parquet + SHA256SUMS."""
     pin = dataset_pin(dataset)
     revision = revision or str(pin.get("revision", ""))
@@ -224,7 +225,7 @@ def _modelscope_snapshot(kind: str, repo: str, revision: str, out: Path, only: s
         allow_patterns=[only] if only else None)
 
 
-def _fetch_file(dataset: str, pin: dict, out: Path, revision: str) -> dict:
+def _fetch_file(dataset: str, pin: dict[str, Any], out: Path, revision: str) -> dict[str, Any]:
     name = pin.get("file") or ""
     if not name:
         raise ConfigError("DATASET", dataset, "gsm8k or math (others need a `file:` pin to download)")
@@ -240,7 +241,7 @@ def _fetch_file(dataset: str, pin: dict, out: Path, revision: str) -> dict:
     return info
 
 
-def snapshot(dataset: str, out: Path, revision: str = "") -> dict:
+def snapshot(dataset: str, out: Path, revision: str = "") -> dict[str, Any]:
     """The pinned dataset repository as is (AReaL loads GSM8K itself with load_dataset(dir, "main"))."""
     pin = dataset_pin(dataset)
     revision = revision or str(pin.get("revision", ""))
@@ -254,7 +255,7 @@ def snapshot(dataset: str, out: Path, revision: str = "") -> dict:
     return {"dataset": dataset, "hf_id": pin["hf_id"], "revision": revision, "snapshot": True}
 
 
-def fetch_model(model: str, out: Path) -> dict:
+def fetch_model(model: str, out: Path) -> dict[str, Any]:
     """The pinned model revision, from its hub, into out, plus SHA256SUMS."""
     table = pins.load_versions()["models"]
     pin = table.get(model) or {}
@@ -266,7 +267,7 @@ def fetch_model(model: str, out: Path) -> dict:
     return {"model": model, **info}
 
 
-def fetch_hub_model(hf_id: str, revision: str, out: Path, name: str = hub.DEFAULT) -> dict:
+def fetch_hub_model(hf_id: str, revision: str, out: Path, name: str = hub.DEFAULT) -> dict[str, Any]:
     """Any model on the hub `name` at `revision` into out, plus SHA256SUMS
     (model.path=[modelscope:]<org>/<name>)."""
     if name == "modelscope":

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rlaunch.errors import EXIT_NODE_LOST
 from rlaunch.job import attempts
@@ -67,7 +68,7 @@ def node_ips() -> list[str]:
 # ---------------------------------------------------------------- Ray's node table
 
 
-def connect(address: str):
+def connect(address: str) -> Any:
     """A GCS client, as scripts/ray-up polls it: no driver, no job, about a second to import."""
     from ray import _raylet
 
@@ -77,11 +78,11 @@ def connect(address: str):
     return _raylet.GcsClient(address=address)  # type: ignore[attr-defined]  # ray's _raylet.pyi lacks it
 
 
-def _hex(node_id) -> str:
+def _hex(node_id: object) -> str:
     return node_id.hex() if isinstance(node_id, (bytes, bytearray)) else str(node_id)
 
 
-def _reason(info) -> str:
+def _reason(info: Any) -> str:
     death = getattr(info, "death_info", None)
     code = getattr(death, "reason", 0)
     try:
@@ -94,7 +95,7 @@ def _reason(info) -> str:
     return f"{name}: {message}" if message else name
 
 
-def nodes(client) -> dict[str, dict]:
+def nodes(client: Any) -> dict[str, dict[str, Any]]:
     """node id -> what Ray records of it: ip, port, alive, head, started/ended (epoch s), reason."""
     reply = client.get_all_node_info(timeout=2)
     infos = reply.values() if hasattr(reply, "values") else reply.node_info_list
@@ -109,7 +110,7 @@ def nodes(client) -> dict[str, dict]:
     return out
 
 
-def ranks(known: dict[str, dict], ips: list[str]) -> dict[str, tuple[int, str]]:
+def ranks(known: dict[str, dict[str, Any]], ips: list[str]) -> dict[str, tuple[int, str]]:
     """node id -> (rank, how it was known): the launch's IP order, else the head then join order."""
     out = {}
     order = sorted(known.values(), key=lambda n: (not n["head"], n["start"]))
@@ -121,14 +122,14 @@ def ranks(known: dict[str, dict], ips: list[str]) -> dict[str, tuple[int, str]]:
     return out
 
 
-def loss_record(node: dict, rank: tuple[int, str] | None, detected: float) -> dict:
+def loss_record(node: dict[str, Any], rank: tuple[int, str] | None, detected: float) -> dict[str, Any]:
     return {"event": "node_lost", "ip": node["ip"], "rank": rank[0] if rank else None,
             "rank_from": rank[1] if rank else None, "node_id": node["node_id"], "head": node["head"],
             "declared_dead_at": attempts.now_iso(node["end"]) if node.get("end") else None,
             "reason": node.get("reason") or "", "detected_at": attempts.now_iso(detected)}
 
 
-def reachable(node: dict, timeout: float = 1.0) -> bool:
+def reachable(node: dict[str, Any], timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection((node["ip"], node["port"]), timeout=timeout):
             return True
@@ -139,7 +140,7 @@ def reachable(node: dict, timeout: float = 1.0) -> bool:
 # ---------------------------------------------------------------- the framework process
 
 
-def _tree(pid: int) -> list:
+def _tree(pid: int) -> list[Any]:
     try:
         import psutil  # Ray's own dependency: wherever Ray runs, this does
 
@@ -149,7 +150,7 @@ def _tree(pid: int) -> list:
         return []
 
 
-def stop(child: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
+def stop(child: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
     """TERM the framework and everything it started, KILL what is left after grace_s."""
     procs = _tree(child.pid)
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -172,9 +173,9 @@ def stop(child: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
                 return
 
 
-def _alive(proc) -> bool:
+def _alive(proc: Any) -> bool:
     try:
-        return proc.is_running() and proc.status() != "zombie"
+        return bool(proc.is_running() and proc.status() != "zombie")
     except Exception:  # noqa: BLE001
         return False
 
@@ -187,10 +188,10 @@ class Watch:
         self.gcs_grace_s = _float_env("RLAUNCH_GCS_GRACE_S", 20.0)
         self.ips = node_ips()
         self.client = None
-        self.known: dict[str, dict] = {}  # every node seen alive during this attempt
+        self.known: dict[str, dict[str, Any]] = {}  # every node seen alive during this attempt
         self.failing_since: float | None = None
 
-    def look(self) -> list[dict]:
+    def look(self) -> list[dict[str, Any]]:
         """Poll the node table once: the nodes seen alive before that are now dead."""
         try:
             if self.client is None:
@@ -208,7 +209,7 @@ class Watch:
                 self.known[nid] = n
         return lost
 
-    def gcs_gone(self) -> dict | None:
+    def gcs_gone(self) -> dict[str, Any] | None:
         if self.failing_since is None or time.monotonic() - self.failing_since < self.gcs_grace_s:
             return None
         head = next((n for n in self.known.values() if n["head"]), None) or \
@@ -217,7 +218,7 @@ class Watch:
                 "reason": f"the GCS at {self.address} stopped answering for {self.gcs_grace_s:.0f} s "
                           f"({getattr(self, 'gcs_error', '')})"}
 
-    def record(self, lost: list[dict], detected: float) -> None:
+    def record(self, lost: list[dict[str, Any]], detected: float) -> None:
         table = ranks(self.known, self.ips)
         attempt = attempts.current(self.run_dir)
         for node in lost:
@@ -228,7 +229,7 @@ class Watch:
                 say(f"could not record the loss in {self.run_dir / attempts.FILE}: {err}")
             say(f"node lost: {attempts.describe_loss(rec)}")
 
-    def confirm(self) -> list[dict]:
+    def confirm(self) -> list[dict[str, Any]]:
         """After the framework failed: nodes whose raylet no longer answers, once the GCS says so."""
         suspects = [n for n in self.known.values() if n["alive"] and not reachable(n)]
         if not suspects:
@@ -256,7 +257,7 @@ def run(cmd: list[str], run_dir: Path) -> int:
         say("RAY_ADDRESS is not host:port: running without the node watch")
         return child.wait()
     watch = Watch(run_dir, address)
-    lost: list[dict] = []
+    lost: list[dict[str, Any]] = []
     while (rc := child.poll()) is None:
         lost = watch.look()
         gone = watch.gcs_gone()

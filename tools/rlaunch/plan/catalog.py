@@ -16,6 +16,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ENV = "RLAUNCH_SKY_CATALOG"
 GIB = 2**30
@@ -47,20 +48,20 @@ def catalog_file(cloud: str) -> Path | None:
 
 
 @functools.lru_cache(maxsize=8)
-def _frame(path: str):
+def _frame(path: str) -> Any:
     import pandas as pd
 
     return pd.read_csv(path)
 
 
-def _price(common, df, name: str, spot: bool, region: str | None) -> float | None:
+def _price(common: Any, df: Any, name: str, spot: bool, region: str | None) -> float | None:
     try:
-        return common.get_hourly_cost_impl(df, name, spot, region, None)
+        return float(common.get_hourly_cost_impl(df, name, spot, region, None))
     except (ValueError, AssertionError):
         return None
 
 
-def _gcp_price(common, df, gpu_rows, name: str, spot: bool, region: str | None) -> float | None:
+def _gcp_price(common: Any, df: Any, gpu_rows: Any, name: str, spot: bool, region: str | None) -> float | None:
     column = "SpotPrice" if spot else "Price"
     regions = [region] if region else sorted(set(df[df["InstanceType"] == name]["Region"]))
     best = None

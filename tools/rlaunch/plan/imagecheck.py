@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlaunch import ROOT, frameworks
+from rlaunch.frameworks import Images
 from rlaunch.config import images, pins
 from rlaunch.config.knobs import SKY_INFRAS
 from rlaunch.errors import RlaunchError
@@ -77,7 +78,7 @@ def _norm(name: str) -> str:
 
 # ---------------------------------------------------------------- the image and its facts
 
-def image_of(spec: Spec, versions: dict | None = None) -> tuple[str, dict | None, str]:
+def image_of(spec: Spec, versions: dict[str, Any] | None = None) -> tuple[str, dict[str, Any] | None, str]:
     """(image ref, its facts or None, where the facts come from) for the run."""
     versions = pins.load_versions() if versions is None else versions
     fw = spec.framework
@@ -98,14 +99,14 @@ def _facts_given(framework: FrameworkSettings) -> bool:
     return bool(framework.image_facts.python or framework.image_facts.packages)
 
 
-def known_image(framework: str, ref: str, versions: dict) -> tuple[dict, str]:
+def known_image(framework: str, ref: str, versions: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """images.<framework>.known[<ref>] and its name, or ({}, "") where no row names `ref`."""
     # Not pins.get: a reference has dots of its own, which a dotted key would split.
     rows = (pins.get(f"images.{framework}", versions) or {}).get("known") or {}
     return (rows[ref], f"images.{framework}.known[{ref}]") if ref in rows else ({}, "")
 
 
-def pinned_image(framework: str, accelerator: str, versions: dict) -> tuple[dict, str]:
+def pinned_image(framework: str, accelerator: str, versions: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """images.<framework>, or its by_accelerator.<accelerator> entry where there is one."""
     entry = pins.get(f"images.{framework}", versions) or {}
     by_acc = entry.get("by_accelerator") or {}
@@ -114,7 +115,7 @@ def pinned_image(framework: str, accelerator: str, versions: dict) -> tuple[dict
     return entry, f"images.{framework}"
 
 
-def _packages(facts: dict) -> dict[str, str]:
+def _packages(facts: dict[str, Any]) -> dict[str, str]:
     """name -> version: versions.yaml's mapping, or the config's "name==version" list."""
     given = facts.get("packages") or {}
     if isinstance(given, list):
@@ -122,12 +123,12 @@ def _packages(facts: dict) -> dict[str, str]:
     return {_norm(k): str(v).strip() for k, v in given.items()}
 
 
-def _images(framework: str):
+def _images(framework: str) -> Images:
     """The framework descriptor's image facts (frameworks/<name>/__init__.py: Images)."""
     return frameworks.descriptor(framework).images
 
 
-def _entry(spec: Spec, versions: dict | None = None) -> dict:
+def _entry(spec: Spec, versions: dict[str, Any] | None = None) -> dict[str, Any]:
     """The image entry the run uses: the pinned one, the known row of an IMAGE= without
     framework.image_facts, else {} (an IMAGE= the user describes)."""
     versions = pins.load_versions() if versions is None else versions
@@ -137,7 +138,7 @@ def _entry(spec: Spec, versions: dict | None = None) -> dict:
     return pinned_image(fw.name, spec.cluster.accelerator, versions)[0]
 
 
-def requirement(spec: Spec, versions: dict | None = None) -> str:
+def requirement(spec: Spec, versions: dict[str, Any] | None = None) -> str:
     """The framework requirement resolved against the image ("" where there is none): the image
     entry's `requirement` where it gives one (an image whose engine is not the extra's pin), else
     the descriptor's."""
@@ -145,15 +146,15 @@ def requirement(spec: Spec, versions: dict | None = None) -> str:
                         spec.pins.framework_version)
 
 
-def _requirement(framework: str, entry: dict, rollout: str, version: str) -> str:
+def _requirement(framework: str, entry: dict[str, Any], rollout: str, version: str) -> str:
     template = entry.get("requirement") or _images(framework).requirement
     if not template:
         return ""
     req = template.format(version=version, rollout=rollout)
-    return req.replace(",hf]", "]") if rollout not in ENGINES else req
+    return str(req.replace(",hf]", "]") if rollout not in ENGINES else req)
 
 
-def installs(spec: Spec, versions: dict | None = None) -> list[str]:
+def installs(spec: Spec, versions: dict[str, Any] | None = None) -> list[str]:
     """What the run installs over the image, one requirement each: the framework where the image
     lacks it, and the `ray` pin where the image's Ray is another. Only where something installs:
     docker/<framework> (framework.image=rlaunch) and SkyPilot's install step on the official image
@@ -166,7 +167,7 @@ def installs(spec: Spec, versions: dict | None = None) -> list[str]:
                      spec.pins.framework_version, versions)
 
 
-def _installs(framework: str, accelerator: str, rollout: str, version: str, versions: dict) -> list[str]:
+def _installs(framework: str, accelerator: str, rollout: str, version: str, versions: dict[str, Any]) -> list[str]:
     """`installs` on framework's pinned image for accelerator, with that rollout engine and version."""
     entry, _ = pinned_image(framework, accelerator, versions)
     req = _requirement(framework, entry, rollout, version)
@@ -180,7 +181,7 @@ def _installs(framework: str, accelerator: str, rollout: str, version: str, vers
     return out
 
 
-def install_lines(spec: Spec, versions: dict | None = None) -> list[str]:
+def install_lines(spec: Spec, versions: dict[str, Any] | None = None) -> list[str]:
     """Idempotent shell lines run on EVERY node before Ray starts, when the image lacks the framework
     or the Ray pin (SkyPilot nodes on an upstream image): pip of `installs`, which leaves a requirement
     the image already satisfies at that exact version alone, without a download. None on an rlaunch
@@ -193,14 +194,14 @@ def install_lines(spec: Spec, versions: dict | None = None) -> list[str]:
 
 # ---------------------------------------------------------------- (b) and (c)
 
-def rollout_problem(spec: Spec, facts: dict, versions: dict) -> str:
+def rollout_problem(spec: Spec, facts: dict[str, Any], versions: dict[str, Any]) -> str:
     engine = spec.rollout.backend
     if engine not in ENGINES:
         return ""
     return "" if engine in _packages(facts) else f"rollout.backend={engine}: {engine} is not in the image"
 
 
-def ray_line(spec: Spec, facts: dict, versions: dict) -> tuple[str, str]:
+def ray_line(spec: Spec, facts: dict[str, Any], versions: dict[str, Any]) -> tuple[str, str]:
     """((c)'s line, a problem or "")."""
     pin = str(versions["ray"])
     have = _packages(facts).get("ray", "")
@@ -213,7 +214,7 @@ def ray_line(spec: Spec, facts: dict, versions: dict) -> tuple[str, str]:
     return "", f"ray: the image has {have}, the cluster's pin is {pin} (job submission needs the same Ray)"
 
 
-def framework_problem(spec: Spec, facts: dict, versions: dict) -> str:
+def framework_problem(spec: Spec, facts: dict[str, Any], versions: dict[str, Any]) -> str:
     """The framework is in the image, or the run installs it (else nothing would run)."""
     fw = spec.framework.name
     req = requirement(spec, versions)
@@ -225,7 +226,7 @@ def framework_problem(spec: Spec, facts: dict, versions: dict) -> str:
 
 # ---------------------------------------------------------------- (a) the resolution
 
-def resolution_inputs(spec: Spec, facts: dict, versions: dict) -> dict:
+def resolution_inputs(spec: Spec, facts: dict[str, Any], versions: dict[str, Any]) -> dict[str, Any]:
     pkgs = dict(_packages(facts))
     extra = installs(spec, versions)
     if any(r.startswith("ray[") for r in extra):
@@ -245,11 +246,11 @@ def resolution_inputs(spec: Spec, facts: dict, versions: dict) -> dict:
     return {**inputs, "constraints": constraints} if constraints else inputs
 
 
-def _installs_something(inputs: dict) -> bool:
+def _installs_something(inputs: dict[str, Any]) -> bool:
     return not set(inputs["requirements"]) <= set(inputs["held"])
 
 
-def _key(inputs: dict) -> str:
+def _key(inputs: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -260,7 +261,7 @@ _BOOT = ("import json, sys; import pip._vendor.packaging.markers as m; env = jso
          "sys.exit(main(sys.argv[2:]))")
 
 
-def _pip_argv(inputs: dict, index_url: str, report: Path, target: Path) -> list[str]:
+def _pip_argv(inputs: dict[str, Any], index_url: str, report: Path, target: Path) -> list[str]:
     py, machine = inputs["python"], ARCH_MACHINE.get(inputs["arch"], inputs["arch"])
     markers = {"implementation_name": "cpython", "implementation_version": f"{py}.0", "os_name": "posix",
                "platform_machine": machine, "platform_release": "", "platform_system": "Linux",
@@ -277,15 +278,15 @@ def _pip_argv(inputs: dict, index_url: str, report: Path, target: Path) -> list[
         constraints = report.with_name("constraints.txt")
         constraints.write_text("\n".join(inputs["constraints"]) + "\n", encoding="utf-8")
         argv += ["--constraint", str(constraints)]
-    return argv + inputs["requirements"]
+    return argv + list(inputs["requirements"])
 
 
-def _index():
+def _index() -> MetadataIndex:
     fixture = os.environ.get("RLAUNCH_IMAGECHECK_INDEX", "")
     return MetadataIndex(Path(fixture) if fixture else cache_dir() / "index", offline=bool(fixture))
 
 
-def known(inputs: dict) -> dict | None:
+def known(inputs: dict[str, Any]) -> dict[str, Any] | None:
     """A result already resolved: the committed lock (configs/locks/imagecheck), else the cache."""
     for path in (LOCK_DIR / f"{_key(inputs)}.json", cache_dir() / "results" / f"{_key(inputs)}.json"):
         if path.exists():
@@ -293,7 +294,7 @@ def known(inputs: dict) -> dict | None:
     return None
 
 
-def resolve(inputs: dict, index=None, fresh: bool = False) -> dict:
+def resolve(inputs: dict[str, Any], index: MetadataIndex | None = None, fresh: bool = False) -> dict[str, Any]:
     """Run pip's resolver; {"status": ok|conflict|unreachable, ...}. Cached by the inputs."""
     got = None if fresh else known(inputs)
     if got:
@@ -302,15 +303,13 @@ def resolve(inputs: dict, index=None, fresh: bool = False) -> dict:
     path = results / f"{_key(inputs)}.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull  # this machine's pip settings (constraints, indexes) stay out
-    own = index is None
     print(f"image check: resolving {' '.join(inputs['requirements'])} with pip (once; the metadata it reads "
           f"is cached in {cache_dir()})", file=sys.stderr, flush=True)
-    index = _index().__enter__() if own else index
-    try:
+    if index is None:  # a resolve of its own: the index lives for it alone
+        with _index() as own:
+            result = _run_pip(inputs, own, env)
+    else:
         result = _run_pip(inputs, index, env)
-    finally:
-        if own:
-            index.__exit__(None, None, None)
     if result["status"] == "unreachable":
         return result
     results.mkdir(parents=True, exist_ok=True)
@@ -321,7 +320,7 @@ def resolve(inputs: dict, index=None, fresh: bool = False) -> dict:
     return result
 
 
-def _run_pip(inputs: dict, index, env: dict) -> dict:
+def _run_pip(inputs: dict[str, Any], index: MetadataIndex, env: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rlaunch-imagecheck-") as tmp:
         report = Path(tmp) / "report.json"
         try:
@@ -336,7 +335,8 @@ def _run_pip(inputs: dict, index, env: dict) -> dict:
         if index.failures or index.misses:
             # Not an answer about the image: the index did not give pip what it asked for.
             why = (index.failures or index.misses)[0]
-            index.failures.clear(), index.misses.clear()
+            index.failures.clear()
+            index.misses.clear()
             return {"status": "unreachable", "why": f"{why}"}
         return {"status": "conflict", "conflict": _conflict(proc.stdout + proc.stderr)}
 
@@ -356,7 +356,7 @@ def _conflict(output: str) -> list[str]:
     return tail[-3:] or ["pip's resolver failed without saying why"]
 
 
-def _conflict_problem(inputs: dict, conflict: list[str], facts: dict) -> str:
+def _conflict_problem(inputs: dict[str, Any], conflict: list[str], facts: dict[str, Any]) -> str:
     """'torch: the image has 2.7.0, verl[vllm] 0.9.1 needs ==2.11.0' from pip's conflict lines."""
     pkgs, named, pinned_away = _packages(facts), [], []
     for line in conflict:
@@ -377,7 +377,7 @@ def _conflict_problem(inputs: dict, conflict: list[str], facts: dict) -> str:
         "the install does not resolve: " + " / ".join(conflict[:4]) + more
 
 
-def resolution_line(spec: Spec, facts: dict, versions: dict) -> tuple[str, str]:
+def resolution_line(spec: Spec, facts: dict[str, Any], versions: dict[str, Any]) -> tuple[str, str]:
     """((a)'s line, a problem or "")."""
     fw = spec.framework.name
     # The image's own version of the framework where its facts give one (a known row's areal 2.1.0).
@@ -410,13 +410,13 @@ def resolution_line(spec: Spec, facts: dict, versions: dict) -> tuple[str, str]:
             + cached), ""
 
 
-def _install_names(spec: Spec, versions: dict) -> set[str]:
+def _install_names(spec: Spec, versions: dict[str, Any]) -> set[str]:
     return {_norm(re.split(r"[\[=<>!~ ]", r, maxsplit=1)[0]) for r in installs(spec, versions)}
 
 
 # ---------------------------------------------------------------- the plan's lines
 
-def fitting_image(spec: Spec, versions: dict, ref: str) -> str:
+def fitting_image(spec: Spec, versions: dict[str, Any], ref: str) -> str:
     """A pinned image of the framework, other than `ref`, with the rollout engine and the Ray the
     run needs (its install is resolved when a plan uses it): the suggestion in the message. For an
     IMAGE=, first the image the plan runs without it (framework.image's, on this accelerator)."""
@@ -430,7 +430,7 @@ def fitting_image(spec: Spec, versions: dict, ref: str) -> str:
     _, facts, _ = image_of(spec, versions)
     arch = str((facts or {}).get("arch") or "amd64")  # the nodes': an image of another arch cannot run there
 
-    def fits(cand: dict) -> bool:
+    def fits(cand: dict[str, Any]) -> bool:
         cand_facts = cand.get("facts") or {}
         return (engine not in ENGINES or engine in _packages(cand_facts)) \
             and str(cand_facts.get("arch") or "amd64") == arch
@@ -448,7 +448,7 @@ def fitting_image(spec: Spec, versions: dict, ref: str) -> str:
     return ""
 
 
-def lines(spec: Spec, versions: dict | None = None) -> list[str]:
+def lines(spec: Spec, versions: dict[str, Any] | None = None) -> list[str]:
     """The plan's image-check lines; raises ImageMismatch when the image does not fit."""
     versions = pins.load_versions() if versions is None else versions
     ref, facts, where = image_of(spec, versions)
@@ -483,7 +483,7 @@ def plan_lines(spec: Spec) -> list[str]:
     return ["image check: " + line for line in lines(spec)]
 
 
-def image_installs(framework: str, versions: dict | None = None, accelerator: str = "") -> list[str]:
+def image_installs(framework: str, versions: dict[str, Any] | None = None, accelerator: str = "") -> list[str]:
     """What docker/<framework> installs on its pinned base (framework.image=rlaunch): `installs`
     for a run on that image, whose rollout engine is the image's own (vllm before sglang)."""
     versions = pins.load_versions() if versions is None else versions

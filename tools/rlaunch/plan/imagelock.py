@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from rlaunch.config import load as config
 from rlaunch.config import pins
 from rlaunch.config.knobs import INFRAS
 from rlaunch.errors import ConfigError
 from rlaunch.plan import imagecheck
+from rlaunch.plan.pipindex import MetadataIndex
 
 
-def pinned_inputs() -> dict[str, dict]:
+def pinned_inputs() -> dict[str, dict[str, Any]]:
     """The resolution inputs of every preset on every infrastructure it renders for, on its pinned
     image and on every known one of its framework (IMAGE=<ref>): key -> inputs."""
     versions = pins.load_versions()
@@ -47,7 +49,7 @@ def pinned_inputs() -> dict[str, dict]:
     return out
 
 
-def lock(index=None) -> list[str]:
+def lock(index: MetadataIndex | None = None) -> list[str]:
     """Resolve every pinned preset's inputs and write them to imagecheck.LOCK_DIR (stale ones removed)."""
     wanted = pinned_inputs()
     imagecheck.LOCK_DIR.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "fl
 # ---------------------------------------------------------------- facts
 
 
-def accelerator_memory(name: str, versions: dict | None = None) -> tuple[int, str] | None:
+def accelerator_memory(name: str, versions: dict[str, Any] | None = None) -> tuple[int, str] | None:
     """Bytes of one accelerator, and how it was read; None for a name with no pinned size.
 
     "A100-80GB", "A100-SXM4-80GB": the size in the name; "A100": the family's largest size (so the
@@ -107,11 +107,15 @@ class Bound:
         cands = [p for p in self.phases if p.where == where]
         return max(cands, key=lambda p: p.total) if cands else None
 
+    def cap(self, phase: Phase) -> int | None:
+        """The memory where a phase is held: one GPU's, or a node's host memory (None: not known)."""
+        return self.gpu_bytes if phase.where == "gpu" else self.host_bytes
+
     def over(self) -> list[Phase]:
         """Phases whose bound exceeds the memory there."""
         out = []
         for p in self.phases:
-            cap = self.gpu_bytes if p.where == "gpu" else self.host_bytes
+            cap = self.cap(p)
             if cap is not None and p.total > cap:
                 out.append(p)
         return out
@@ -125,12 +129,12 @@ def effective(spec: Spec) -> dict[str, str]:
     return topology.parse_overrides(spec.framework.overrides)
 
 
-def flag(eff: dict, key: str, default: bool) -> bool:
+def flag(eff: dict[str, Any], key: str, default: bool) -> bool:
     value = eff.get(key)
     return default if value is None else str(value).strip().lower() in ("true", "1", "yes")
 
 
-def dtype_bytes(eff: dict, key: str, default: str) -> tuple[int, str]:
+def dtype_bytes(eff: dict[str, Any], key: str, default: str) -> tuple[int, str]:
     name = str(eff.get(key, default)).strip().lower()
     return DTYPE_BYTES.get(name, DTYPE_BYTES[default]), name if name in DTYPE_BYTES else default
 
@@ -142,7 +146,7 @@ def gpu_memory(spec: Spec) -> tuple[int, str]:
     return found if found else (0, "")
 
 
-def _phases(name: str):
+def _phases(name: str) -> Any:
     """The framework's phases function (frameworks/<name>/memory.py), or None."""
     module = frameworks.descriptor(name).memory
     return module.phases if module else None
@@ -282,6 +286,7 @@ def levers(spec: Spec, b: Bound) -> tuple[list[str], list[str]]:
                      "bound does not count")
     if "host" in over:
         host = b.worst("host")
+        assert host is not None  # a host phase is over
         need = math.ceil(host.total / GIB)
         if spec.infra.name != "aistudio" and _fits(bound(_with(spec, **{"cluster.memory_gb": need}))):
             out.append(f"SET=cluster.memory_gb={need} (nodes with at least {need} GiB of host memory)")
@@ -296,7 +301,7 @@ def report(b: Bound) -> list[str]:
     lines = [f"{b.params / 1e9:.2f} B parameters (from {b.facts_source}); GPU {b.gpu_how}; host "
              + (b.host_how if b.host_bytes is not None else f"not known: {b.host_how}")]
     for p in b.phases:
-        cap = b.gpu_bytes if p.where == "gpu" else b.host_bytes
+        cap = b.cap(p)
         unit = "per GPU" if p.where == "gpu" else "per node, host memory"
         head = f"{p.name} ({unit}): {gb(p.total)}"
         head += f" of {gb(cap)}" if cap is not None else " (not checked: the machine is not known)"
@@ -313,8 +318,8 @@ def check(spec: Spec) -> str:
         return f"memory bound: not computed ({why_none(spec)})"
     over = b.over()
     if over:
-        worst = max(over, key=lambda p: p.total - (b.gpu_bytes if p.where == "gpu" else b.host_bytes))
-        cap = b.gpu_bytes if worst.where == "gpu" else b.host_bytes
+        worst = max(over, key=lambda p: p.total - (b.cap(p) or 0))  # over(): every one has a cap
+        cap = b.cap(worst) or 0
         where = (f"one {spec.cluster.accelerator} ({gb(cap)})" if worst.where == "gpu"
                  else f"a node's host memory ({gb(cap)}: {b.host_how})")
         terms = " + ".join(f"{t.name} {gb(t.bytes)}" for t in worst.terms)
@@ -326,6 +331,7 @@ def check(spec: Spec) -> str:
         raise CheckError("memory", f"the {worst.name} needs at least {gb(worst.total)} on {where}: "
                                    f"{terms}{detail}")
     gpu = b.worst("gpu")
+    assert gpu is not None  # bound() is for GPU runs: it has GPU phases
     line = (f"memory bound: {gb(gpu.total)} per GPU at least ({gpu.name}), "
             f"{gb(b.gpu_bytes - gpu.total)} headroom of {gb(b.gpu_bytes)}")
     host = b.worst("host")

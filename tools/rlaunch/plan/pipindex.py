@@ -29,6 +29,7 @@ import os
 import re
 import tarfile
 import threading
+from typing import Any
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -77,16 +78,18 @@ class MetadataIndex:
         req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
         try:
             with urllib.request.urlopen(req, timeout=FETCH_TIMEOUT_S) as resp:  # noqa: S310 - an index URL
-                return resp.read()
+                body: bytes = resp.read()
+                return body
         except urllib.error.HTTPError:
             raise
         except (urllib.error.URLError, OSError, TimeoutError) as err:
             raise Unreachable(f"{url}: {getattr(err, 'reason', err)}") from None
 
-    def page(self, project: str) -> dict | None:
+    def page(self, project: str) -> dict[str, Any] | None:
         """The project's PEP 691 page (cached), or None when the index has no such project."""
         project = canonical(project)
         path = self.cache / "pages" / f"{project}.json"
+        data: dict[str, Any]
         if path.exists():
             data = json.loads(path.read_text(encoding="utf-8"))
         elif self.offline:
@@ -153,7 +156,7 @@ class MetadataIndex:
             self.used.setdefault(project, set()).add(filename)
         return body
 
-    def served_page(self, project: str, base: str) -> dict | None:
+    def served_page(self, project: str, base: str) -> dict[str, Any] | None:
         """What pip sees: wheels only, each marked as having metadata, its URL on this index.
 
         A version published only as a source distribution gets a wheel entry of its own
@@ -164,7 +167,9 @@ class MetadataIndex:
         data = self.page(project)
         if data is None:
             return None
-        files, wheel_versions, sdists = [], set(), {}
+        files: list[dict[str, Any]] = []
+        wheel_versions: set[str] = set()
+        sdists: dict[str, dict[str, Any]] = {}
         for entry in data.get("files", []):
             name = entry["filename"]
             if name.endswith(".whl"):
@@ -183,7 +188,7 @@ class MetadataIndex:
             files.append(self._entry(entry, synthetic, base, SDIST_MARK))
         return {"meta": {"api-version": "1.0"}, "name": data.get("name", project), "files": files}
 
-    def _entry(self, entry: dict, filename: str, base: str, mark: str = "") -> dict:
+    def _entry(self, entry: dict[str, Any], filename: str, base: str, mark: str = "") -> dict[str, Any]:
         out = {k: v for k, v in entry.items() if k not in ("url", "filename", "hashes", "data-dist-info-metadata",
                                                            "dist-info-metadata", "core-metadata")}
         out["filename"] = filename
@@ -216,13 +221,13 @@ class MetadataIndex:
     def url(self) -> str:
         assert self._server is not None, "use MetadataIndex as a context manager"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def __enter__(self) -> "MetadataIndex":
         index = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # pip's own output says enough
+            def log_message(self, *args: Any) -> None:  # pip's own output says enough
                 pass
 
             def _send(self, code: int, body: bytes = b"", ctype: str = "text/plain") -> None:
@@ -256,7 +261,7 @@ class MetadataIndex:
         threading.Thread(target=self._server.serve_forever, name="rlaunch-pipindex", daemon=True).start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -269,7 +274,8 @@ class _RangeFile(io.RawIOBase):
     BLOCK = 64 * 1024
 
     def __init__(self, url: str):
-        self.url, self.pos, self.blocks = url, 0, {}
+        self.url, self.pos = url, 0
+        self.blocks: dict[int, bytes] = {}
         self.size = int(self._range(0, 0)[1])
 
     def _range(self, start: int, end: int) -> tuple[bytes, str]:
@@ -311,7 +317,7 @@ class _RangeFile(io.RawIOBase):
             self.pos += len(data)
         return bytes(out)
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: Any) -> int:
         data = self.read(len(buffer))
         buffer[: len(data)] = data
         return len(data)
@@ -351,7 +357,8 @@ def sdist_pkg_info(url: str) -> bytes:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
         member = min((m for m in archive.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")),
                      key=lambda m: len(m.name))
-        return archive.extractfile(member).read()
+        found = archive.extractfile(member)
+        return found.read() if found is not None else b""
 
 
 def _write(path: Path, data: str | bytes) -> None:

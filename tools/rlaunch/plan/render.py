@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import TEMPLATES
 from rlaunch.errors import EXIT_NODE_LOST, CheckError
@@ -38,12 +39,12 @@ def _in_double_quotes(text: str) -> str:
     return "".join("\\" + c if c in '"\\`$' else c for c in text)
 
 
-def shjoin(argv) -> str:
+def shjoin(argv: Iterable[str]) -> str:
     return " ".join(shword(a) for a in argv)
 
 
 @lru_cache(maxsize=1)
-def _env():
+def _env() -> Any:
     import jinja2
 
     env = jinja2.Environment(
@@ -68,8 +69,8 @@ def header(spec: Spec, comment: str = "#") -> str:
             f"(infra {spec.infra.name}, run {spec.run.id}) - do not edit\n")
 
 
-def render_template(name: str, **ctx) -> str:
-    return _env().get_template(name).render(**ctx)
+def render_template(name: str, **ctx: Any) -> str:
+    return str(_env().get_template(name).render(**ctx))
 
 
 # JSON has no comments: its files' header is this sidecar beside them (artifacts.finish writes it),

@@ -12,13 +12,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from rlaunch.rehearsal import tiny
 
 PROG = "rlaunch.rehearsal.evaluate"
 
 
-def score_checkpoint(path: str, n: int, max_new_tokens: int = 6) -> dict:
+def score_checkpoint(path: str, n: int, max_new_tokens: int = 6) -> dict[str, Any]:
     """{"greedy_correct", "greedy_total", "examples": [{"prompt", "completion", "correct"}]}."""
     import torch
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
-def _rows(metrics_path: Path) -> list[dict]:
+def _rows(metrics_path: Path) -> list[dict[str, Any]]:
     rows = []
     for line in Path(metrics_path).read_text().splitlines():
         if line.strip():
@@ -28,7 +29,7 @@ def moving_average(values: list[float], window: int) -> list[float]:
     return out
 
 
-def plot_reward(metrics_path, out_path) -> Path:
+def plot_reward(metrics_path: Path | str, out_path: Path | str) -> Path:
     """Raw per-step mean reward plus a moving average (single steps are noisy at 16 samples)."""
     import matplotlib
 

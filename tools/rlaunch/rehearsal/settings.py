@@ -46,7 +46,7 @@ class ConfigError(ValueError):
     """A bad config value; the message names key, value and what is allowed."""
 
 
-def _check_type(name: str, value, kind) -> object:
+def _check_type(name: str, value: object, kind: type) -> object:
     # bool is an int in Python; a JSON `true` for an int key (or 1 for a bool) is a mistake.
     if kind is bool:
         ok = isinstance(value, bool)
@@ -54,7 +54,8 @@ def _check_type(name: str, value, kind) -> object:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif kind is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
+        if ok and isinstance(value, (int, float)):
+            value = float(value)
     else:
         ok = isinstance(value, kind)
     if not ok:
@@ -91,7 +92,7 @@ def _check_ranges(cfg: RehearsalConfig) -> None:
         )
 
 
-def parse_config(raw: dict) -> RehearsalConfig:
+def parse_config(raw: dict[str, Any]) -> RehearsalConfig:
     """Validate a config mapping: unknown keys, missing run_dir, wrong types, bad ranges."""
     if not isinstance(raw, dict):
         raise ConfigError(f"config: expected a JSON object, got {type(raw).__name__}")

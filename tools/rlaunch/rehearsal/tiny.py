@@ -10,6 +10,8 @@ so a perfect score needs the policy to have learned to copy, not to memorise pro
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
+from typing import Any
 
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
 USER, ASSISTANT = "<|user|>", "<|assistant|>"
@@ -49,7 +51,7 @@ MODEL_SHAPE = {
 STOP_IDS = [VOCAB[EOS], *(VOCAB[d] for d in DIGITS)]
 
 
-def build_tokenizer():
+def build_tokenizer() -> Any:
     """A transformers fast tokenizer over VOCAB, with pad/eos/unk set and a chat template."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -68,7 +70,7 @@ def build_tokenizer():
     return tokenizer
 
 
-def build_model(seed: int):
+def build_model(seed: int) -> Any:
     """A randomly initialised Qwen2 causal LM; the same seed gives the same weights."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -92,10 +94,10 @@ def user_text(verb: str, digit: str) -> str:
     return f"{verb} the digit {digit}"
 
 
-def render_prompt(tokenizer, verb: str, digit: str) -> str:
+def render_prompt(tokenizer: Any, verb: str, digit: str) -> str:
     """The chat-templated prompt text, ending with the assistant tag the model continues from."""
     messages = [{"role": "user", "content": user_text(verb, digit)}]
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
 
 def is_held_out(verb: str, digit: str) -> bool:
@@ -113,7 +115,7 @@ def eval_pairs(n: int) -> list[tuple[str, str]]:
     return [held[i % len(held)] for i in range(n)]
 
 
-def build_dataset(tokenizer, size: int, seed: int):
+def build_dataset(tokenizer: Any, size: int, seed: int) -> Any:
     """A datasets.Dataset with `prompt` (templated text) and `answer` (the digit), drawn from the
     training pairs only. GRPOTrainer passes the `answer` column to the reward function."""
     from datasets import Dataset
@@ -127,14 +129,15 @@ def build_dataset(tokenizer, size: int, seed: int):
     return Dataset.from_list(rows)
 
 
-def is_correct(completion_ids, answer: str) -> bool:
+def is_correct(completion_ids: Iterable[int], answer: str) -> bool:
     """Correct iff the first generated token is the answer digit. Token ids, not decoded text:
     decoding drops special tokens, which would let "<|user|> 7" pass."""
     ids = list(completion_ids)
     return bool(ids) and int(ids[0]) == VOCAB[answer]
 
 
-def copy_reward(completions, completion_ids, answer, **_kwargs) -> list[float]:
+def copy_reward(completions: object, completion_ids: Iterable[Iterable[int]], answer: Iterable[str],
+                **_kwargs: object) -> list[float]:
     """GRPO reward: 1.0 for the right digit first, else 0.0. No partial credit for a wrong digit:
     in the measured recipe that created a local optimum at ~0.32 (any digit beat no digit)."""
     return [1.0 if is_correct(ids, a) else 0.0 for ids, a in zip(completion_ids, answer, strict=True)]

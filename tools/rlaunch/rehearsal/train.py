@@ -46,7 +46,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NoReturn
 
 from rlaunch.job import attempts, checkpoints
 from rlaunch.progress import seconds
@@ -60,7 +62,7 @@ from rlaunch.verify.postflight import storage_full
 PROG = "rlaunch.rehearsal.train"
 
 
-def die(msg: str, code: int = 1):
+def die(msg: str, code: int = 1) -> NoReturn:
     print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
     sys.exit(code)
 
@@ -113,7 +115,7 @@ def wait_for_nodes(cfg: RehearsalConfig) -> list[str]:
         time.sleep(0.5)
 
 
-def read_metrics(run_dir: Path) -> list[dict]:
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / METRICS
     if not path.exists():
         return []
@@ -127,10 +129,10 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return rows
 
 
-def progress_line(row: dict, target: int, rate: float | None = None) -> str:
+def progress_line(row: dict[str, Any], target: int, rate: float | None = None) -> str:
     """`step S/T reward ... t Ns`, then `| X s/step, ETA Y` once a rate is known. rlaunch's log view
     (rlaunch.progress) turns these lines into one live bar on a terminal."""
-    def num(key):
+    def num(key: str) -> str:
         val = row.get(key)
         return "nan" if val is None else f"{val:.3g}"
 
@@ -141,19 +143,20 @@ def progress_line(row: dict, target: int, rate: float | None = None) -> str:
     return line
 
 
-def step_rate(rows: list[dict], window: int = 20) -> float | None:
+def step_rate(rows: list[dict[str, Any]], window: int = 20) -> float | None:
     """Seconds per step over the last `window` rows (recent speed, so the ETA follows changes)."""
     timed = [r for r in rows[-window - 1:] if r.get("time_s") is not None and r.get("step") is not None]
     if len(timed) < 2 or timed[-1]["step"] <= timed[0]["step"]:
         return None
-    return (timed[-1]["time_s"] - timed[0]["time_s"]) / (timed[-1]["step"] - timed[0]["step"])
+    return float((timed[-1]["time_s"] - timed[0]["time_s"]) / (timed[-1]["step"] - timed[0]["step"]))
 
 
 # Slow steps print a line at least this often (after the first step), not only every progress_every.
 PROGRESS_SILENCE_S = 30.0
 
 
-def follow_progress(cfg: RehearsalConfig, stop: threading.Event, clock=time.monotonic, start_step: int = 0) -> None:
+def follow_progress(cfg: RehearsalConfig, stop: threading.Event, clock: Callable[[], float] = time.monotonic,
+                    start_step: int = 0) -> None:
     """Print a line every progress_every steps (and at least every PROGRESS_SILENCE_S while steps
     are slow) from metrics.jsonl, which rank 0 writes on shared storage; worker stdout on other
     nodes is prefixed and interleaved, so the driver speaks."""
@@ -167,7 +170,7 @@ def follow_progress(cfg: RehearsalConfig, stop: threading.Event, clock=time.mono
         if rows and rows[-1].get("step", 0) > printed:
             due = [i for i, r in enumerate(rows) if r.get("step", 0) > printed and
                    (r["step"] % cfg.progress_every == 0 or r["step"] == cfg.steps)]
-            if not due and clock() - last_print >= PROGRESS_SILENCE_S:
+            if not due and last_print is not None and clock() - last_print >= PROGRESS_SILENCE_S:
                 due = [len(rows) - 1]
             for i in due:
                 print(progress_line(rows[i], cfg.steps, step_rate(rows[:i + 1])), flush=True)
@@ -176,12 +179,12 @@ def follow_progress(cfg: RehearsalConfig, stop: threading.Event, clock=time.mono
             return
 
 
-def _mean(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
+def _mean(values: list[float | None]) -> float | None:
+    given = [v for v in values if v is not None]
+    return sum(given) / len(given) if given else None
 
 
-def summarize(cfg: RehearsalConfig, duration_s: float) -> dict:
+def summarize(cfg: RehearsalConfig, duration_s: float) -> dict[str, Any]:
     run_dir = Path(cfg.run_dir)
     rows = read_metrics(run_dir)
     if not (run_dir / WORKERS).is_file():
@@ -204,7 +207,7 @@ def summarize(cfg: RehearsalConfig, duration_s: float) -> dict:
     }
 
 
-def measurements(cfg: RehearsalConfig) -> dict:
+def measurements(cfg: RehearsalConfig) -> dict[str, Any]:
     """What the run measured, for the smoke report: steady s/step (from the end of step 1, which a
     smoke run spends saving, reloading and validating, to the last), each node's peak memory, and
     the interface variables each worker had."""
@@ -213,7 +216,7 @@ def measurements(cfg: RehearsalConfig) -> dict:
     timed = [r for r in read_metrics(run_dir) if r.get("time_s") is not None and r.get("step") is not None]
     rate = ((timed[-1]["time_s"] - timed[0]["time_s"]) / (timed[-1]["step"] - timed[0]["step"])
             if len(timed) > 1 and timed[-1]["step"] > timed[0]["step"] else None)
-    peaks: dict[str, dict] = {}
+    peaks: dict[str, dict[str, Any]] = {}
     for ip, peak in zip(workers["worker_nodes"], workers.get("peak_memory") or []):
         peaks.setdefault(ip, peak)
     return {"s_per_step": None if rate is None else round(rate, 4), "peak_memory": peaks,
@@ -282,7 +285,7 @@ def storage_full_message(cfg: RehearsalConfig) -> str | None:
     return message
 
 
-def run(cfg: RehearsalConfig) -> dict:
+def run(cfg: RehearsalConfig) -> dict[str, Any]:
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
@@ -342,14 +345,14 @@ def run(cfg: RehearsalConfig) -> dict:
     return summary
 
 
-def closing_line(summary: dict, run_dir: Path) -> str:
+def closing_line(summary: dict[str, Any], run_dir: Path) -> str:
     score = ""
     eval_path = run_dir / EVAL
     if eval_path.exists():
         ev = json.loads(eval_path.read_text())
         score = f", greedy {ev['greedy_correct']}/{ev['greedy_total']}"
 
-    def fmt(val):
+    def fmt(val: float | None) -> str:
         return "n/a" if val is None else f"{val:.2f}"
 
     return (f"done: {summary['steps']}/{summary['target_steps']} steps on "

@@ -10,6 +10,7 @@ import os
 import resource
 import time
 from pathlib import Path
+from typing import Any
 
 from rlaunch.job import phases
 from rlaunch.rehearsal import evaluate, tiny
@@ -20,13 +21,14 @@ from rlaunch.rehearsal.settings import RehearsalConfig
 KEEP_CHECKPOINTS = 2  # the newest may be cut short by a lost node; the one before stays whole
 
 
-def _metrics_callback(run_dir: Path, t0: float):
+def _metrics_callback(run_dir: Path, t0: float) -> Any:
     """A TrainerCallback that appends one JSON line per optimizer step (rank 0 only). time_s counts
     training time across attempts: t0 is set back by the time the resumed steps had taken."""
     from transformers import TrainerCallback
 
     class MetricsWriter(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+                   **kwargs: Any) -> None:
             # The end-of-training log has train_runtime and no loss; only per-step logs count.
             if not state.is_world_process_zero or not logs or "loss" not in logs:
                 return
@@ -46,7 +48,7 @@ def _metrics_callback(run_dir: Path, t0: float):
     return MetricsWriter()
 
 
-def _gather_workers() -> dict:
+def _gather_workers() -> dict[str, Any]:
     """Node IP and Ray node id of every rank, in rank order, the process group's backend, and the
     interface variables each worker was started with (the job's runtime env, or preflight's pick)."""
     import ray
@@ -57,7 +59,7 @@ def _gather_workers() -> dict:
     node_id = ray.get_runtime_context().get_node_id()
     ip = next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node_id)
     mine = (ip, node_id, {k: os.environ.get(k, "") for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")})
-    every: list = [None] * dist.get_world_size()  # all_gather_object fills it with every rank's `mine`
+    every: list[Any] = [None] * dist.get_world_size()  # all_gather_object fills it with every rank's `mine`
     dist.all_gather_object(every, mine)
     return {
         "worker_nodes": [ip for ip, _, _ in every],
@@ -67,7 +69,7 @@ def _gather_workers() -> dict:
     }
 
 
-def _peak_memory(use_gpu: bool) -> dict:
+def _peak_memory(use_gpu: bool) -> dict[str, Any]:
     """This worker's peak so far: RSS (the kernel's high-water mark) and, on GPU, CUDA's reserved."""
     out = {"rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
     if use_gpu:
@@ -77,29 +79,29 @@ def _peak_memory(use_gpu: bool) -> dict:
     return out
 
 
-def _gather_peaks(use_gpu: bool) -> list[dict]:
+def _gather_peaks(use_gpu: bool) -> list[dict[str, Any]]:
     import torch.distributed as dist
 
-    every: list = [None] * dist.get_world_size()  # filled with every rank's peaks
+    every: list[Any] = [None] * dist.get_world_size()  # filled with every rank's peaks
     dist.all_gather_object(every, _peak_memory(use_gpu))
     return every
 
 
-def _step1_callback(run_dir: Path, cfg: RehearsalConfig):
+def _step1_callback(run_dir: Path, cfg: RehearsalConfig) -> Any:
     """Smoke: at step 1, save the checkpoint, reload it into every rank, validate on it."""
     from transformers import TrainerCallback
 
     class Step1(TrainerCallback):
         trainer = None  # set once the trainer exists
 
-        def on_step_end(self, args, state, control, **kwargs):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.global_step == 1:
                 _save_reload_validate(self.trainer, run_dir, cfg)
 
     return Step1()
 
 
-def _save_reload_validate(trainer, run_dir: Path, cfg: RehearsalConfig) -> None:
+def _save_reload_validate(trainer: Any, run_dir: Path, cfg: RehearsalConfig) -> None:
     import torch
     import torch.distributed as dist
     from safetensors.torch import load_file
@@ -133,7 +135,7 @@ def _save_reload_validate(trainer, run_dir: Path, cfg: RehearsalConfig) -> None:
     dist.barrier()
 
 
-def _grpo_args(cfg: RehearsalConfig, run_dir: Path):
+def _grpo_args(cfg: RehearsalConfig, run_dir: Path) -> Any:
     from trl import GRPOConfig
 
     return GRPOConfig(
@@ -163,7 +165,7 @@ def _grpo_args(cfg: RehearsalConfig, run_dir: Path):
     )
 
 
-def train_loop(config: dict) -> None:
+def train_loop(config: dict[str, Any]) -> None:
     """Ray Train worker body: build the tiny world, run GRPO (from `_resume`, a checkpoint, when
     given), save and score the final model."""
     import ray.train

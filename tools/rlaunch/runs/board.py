@@ -35,7 +35,7 @@ def free_port(preferred: int) -> int:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return sock.getsockname()[1]
+            return int(sock.getsockname()[1])
     raise MissingPrerequisite("a free local port", "close something listening on 127.0.0.1")
 
 
@@ -57,7 +57,7 @@ def link_farm(named: dict[str, Path], farm: Path) -> Path:
     return farm
 
 
-def wait_until_answering(url: str, proc: subprocess.Popen, log: Path, deadline_s: float) -> None:
+def wait_until_answering(url: str, proc: subprocess.Popen[bytes], log: Path, deadline_s: float) -> None:
     deadline = time.monotonic() + deadline_s
     with progress.Wait("tensorboard", deadline_s, "starting") as wait:
         while True:
@@ -117,7 +117,8 @@ def serve_dirs(named: dict[str, Path], port: int | None, farm: Path) -> int:
 def serve(runs: list[RunDir], port: int | None) -> int:
     if len(runs) == 1 and not runs[0].local and backends.infra(runs[0].spec.infra.name).tensorboard:
         # Not on this machine: the run's infrastructure serves it from the cluster.
-        return backends.get(runs[0].spec.infra.name).tensorboard(runs[0].spec, DEFAULT_PORT if port is None else port)
+        backend = backends.get(runs[0].spec.infra.name)
+        return int(backend.tensorboard(runs[0].spec, DEFAULT_PORT if port is None else port))
     named = {run.id: event_dir(require_local(run)) for run in runs}
     name = "-".join(named)
     if len(name) > 100:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlaunch import ROOT, frameworks
 from rlaunch.config.load import _flat as flatten  # dotted key -> value, as SET names keys
-from rlaunch.job import layouts
+from rlaunch.job import files, layouts
 from rlaunch.progress import seconds
 from rlaunch.rehearsal.plot import moving_average
 from rlaunch.runs.lookup import RunDir, require_local
@@ -42,7 +42,7 @@ class Row:
     wall_s: float | None
 
 
-def _jsonl(path: Path) -> list[dict]:
+def _jsonl(path: Path) -> list[dict[str, Any]]:
     """The objects of a JSON-lines file; a half-written last line (a running job) is skipped."""
     try:
         lines = path.read_text().splitlines()
@@ -65,7 +65,7 @@ def reward_series(spec: Spec, run_dir: Path) -> list[tuple[int, float]]:
     where = layouts.defaults(spec, run_dir)
     points = frameworks.descriptor(spec.framework.name).postflight.rewards(where, run_dir)
     if not points:
-        scalars = postflight.read_scalars(run_dir) if any(run_dir.rglob("events.out.tfevents.*")) else {}
+        scalars = files.read_scalars(run_dir) if any(run_dir.rglob("events.out.tfevents.*")) else {}
         tag = next((t for t in sorted(scalars) if t.rsplit("/", 1)[-1] in ("reward", "reward_scores")), None)
         points = scalars.get(tag, []) if tag else []
     return sorted((int(s), float(v)) for s, v in points if math.isfinite(v))

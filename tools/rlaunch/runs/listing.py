@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rlaunch import backends
 from rlaunch.backends.base import Run
 from rlaunch.errors import MissingPrerequisite
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
 
 
 @dataclass
@@ -30,7 +33,7 @@ def family(infra: str) -> str:
     return backends.infra(infra).backend
 
 
-def collect(infra: str, spec_for: Callable[[str], dict]) -> Collected:
+def collect(infra: str, spec_for: Callable[[str], Spec]) -> Collected:
     """Ask each infrastructure (or only INFRA's) once; spec_for(infra) gives the settings of where."""
     out = Collected()
     # Each family asked as its first INFRA= value, whose config says where to ask.

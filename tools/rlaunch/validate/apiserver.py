@@ -20,8 +20,10 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from rlaunch.errors import CheckError
 
@@ -51,7 +53,7 @@ GENERATED_SUFFIX_LEN, MAX_GENERATE_NAME_PREFIX = 5, 58
 GENERATED_SUFFIX_STAND_IN = "x" * GENERATED_SUFFIX_LEN
 
 
-def where(path) -> str:
+def where(path: Iterable[object]) -> str:
     """A JSON path as Kubernetes prints it: spec.workerGroupSpecs[0].maxReplicas."""
     parts = []
     for part in path:
@@ -65,7 +67,7 @@ def where(path) -> str:
 # ---------------------------------------------------------------- 1. ObjectMeta
 
 
-def effective_name(meta: dict) -> str:
+def effective_name(meta: dict[str, Any]) -> str:
     """metadata.name, or the name the server would generate (a stand-in for its random suffix)."""
     if meta.get("name"):
         return str(meta["name"])
@@ -73,7 +75,7 @@ def effective_name(meta: dict) -> str:
     return prefix[:MAX_GENERATE_NAME_PREFIX] + GENERATED_SUFFIX_STAND_IN if prefix else ""
 
 
-def object_meta_problems(meta: dict) -> list[str]:
+def object_meta_problems(meta: dict[str, Any]) -> list[str]:
     """apimachinery's ValidateObjectMeta for a create, with NameIsDNSSubdomain (custom resources)."""
     name, prefix = meta.get("name"), meta.get("generateName")
     if not name and not prefix:
@@ -102,7 +104,8 @@ class Default:
         return f"{self.path}={text if len(text) <= 40 else text[:37] + '...'}"
 
 
-def apply_defaults(value, schema: dict, path: tuple = (), applied: list[Default] | None = None) -> list[Default]:
+def apply_defaults(value: Any, schema: dict[str, Any], path: tuple[Any, ...] = (),
+                   applied: list[Default] | None = None) -> list[Default]:
     """Default in place like the API server: a missing field, or a null one that is not nullable, gets
     the schema's default; a non-nullable null without one is pruned. Then recurse into what is there.
     (apiextensions-apiserver pkg/apiserver/schema/defaulting: PruneNonNullableNullsWithoutDefaults, Default.)"""
@@ -131,11 +134,11 @@ def apply_defaults(value, schema: dict, path: tuple = (), applied: list[Default]
 # ---------------------------------------------------------------- 3. schema
 
 
-def openapi_to_jsonschema(node: dict) -> dict:
+def openapi_to_jsonschema(node: dict[str, Any]) -> dict[str, Any]:
     """One CRD openAPIV3Schema node as JSON Schema, closed wherever the API server would prune:
     `x-kubernetes-int-or-string` -> integer or string, `nullable` -> also null, and
     `additionalProperties: false` on every object that does not preserve unknown fields."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROP:
             continue
@@ -161,7 +164,7 @@ def openapi_to_jsonschema(node: dict) -> dict:
     return out
 
 
-def schema_problem(schema: dict, doc: dict, validator=None) -> str | None:
+def schema_problem(schema: dict[str, Any], doc: dict[str, Any], validator: Any = None) -> str | None:
     """The most relevant violation as 'path: message', or None."""
     import jsonschema
 
@@ -182,7 +185,7 @@ class CelReport:
 
 
 @lru_cache(maxsize=None)
-def _compiled(rule: str):
+def _compiled(rule: str) -> tuple[Any, str | None]:
     """(program, None) or (None, why the library cannot run it)."""
     import cel
 
@@ -199,7 +202,7 @@ class _NotOffline(Exception):
     """A rule the CEL library cannot compile."""
 
 
-def _evaluate(text: str, self_value, old):
+def _evaluate(text: str, self_value: Any, old: Any) -> Any:
     program, why = _compiled(text)
     if program is None:
         raise _NotOffline(why)
@@ -209,7 +212,8 @@ def _evaluate(text: str, self_value, old):
     return program.execute(context)
 
 
-def check_rules(schema: dict, value, path: tuple, report: CelReport, root: bool = True) -> CelReport:
+def check_rules(schema: dict[str, Any], value: Any, path: tuple[Any, ...], report: CelReport,
+                root: bool = True) -> CelReport:
     """Evaluate every x-kubernetes-validations rule at every node the object has, outermost first."""
     if value is None:
         return report  # the server validates no rule on an absent or null value
@@ -229,7 +233,7 @@ def check_rules(schema: dict, value, path: tuple, report: CelReport, root: bool 
     return report
 
 
-def _cel_self(value, root: bool):
+def _cel_self(value: Any, root: bool) -> Any:
     # At the top level CEL sees only metadata.name and metadata.generateName of ObjectMeta.
     if root and isinstance(value, dict) and isinstance(value.get("metadata"), dict):
         meta = {k: v for k, v in value["metadata"].items() if k in ("name", "generateName")}
@@ -237,7 +241,7 @@ def _cel_self(value, root: bool):
     return value
 
 
-def _check_rule(rule: dict, self_value, path: tuple, report: CelReport) -> None:
+def _check_rule(rule: dict[str, Any], self_value: Any, path: tuple[Any, ...], report: CelReport) -> None:
     import cel
 
     text, at = rule["rule"], where(path)
@@ -269,12 +273,12 @@ def _check_rule(rule: dict, self_value, path: tuple, report: CelReport) -> None:
         report.failures.append(f"{_field(at, rule)}: {_message(rule, self_value)}{suffix}")
 
 
-def _field(at: str, rule: dict) -> str:
+def _field(at: str, rule: dict[str, Any]) -> str:
     extra = str(rule.get("fieldPath") or "")
     return at + extra if at != "(top level)" else (extra.lstrip(".") or at)
 
 
-def _message(rule: dict, self_value) -> str:
+def _message(rule: dict[str, Any], self_value: Any) -> str:
     if rule.get("messageExpression"):
         try:
             text = _evaluate(rule["messageExpression"], self_value, None)
@@ -285,7 +289,7 @@ def _message(rule: dict, self_value) -> str:
     return str(rule.get("message") or f"failed rule: {rule['rule']}")
 
 
-def count_rules(schema) -> int:
+def count_rules(schema: object) -> int:
     if isinstance(schema, dict):
         return len(schema.get("x-kubernetes-validations") or ()) + sum(count_rules(v) for v in schema.values())
     if isinstance(schema, list):
@@ -300,7 +304,7 @@ def count_rules(schema) -> int:
 class Admission:
     """What the server would store (defaults applied), and what it did to get there."""
 
-    doc: dict
+    doc: dict[str, Any]
     defaults: list[Default]
     cel: CelReport
     rules_in_crd: int
@@ -321,7 +325,7 @@ class Admission:
 class CrdSchema:
     """One served version of a CRD, ready to admit objects: CrdSchema(crd).admit(doc, 'where')."""
 
-    def __init__(self, crd: dict, version: str = "v1", label: str = "", check: str = "crd-schema"):
+    def __init__(self, crd: dict[str, Any], version: str = "v1", label: str = "", check: str = "crd-schema"):
         group, self.kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         served = {v["name"]: v for v in crd["spec"]["versions"] if v.get("served")}
         if version not in served:
@@ -337,21 +341,21 @@ class CrdSchema:
         self.rules = count_rules(self.openapi)
         self._validator = None
 
-    def _problem(self, doc: dict) -> str | None:
+    def _problem(self, doc: dict[str, Any]) -> str | None:
         if self._validator is None:
             import jsonschema
 
             self._validator = jsonschema.Draft202012Validator(self.jsonschema)
         return schema_problem(self.jsonschema, doc, self._validator)
 
-    def defaulted(self, doc: dict) -> tuple[dict, list[Default]]:
+    def defaulted(self, doc: dict[str, Any]) -> tuple[dict[str, Any], list[Default]]:
         """A copy with the schema's defaults applied (metadata is the server's own, never defaulted
         from the CRD), and which ones; no check."""
         stored = copy.deepcopy(doc)
         body = {k: v for k, v in self.openapi.get("properties", {}).items() if k != "metadata"}
         return stored, apply_defaults(stored, {**self.openapi, "properties": body})
 
-    def admit(self, doc: dict, at: str) -> Admission:
+    def admit(self, doc: dict[str, Any], at: str) -> Admission:
         """The object as the server would store it; CheckError naming the field and the CRD if not."""
         def reject(problem: str) -> CheckError:
             return CheckError(self.check, f"{at}: {problem} ({self.label})")

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from rlaunch import ROOT, firecli
 from rlaunch.config import pins
@@ -123,14 +125,15 @@ def locate(kind: str) -> Path:
 
 
 @lru_cache(maxsize=None)
-def _load(path: Path, digest: str) -> dict:
+def _load(path: Path, digest: str) -> dict[str, Any]:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader reads the 1.4 MB RayJob CRD in <1 s
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+    doc: dict[str, Any] = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+    return doc
 
 
-def load(kind: str) -> dict:
+def load(kind: str) -> dict[str, Any]:
     """The parsed CRD of a kind (parsed once per file and hash)."""
     return _load(locate(kind), get(kind).sha256)
 
@@ -179,15 +182,15 @@ def fetch() -> list[str]:
 class Commands:
     """make crds, and where the tests look (fire: python -m rlaunch.validate.crds COMMAND)."""
 
-    def fetch(self, *kinds):
+    def fetch(self, *kinds: object) -> int:
         """Download (or copy from RLAUNCH_CRDS_DIR) every pinned CRD, or those named, into the cache."""
         return _each(kinds, lambda crd: fetch_one(crd))
 
-    def where(self, *kinds):
+    def where(self, *kinds: object) -> int:
         """Where each (or each named) CRD is found; exit 3 if one is missing."""
         return _each(kinds, lambda crd: f"{crd.label}: {locate(crd.kind)}")
 
-    def unreachable(self, *kinds):
+    def unreachable(self, *kinds: object) -> int:
         """Exit 0 if each (or each named) CRD is in place or the last fetch could not reach its upstream."""
         codes = []
         for crd in _named(kinds):
@@ -200,7 +203,7 @@ class Commands:
         return max(codes, default=0)
 
 
-def _named(kinds) -> list[Crd]:
+def _named(kinds: Sequence[object]) -> list[Crd]:
     crds = pinned()
     unknown = [str(k) for k in kinds if str(k) not in crds]
     if unknown:
@@ -208,7 +211,7 @@ def _named(kinds) -> list[Crd]:
     return [crds[str(k)] for k in kinds] if kinds else list(crds.values())
 
 
-def _each(kinds, line) -> int:
+def _each(kinds: Sequence[object], line: Callable[[Crd], str]) -> int:
     return pinned_files.report(_named(kinds), line, "crds")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 from rlaunch.validate import crds
 from rlaunch.validate.apiserver import Admission, CrdSchema, effective_name, where as _where
@@ -56,26 +57,26 @@ def crd_schema(kind: str, version: str = "v1") -> CrdSchema:
     return CrdSchema(crds.load(kind), version, label=crds.get(kind).label, check=check)
 
 
-def _schema_of(doc: dict) -> CrdSchema:
+def _schema_of(doc: dict[str, Any]) -> CrdSchema:
     """The schema of the version rlaunch renders (another apiVersion is then an error that says so)."""
     kind = doc.get("kind", "")
     api = next((a for a, (k, _) in OTHER_CRDS.items() if k == kind), RAY_API)
     return crd_schema(kind, api.rpartition("/")[2])
 
 
-def admit(doc: dict, where: str) -> Admission:
+def admit(doc: dict[str, Any], where: str) -> Admission:
     """A RayJob/RayCluster/PodMonitor/ComputeDomain as the API server would store it; CheckError names
     the field."""
     return _schema_of(doc).admit(doc, where)
 
 
-def _admitted(doc: dict, where: str) -> tuple[str, Admission]:
+def _admitted(doc: dict[str, Any], where: str) -> tuple[str, Admission]:
     admission = admit(doc, where)
     verdict = f"valid {doc['kind']}" if doc.get("kind") in ("PodMonitor", "ComputeDomain") else "valid"
     return f"{where}: {verdict} against the {_schema_of(doc).label} (strict; {admission.summary()})", admission
 
 
-def check_crd(doc: dict, where: str) -> str:
+def check_crd(doc: dict[str, Any], where: str) -> str:
     """Validate a RayJob/RayCluster/PodMonitor against its CRD (strict, defaults, CEL); the line saying so."""
     return _admitted(doc, where)[0]
 
@@ -86,7 +87,7 @@ check_podmonitor = check_crd
 # ---------------------------------------------------------------- the operator's rules
 
 
-def operator_problems(doc: dict) -> list[str]:
+def operator_problems(doc: dict[str, Any]) -> list[str]:
     """What the KubeRay operator would reject (or silently ignore) that the CRD lets through, on the
     object as the API server stores it: the pinned CRD's defaults are applied first (the operator
     never sees a field the CRD defaults as missing, e.g. a worker group's minReplicas 0 and
@@ -116,7 +117,7 @@ def operator_problems(doc: dict) -> list[str]:
     return problems
 
 
-def _rayjob_problems(spec: dict) -> list[str]:  # a RayJob manifest's spec, not rlaunch's Spec
+def _rayjob_problems(spec: dict[str, Any]) -> list[str]:  # a RayJob manifest's spec, not rlaunch's Spec
     """validation.go ValidateRayJobSpec, with validateDeletionConfiguration's TTL rule."""
     import yaml
 
@@ -174,7 +175,7 @@ def _rayjob_problems(spec: dict) -> list[str]:  # a RayJob manifest's spec, not 
     return out
 
 
-def _group_problems(group: dict, where: str, label: str) -> list[str]:
+def _group_problems(group: dict[str, Any], where: str, label: str) -> list[str]:
     """validation.go ValidateRayClusterSpec's per-group checks: a container, validateRayGroupLabels,
     validateRayGroupResources. (String rayStartParams is the CRD's map[string]string type, repeated
     here for a message that says how to quote the value.)"""
@@ -193,7 +194,7 @@ def _group_problems(group: dict, where: str, label: str) -> list[str]:
     return out
 
 
-def _cluster_problems(cluster: dict, where: str) -> list[str]:
+def _cluster_problems(cluster: dict[str, Any], where: str) -> list[str]:
     """validation.go ValidateRayClusterSpec's groups, and the replica bounds per worker group (on the
     defaulted object: the CRD gives minReplicas 0 and maxReplicas 2147483647 where they are unset,
     so neither is ever missing here)."""
@@ -210,7 +211,7 @@ def _cluster_problems(cluster: dict, where: str) -> list[str]:
     return out
 
 
-def check_operator_rules(doc: dict, where: str) -> str:
+def check_operator_rules(doc: dict[str, Any], where: str) -> str:
     problems = operator_problems(doc)
     if problems:
         raise CheckError("kuberay-operator", f"{where}: " + "; ".join(problems))
@@ -220,7 +221,7 @@ def check_operator_rules(doc: dict, where: str) -> str:
 # ---------------------------------------------------------------- core kinds
 
 
-def check_core(doc: dict, where: str, k8s_version: str) -> str:
+def check_core(doc: dict[str, Any], where: str, k8s_version: str) -> str:
     """A built-in kind against Kubernetes' own strict schema of that version."""
     try:
         from kubernetes_validate import utils as kv
@@ -242,7 +243,7 @@ def check_core(doc: dict, where: str, k8s_version: str) -> str:
 # ---------------------------------------------------------------- everything at once
 
 
-def check_documents(docs: list[tuple[str, dict]], k8s_version: str) -> list[str]:
+def check_documents(docs: list[tuple[str, dict[str, Any]]], k8s_version: str) -> list[str]:
     """Validate (where, manifest) pairs; CheckError on the first problem, lines of what passed, and a
     last line counting the CRDs' CEL rules. Without a CRD it needs: MissingPrerequisite (exit 3)."""
     lines, evaluated, skipped = [], 0, 0

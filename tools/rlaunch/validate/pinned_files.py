@@ -11,9 +11,13 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 from rlaunch.errors import MissingPrerequisite, RlaunchError
+
+T = TypeVar("T")
 
 DOWNLOAD_TIMEOUT_S = 30  # per file; GitHub's raw files arrive in a second or two where it is reachable
 
@@ -78,7 +82,7 @@ def unreachable(*targets: Path) -> str:
     return "; ".join(m.read_text(encoding="utf-8").strip() for m in map(_marker, targets) if m.is_file())
 
 
-def report(items, line, prefix: str) -> int:
+def report(items: Iterable[T], line: Callable[[T], str], prefix: str) -> int:
     """`prefix: line(item)` for each item, or its error on stderr; the exit code: a hash mismatch
     (1) before any other failure, else the highest."""
     codes = []

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import dotted, hub
 from rlaunch.errors import CheckError
@@ -49,14 +49,14 @@ MIN_SECRET_LEN = 6  # shorter values would match by chance
 
 # --- the child process: ask SkyPilot ------------------------------------------------------------
 
-def _facts(paths: list[str]) -> dict:
+def _facts(paths: list[str]) -> dict[str, Any]:
     """Parse each task with SkyPilot and collect the offline registries rlaunch checks against."""
     import sky
     import sky.jobs.recovery_strategy  # noqa: F401 - registers the strategies
     from sky import catalog
     from sky.utils import gpu_names, registry
 
-    out: dict = {
+    out: dict[str, Any] = {
         "skypilot": getattr(sky, "__version__", "?"),
         "accelerators": sorted(set(gpu_names.CANONICAL_GPU_NAMES) | set(catalog.get_common_gpus())),
         "tpus": catalog.get_tpus(),
@@ -79,7 +79,7 @@ def _facts(paths: list[str]) -> dict:
     return out
 
 
-def _storage_errors(task) -> dict[str, str]:
+def _storage_errors(task: Any) -> dict[str, str]:
     """mount path -> what SkyPilot's launch-time storage checks say (offline: no bucket is touched)."""
     from sky import exceptions
     from sky.data import storage as st
@@ -100,7 +100,7 @@ def _storage_errors(task) -> dict[str, str]:
     return errors
 
 
-def check_skypilot_storage(result: dict) -> str:
+def check_skypilot_storage(result: dict[str, Any]) -> str:
     errors = result.get("storage_errors") or {}
     if errors:
         mount = min(errors)
@@ -122,7 +122,7 @@ def _child_env(home: str) -> dict[str, str]:
             "SKYPILOT_DISABLE_USAGE_COLLECTION": "1", "LC_ALL": "C.UTF-8"}
 
 
-def skypilot_facts(tasks: dict[str, str]) -> dict:
+def skypilot_facts(tasks: dict[str, str]) -> dict[str, Any]:
     """Run SkyPilot's parser on each task text (name -> YAML) in an isolated HOME; name -> result."""
     with tempfile.TemporaryDirectory(prefix="rlaunch-sky-") as home:
         paths = {}
@@ -137,7 +137,7 @@ def skypilot_facts(tasks: dict[str, str]) -> dict:
         except subprocess.TimeoutExpired:
             raise CheckError("skypilot", f"sky.Task.from_yaml did not finish within {TIMEOUT_S} s") from None
         try:
-            facts = json.loads(proc.stdout.strip().splitlines()[-1])
+            facts: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
         except (IndexError, json.JSONDecodeError):
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
             raise CheckError("skypilot", "could not run SkyPilot's parser (is skypilot installed? `make "
@@ -146,7 +146,7 @@ def skypilot_facts(tasks: dict[str, str]) -> dict:
     return facts
 
 
-def parse_task(text: str) -> dict:
+def parse_task(text: str) -> dict[str, Any]:
     import yaml
 
     task = yaml.safe_load(text)
@@ -155,7 +155,7 @@ def parse_task(text: str) -> dict:
     return task
 
 
-def check_accelerator(task: dict, facts: dict) -> str:
+def check_accelerator(task: dict[str, Any], facts: dict[str, Any]) -> str:
     """resources.accelerators must name an accelerator SkyPilot knows (case as SkyPilot spells it)."""
     acc = (task.get("resources") or {}).get("accelerators")
     if not acc:
@@ -175,7 +175,7 @@ def check_accelerator(task: dict, facts: dict) -> str:
     return f"accelerators {acc} known to SkyPilot"
 
 
-def check_image(task: dict) -> str:
+def check_image(task: dict[str, Any]) -> str:
     """SkyPilot reads an image_id without `docker:` as a cloud VM image: the container would be lost."""
     image = str((task.get("resources") or {}).get("image_id") or "")
     ref = image[len("docker:"):] if image.startswith("docker:") else ""
@@ -185,7 +185,7 @@ def check_image(task: dict) -> str:
     return f"image_id {image}"
 
 
-def check_recovery(task: dict, facts: dict) -> str | None:
+def check_recovery(task: dict[str, Any], facts: dict[str, Any]) -> str | None:
     recovery = (task.get("resources") or {}).get("job_recovery")
     if recovery is None:
         return None
@@ -197,9 +197,9 @@ def check_recovery(task: dict, facts: dict) -> str | None:
     return f"job_recovery {str(strategy).upper()}, {restarts} restarts on errors"
 
 
-def _storage_values(node, key: str = "") -> list[tuple[str, str]]:
+def _storage_values(node: object, key: str = "") -> list[tuple[str, str]]:
     """(key, value) for every storage-like key in a parsed framework file (YAML/JSON), any depth."""
-    found = []
+    found: list[tuple[str, str]] = []
     if isinstance(node, dict):
         for k, v in node.items():
             found += _storage_values(v, f"{key}.{k}" if key else str(k))
@@ -211,12 +211,12 @@ def _storage_values(node, key: str = "") -> list[tuple[str, str]]:
     return found
 
 
-def _lookup(doc, key: str):
+def _lookup(doc: object, key: str) -> str | int | float | None:
     node = dotted.get(doc, key, None)
     return node if isinstance(node, (str, int, float)) else None
 
 
-def _resolved(doc, value: str) -> str | None:
+def _resolved(doc: object, value: str) -> str | None:
     """OmegaConf-style `${a.b}` references (AReaL, RLinf YAML) resolved within the same file; None
     when one does not resolve here (an env var, a resolver): the key it names is checked itself."""
     for _ in range(10):
@@ -247,7 +247,7 @@ def _under(path: str, mount: str) -> bool:
     return os.path.normpath(path).startswith(mount.rstrip("/") + "/")
 
 
-def check_storage(spec: Spec, task: dict, argv: list[str], framework_files: dict[str, object],
+def check_storage(spec: Spec, task: dict[str, Any], argv: list[str], framework_files: dict[str, object],
                   artifacts_mount: str) -> str:
     """One mount path: the task mounts storage.mount, and every framework path lives under it."""
     mount = spec.storage.mount
@@ -277,7 +277,7 @@ def check_storage(spec: Spec, task: dict, argv: list[str], framework_files: dict
     return f"storage: {len(paths)} framework paths under {mount} (the task's shared mount)"
 
 
-def check_kubernetes(task: dict, on_k8s: bool) -> str | None:
+def check_kubernetes(task: dict[str, Any], on_k8s: bool) -> str | None:
     if not on_k8s:
         return None
     resources = task.get("resources") or {}
@@ -290,7 +290,7 @@ def check_kubernetes(task: dict, on_k8s: bool) -> str | None:
     return "kubernetes: autodown only, no spot instances"
 
 
-def check_secrets(spec: Spec, task: dict, files: dict[str, str]) -> str:
+def check_secrets(spec: Spec, task: dict[str, Any], files: dict[str, str]) -> str:
     """References only: the value comes from the launcher's environment via `--secret NAME`."""
     secrets = task.get("secrets") or {}
     inline = sorted(k for k, v in secrets.items() if v is not None)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,16 +169,16 @@ def fetch_one(f: File) -> str:
 class Commands:
     """make upstream (fire: python -m rlaunch.validate.upstream COMMAND [FRAMEWORK...])."""
 
-    def fetch(self, *frameworks):
+    def fetch(self, *frameworks: object) -> int:
         """Put each pinned file of every framework that has some, or of those named, in the cache."""
         return _each(frameworks, fetch_one)
 
-    def where(self, *frameworks):
+    def where(self, *frameworks: object) -> int:
         """Where each pinned file is found (never the network); exit 3 if one is missing."""
         return _each(frameworks, lambda f: f"{f.label}: {read(f)[1]}")
 
 
-def _each(frameworks, line) -> int:
+def _each(frameworks: Iterable[object], line: Callable[[File], str]) -> int:
     names = [str(n) for n in frameworks] or [name for name, fw in pins.get("frameworks").items() if fw.get("files")]
     files = []
     for framework in names:

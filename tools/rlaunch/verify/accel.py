@@ -21,6 +21,7 @@ node, the rule and its known cause); 2 bad arguments.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.metadata as md
 import json
@@ -31,7 +32,7 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import verify
 from rlaunch.frameworks import accel as accel_rules
@@ -73,7 +74,7 @@ def _hidden_copies(name: str, prefix: str) -> list[str]:
     return out
 
 
-def hide_metadata(names: list[str], prefix: str | None = None) -> list[dict]:
+def hide_metadata(names: list[str], prefix: str | None = None) -> list[dict[str, Any]]:
     """Hide each distribution from importlib.metadata in this Python's environment; one record each."""
     prefix = os.path.realpath(prefix or sys.prefix)
     out = []
@@ -136,7 +137,7 @@ print("%s" + json.dumps(out), flush=True)
 ''' % PROBE_MARK
 
 
-def runtime_probe(rule: dict, expect_gpus: bool, timeout_s: float) -> dict:
+def runtime_probe(rule: dict[str, Any], expect_gpus: bool, timeout_s: float) -> dict[str, Any]:
     """On one node, for one rule: what the job's Python sees (hidden packages, GPUs, imports)."""
     out = {"python_executable": sys.executable, "visible": {n: _visible(n) for n in rule["hide"]}}
     if not expect_gpus:
@@ -156,7 +157,7 @@ def runtime_probe(rule: dict, expect_gpus: bool, timeout_s: float) -> dict:
     return out
 
 
-def _apply(ctx: dict) -> dict:
+def _apply(ctx: dict[str, Any]) -> dict[str, Any]:
     """Round on one node: every rule's workaround."""
     import ray
 
@@ -167,7 +168,8 @@ def _apply(ctx: dict) -> dict:
 # ---------------------------------------------------------------- on the driver
 
 
-def evaluate(rules: list[dict], nodes: list[dict], results: dict[str, dict]) -> list[dict]:
+def evaluate(rules: list[dict[str, Any]], nodes: list[dict[str, Any]],
+             results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """One check per rule: applied on every node, or the first node where it was not, and why."""
     label = {n["node_id"]: n.get("ip") or n["node_id"][:12] for n in nodes}
     if not results:
@@ -191,7 +193,7 @@ def evaluate(rules: list[dict], nodes: list[dict], results: dict[str, dict]) -> 
     return checks
 
 
-def run(spec: Spec, report_path: Path, timeout_s: float | None = None) -> dict:
+def run(spec: Spec, report_path: Path, timeout_s: float | None = None) -> dict[str, Any]:
     rules = [r.as_dict() for r in accel_rules.rules_for(spec.framework.name, spec.cluster.accelerator)]
     timeout_s = cluster.round_timeout(timeout_s)
     started = time.monotonic()
@@ -220,7 +222,7 @@ def run(spec: Spec, report_path: Path, timeout_s: float | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def stage(args):
+    def stage(args: argparse.Namespace) -> tuple[dict[str, Any] | None, list[str], str]:
         spec = load_spec(args.spec)
         out = args.out or Path(spec.paths.run_dir) / "accelerator.json"
         report = run(spec, out, timeout_s=positive_timeout(args.timeout))

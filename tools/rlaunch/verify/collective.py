@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rlaunch.verify import cluster
 from rlaunch.verify.report import check
@@ -53,7 +53,7 @@ JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # how Ray's job supervisor hands the
 # Shipped by value with preflight (standard library, torch and Ray only).
 
 
-def _interfaces() -> dict[str, dict]:
+def _interfaces() -> dict[str, dict[str, Any]]:
     """name -> {"ipv4": [addresses, in the kernel's order], "up": bool}."""
     try:
         import psutil
@@ -76,7 +76,7 @@ def _interfaces() -> dict[str, dict]:
         return out
 
 
-def _route_interface(head_ip: str, interfaces: dict[str, dict]) -> tuple[str, str]:
+def _route_interface(head_ip: str, interfaces: dict[str, dict[str, Any]]) -> tuple[str, str]:
     """(interface, source address) of this node's route to the head; ("", why) when there is none."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         try:
@@ -90,7 +90,7 @@ def _route_interface(head_ip: str, interfaces: dict[str, dict]) -> tuple[str, st
     return "", f"the route to the head {head_ip} leaves from {source}, on no interface listed here"
 
 
-def _match(value: str, backend: str, interfaces: dict[str, dict]) -> str:
+def _match(value: str, backend: str, interfaces: dict[str, dict[str, Any]]) -> str:
     """The interface a backend takes for its variable's value (first listed wins); "" if none.
     Gloo: exact names, comma-separated. NCCL: prefixes, '=' for exact names, '^' to exclude."""
     names = [n for n in interfaces if interfaces[n]["ipv4"]]
@@ -101,13 +101,16 @@ def _match(value: str, backend: str, interfaces: dict[str, dict]) -> str:
     if text.startswith("="):
         exact, text = True, text[1:]
     wanted = [w for w in text.split(",") if w]
-    hit = (lambda n, w: n == w) if exact else (lambda n, w: n.startswith(w))
+
+    def hit(name: str, want: str) -> bool:
+        return name == want if exact else name.startswith(want)
+
     if exclude:
         return next((n for n in names if not any(hit(n, w) for w in wanted)), "")
     return next((n for w in wanted for n in names if hit(n, w)), "")
 
 
-def _resolve(backend: str, head_ip: str, interfaces: dict[str, dict]) -> dict:
+def _resolve(backend: str, head_ip: str, interfaces: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What this node's backend will use: {"var", "value", "set", "iface", "addr"} or {"error"}."""
     var = VARS[backend]
     value = os.environ.get(var, "")
@@ -137,7 +140,7 @@ class Member:
     def __init__(self) -> None:
         self.listeners: dict[str, socket.socket] = {}
 
-    def prepare(self, head_ip: str, backends: list[str]) -> dict:
+    def prepare(self, head_ip: str, backends: list[str]) -> dict[str, Any]:
         import ray
 
         interfaces = _interfaces()
@@ -160,10 +163,10 @@ class Member:
             out["backends"][backend] = got
         return out
 
-    def probe(self, own: dict, peers: list[dict], timeout_s: float) -> dict[str, str]:
+    def probe(self, own: dict[str, Any], peers: list[dict[str, Any]], timeout_s: float) -> dict[str, str]:
         """Connect from `own` address to each peer's listener: peer label -> "ok" or the error."""
 
-        def one(peer):
+        def one(peer: dict[str, Any]) -> tuple[str, str]:
             return peer["label"], _connect(own["addr"], peer["addr"], peer["port"], timeout_s)
 
         with ThreadPoolExecutor(max_workers=max(1, len(peers))) as pool:
@@ -172,10 +175,10 @@ class Member:
     def free_port(self, addr: str) -> int:
         with socket.socket() as sock:  # Ray Train's and verl's way: a free port on the master's address
             sock.bind((addr, 0))
-            return sock.getsockname()[1]
+            return int(sock.getsockname()[1])
 
     def all_reduce(self, settings: dict[str, str], master: str, port: int, rank: int, world: int,
-                   gpus: bool, timeout_s: float) -> dict:
+                   gpus: bool, timeout_s: float) -> dict[str, Any]:
         import torch
         import torch.distributed as dist
 
@@ -247,7 +250,7 @@ def blame(results: dict[str, dict[str, str]]) -> tuple[str, str, str] | None:
         next((b, a, e) for a, b, e in failed if b == worst)
 
 
-def exports(prepared: dict[str, dict], backends: list[str]) -> tuple[dict[str, str], list[str]]:
+def exports(prepared: dict[str, dict[str, Any]], backends: list[str]) -> tuple[dict[str, str], list[str]]:
     """The interface variables to export (unset in the job and picked alike on every node), and
     problems (picked differently on some node: one variable cannot name both)."""
     out, problems = {}, []
@@ -290,18 +293,18 @@ def job_env(exported: Mapping[str, str], environ: Mapping[str, str] | None = Non
 class Result(TypedDict, total=False):
     """What run returns (preflight's report keeps all but the checks under "network"); every key is
     optional to the type because a preflight that reached no cluster reports none of them."""
-    checks: list[dict]
+    checks: list[dict[str, Any]]
     exports: dict[str, str]  # for job.sh: the interface variables picked alike on every node
-    interfaces: dict[str, dict[str, dict]]  # node -> backend -> its var, value, iface, addr, error
+    interfaces: dict[str, dict[str, dict[str, Any]]]  # node -> backend -> its var, value, iface, addr, error
     backend: str
     seconds: float
 
 
-def _label(node: dict) -> str:
-    return node["ip"]
+def _label(node: dict[str, Any]) -> str:
+    return str(node["ip"])
 
 
-def run(spec: Spec, nodes: list[dict], env: dict[str, str], timeout_s: float | None = None) -> Result:
+def run(spec: Spec, nodes: list[dict[str, Any]], env: dict[str, str], timeout_s: float | None = None) -> Result:
     """The collective on the connected cluster: {"checks", "exports", "interfaces", "seconds"}."""
     import ray
 
@@ -326,7 +329,7 @@ def run(spec: Spec, nodes: list[dict], env: dict[str, str], timeout_s: float | N
     def left() -> float:
         return max(0.1, deadline - time.monotonic())
 
-    def gather(refs: dict[str, object], what: str) -> tuple[dict, dict]:
+    def gather(refs: dict[str, object], what: str) -> tuple[dict[str, Any], dict[str, Any]]:
         done, errors = cluster.gather(refs, left(), f"no answer to {what} within the {timeout_s:g} s deadline")
         return done, {label: why[:400] for label, why in errors.items()}
 

@@ -19,6 +19,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 
 from rlaunch import frameworks
 from rlaunch.errors import ConfigError, EXIT_FAILED, EXIT_USAGE
@@ -106,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"{PROG}: {err}", file=sys.stderr)
         return EXIT_USAGE
-    steps = [step_cli, lambda: step_probe(args.framework, args.framework_version),
-             lambda: step_entrypoint(args.framework), lambda: step_ray_version(args.ray)]
+    steps: list[Callable[[], tuple[bool | None, str]]] = [
+        step_cli, lambda: step_probe(args.framework, args.framework_version),
+        lambda: step_entrypoint(args.framework), lambda: step_ray_version(args.ray)]
     failed = 0
     for step in steps:
         try:

@@ -25,15 +25,16 @@ Exit: 0 passed, 1 a check failed (the last stderr line names it), 2 bad argument
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
 import re
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import frameworks
 from rlaunch.config import dotted
@@ -97,7 +98,7 @@ def thresholds(spec: Spec) -> dict[str, float]:
 RAY_FORWARDED = re.compile(r"^\(\w+ pid=\d+")
 
 
-def check_exit_code(exit_code: int | None, run_dir: Path, log_dir: Path) -> dict:
+def check_exit_code(exit_code: int | None, run_dir: Path, log_dir: Path) -> dict[str, Any]:
     if exit_code is None:
         # The job scripts record the framework's exit code in <run_dir>/logs/exit_code.
         recorded = next((p for p in (Path(log_dir) / "exit_code", Path(run_dir) / "exit_code") if p.is_file()), None)
@@ -116,7 +117,7 @@ def _since_last_attempt(lines: list[str]) -> tuple[int, int]:
     return (marks[-1], len(marks)) if marks else (0, 0)
 
 
-def check_logs(run_dir: Path, extra_dirs: list[Path]) -> dict:
+def check_logs(run_dir: Path, extra_dirs: list[Path]) -> dict[str, Any]:
     """The first fatal marker in any log, by file and line; a clean log is evidence, not proof. In a
     log with attempt marks (job.log, train.log of a resumed run), only the last attempt counts: what
     ended the earlier ones is recorded in attempts.jsonl."""
@@ -144,7 +145,7 @@ def check_logs(run_dir: Path, extra_dirs: list[Path]) -> dict:
     return check("fatal log markers", True, f"none in {len(files)} log file(s){note}")
 
 
-def check_nodes(run_dir: Path, facts: dict) -> dict:
+def check_nodes(run_dir: Path, facts: dict[str, Any]) -> dict[str, Any]:
     """No node lost during the last attempt, as rlaunch.job.nodewatch recorded it from Ray's GCS."""
     records = _attempts.read(run_dir)
     if not records:
@@ -183,7 +184,7 @@ def storage_full(path: Path) -> str | None:
             f"{usage.total / 2**20:.1f} MiB")
 
 
-def check_storage(run_dir: Path, exit_check: dict) -> dict:
+def check_storage(run_dir: Path, exit_check: dict[str, Any]) -> dict[str, Any]:
     """After a failed run: was its filesystem full (a checkpoint that could not be written)? Full
     now, or full when the framework failed: it may have freed what it could not finish, and
     recorded so in attempts.jsonl (the rehearsal's trainer does)."""
@@ -200,7 +201,8 @@ def check_storage(run_dir: Path, exit_check: dict) -> dict:
     return check("storage space", True, "not full")
 
 
-def check_series(name: str, rows: list[tuple[int, dict]], aliases: tuple[str, ...]) -> tuple[dict, str | None]:
+def check_series(name: str, rows: Sequence[tuple[Any, dict[str, Any]]],
+                 aliases: tuple[str, ...]) -> tuple[dict[str, Any], str | None]:
     """Every logged value of the first alias present is finite; returns (check, key used)."""
     key = next((a for a in aliases if any(a in data for _, data in rows)), None)
     if key is None:
@@ -212,7 +214,7 @@ def check_series(name: str, rows: list[tuple[int, dict]], aliases: tuple[str, ..
     return check(f"metric {name}", True, f"{key}: {len(values)} finite values, last {values[-1][1]:.4g}"), key
 
 
-def check_lr(values: list[tuple[int, float]], key: str) -> dict:
+def check_lr(values: Sequence[tuple[Any, Any]], key: str) -> dict[str, Any]:
     """lr > 0: none negative and positive at some step (a linear schedule ends at exactly 0)."""
     if not values:
         return check("lr > 0", False, f"{key} not logged")
@@ -223,7 +225,7 @@ def check_lr(values: list[tuple[int, float]], key: str) -> dict:
     return check("lr > 0", peak > 0, f"{key} max {peak:.3g} over {len(values)} steps")
 
 
-def check_step_target(last: int | None, target: int | None, source: str) -> dict:
+def check_step_target(last: int | None, target: int | None, source: str) -> dict[str, Any]:
     if last is None:
         return check("step target", False, f"no step recorded in {source}")
     if target is None:
@@ -233,7 +235,7 @@ def check_step_target(last: int | None, target: int | None, source: str) -> dict
                  else f"stopped at step {last} of {target} ({source})")
 
 
-def _same(got, want) -> bool:
+def _same(got: object, want: object) -> bool:
     """Equal as the framework reads them: scalars by their text (RLinf str()s every placement value,
     so rank 0 and "0" are one placement), mappings key by key."""
     if isinstance(want, dict):
@@ -242,8 +244,8 @@ def _same(got, want) -> bool:
     return got is not None and str(got) == str(want)
 
 
-def check_topology(cfg: dict | None, path: Path, expected: Mapping[str, object], required: bool,
-                   name: str = "resolved topology", wants: str = "spec wants") -> dict:
+def check_topology(cfg: dict[str, Any] | None, path: Path, expected: Mapping[str, object], required: bool,
+                   name: str = "resolved topology", wants: str = "spec wants") -> dict[str, Any]:
     """The resolved config asks for what the spec (or the rendered config) asked for."""
     if cfg is None:
         if required:
@@ -263,7 +265,7 @@ def check_topology(cfg: dict | None, path: Path, expected: Mapping[str, object],
                  ", ".join(f"{k}={v}" for k, v in expected.items() if k not in unresolved) + note)
 
 
-def check_tensorboard(scalars: dict, root: Path, required: dict[str, str] | None = None) -> dict:
+def check_tensorboard(scalars: dict[str, Any], root: Path, required: dict[str, str] | None = None) -> dict[str, Any]:
     if not scalars:
         return check("tensorboard", False, f"no scalars in event files under {root}")
     missing = [tag for tag in (required or {}).values() if tag not in scalars]
@@ -276,7 +278,7 @@ def check_tensorboard(scalars: dict, root: Path, required: dict[str, str] | None
     return check("tensorboard", True, f"{len(scalars)} scalar tags, all finite")
 
 
-def tensorboard_check(root: Path, required: dict[str, str] | None = None) -> tuple[dict, dict]:
+def tensorboard_check(root: Path, required: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     root = Path(root)
     if not root.is_dir() or not any(root.rglob("events.out.tfevents.*")):
         return check("tensorboard", False, f"no event files under {root}"), {}
@@ -288,7 +290,7 @@ def tensorboard_check(root: Path, required: dict[str, str] | None = None) -> tup
 
 
 def run(spec: Spec, run_dir: Path, report_path: Path, *, exit_code: int | None,
-        paths: dict[str, str] | None = None) -> dict:
+        paths: dict[str, str] | None = None) -> dict[str, Any]:
     """Check a finished run's outputs; write and return the verification report."""
     name = spec.framework.name
     if name not in frameworks.names():
@@ -297,7 +299,7 @@ def run(spec: Spec, run_dir: Path, report_path: Path, *, exit_code: int | None,
     if not run_dir.is_dir():
         raise UsageError(f"--run-dir {run_dir}: not a directory")
     where = layouts.resolve(spec, run_dir, paths)
-    facts: dict = {}
+    facts: dict[str, Any] = {}
     exit_check = check_exit_code(exit_code, run_dir, Path(where["log_dir"]))
     # What ended the run first: a lost node, then a full disk, then the framework's exit code.
     checks = [check_nodes(run_dir, facts), check_storage(run_dir, exit_check), exit_check,
@@ -317,7 +319,7 @@ def run(spec: Spec, run_dir: Path, report_path: Path, *, exit_code: int | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    def stage(args):
+    def stage(args: argparse.Namespace) -> tuple[dict[str, Any] | None, list[str], str]:
         spec = load_spec(args.spec or args.run_dir / "spec.json")
         out = args.out or args.run_dir / "verification.json"
         report = run(spec, args.run_dir, out, exit_code=args.exit_code, paths=layouts.parse_path_args(args.path))

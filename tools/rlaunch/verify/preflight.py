@@ -41,6 +41,7 @@ Exit: 0 passed, 1 a check failed (the last stderr line names the check and the n
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import secrets
@@ -49,14 +50,14 @@ import time
 from collections import defaultdict
 from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rlaunch import frameworks, verify
+from rlaunch.errors import UsageError
 from rlaunch.frameworks import accel as accel_rules
 from rlaunch.verify import accel, cluster, collective
 from rlaunch.verify import probes as on_node
-from rlaunch.verify.report import (UsageError, all_passed, check, load_spec, positive_timeout, skipped, stage_main, table,
-                     write_json)
+from rlaunch.verify.report import all_passed, check, load_spec, positive_timeout, skipped, stage_main, table, write_json
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
@@ -69,8 +70,8 @@ V = TypeVar("V", bound=Hashable)
 # ---------------------------------------------------------------- the checks (pure)
 
 
-def _label(node: dict) -> str:
-    return node.get("ip") or node.get("node_ip") or node.get("node_id", "?")[:12]
+def _label(node: dict[str, Any]) -> str:
+    return str(node.get("ip") or node.get("node_ip") or node.get("node_id", "?")[:12])
 
 
 def _odd_ones(values: Mapping[str, V]) -> tuple[V, list[str]]:
@@ -82,7 +83,7 @@ def _odd_ones(values: Mapping[str, V]) -> tuple[V, list[str]]:
     return majority, [n for v, nodes in groups.items() if v != majority for n in nodes]
 
 
-def _same_everywhere(name: str, values: Mapping[str, Hashable], what: str) -> dict:
+def _same_everywhere(name: str, values: Mapping[str, Hashable], what: str) -> dict[str, Any]:
     if not values:
         return check(name, False, "no node answered")
     majority, odd = _odd_ones(values)
@@ -92,7 +93,7 @@ def _same_everywhere(name: str, values: Mapping[str, Hashable], what: str) -> di
     return check(name, True, f"{what} {majority} on all {len(values)} nodes")
 
 
-def check_cpus(spec: Spec, nodes: list[dict]) -> dict:
+def check_cpus(spec: Spec, nodes: list[dict[str, Any]]) -> dict[str, Any]:
     """The framework's CPU rule (its descriptor) against the Ray CPUs each node registered."""
     rule = frameworks.descriptor(spec.framework.name).cpu_rule
     if rule is None:
@@ -108,7 +109,7 @@ def check_cpus(spec: Spec, nodes: list[dict]) -> dict:
     return check("ray cpus", True, f">= {rule.count} Ray CPUs on {rule.place}")
 
 
-def check_framework(spec: Spec, probes: dict[str, dict]) -> list[dict]:
+def check_framework(spec: Spec, probes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     name = spec.framework.name
     absent = [(ip, p["framework"]) for ip, p in probes.items() if p["framework"]["version"] == "absent"]
     if absent:
@@ -143,7 +144,7 @@ def _is_accelerator(model: str, accelerator: str) -> bool:
     return all(p in model.lower() for p in wanted)
 
 
-def _cuda_short(probe: dict, want: int) -> str:
+def _cuda_short(probe: dict[str, Any], want: int) -> str:
     """Why torch on this node cannot use the node's GPUs; "" if it can (or torch is not installed)."""
     cuda = probe["gpu"].get("cuda") or {}
     if cuda.get("available") is None:
@@ -160,7 +161,7 @@ def nvlink_expected(spec: Spec) -> bool:
     return spec.cluster.gpus_per_node > 0 and spec.cluster.accelerator == "GB200"
 
 
-def check_nvlink(spec: Spec, gpu_probes: dict[str, dict]) -> list[dict]:
+def check_nvlink(spec: Spec, gpu_probes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Each GB200 node's GPUs: P2P OK between them, and every GPU in the same completed NVLink fabric
     (cluster UUID and clique) as every other node's: multi-node NVLink, not the network, carries NCCL."""
     if not nvlink_expected(spec):
@@ -196,7 +197,7 @@ def check_nvlink(spec: Spec, gpu_probes: dict[str, dict]) -> list[dict]:
     return out
 
 
-def check_gpus(spec: Spec, nodes: list[dict], probes: dict[str, dict]) -> list[dict]:
+def check_gpus(spec: Spec, nodes: list[dict[str, Any]], probes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     want = spec.cluster.gpus_per_node
     if want <= 0:
         return [skipped("gpus", "cluster.gpus_per_node=0")]
@@ -231,7 +232,7 @@ def check_gpus(spec: Spec, nodes: list[dict], probes: dict[str, dict]) -> list[d
     return out
 
 
-def check_python_executable(spec: Spec, probes: dict[str, dict]) -> dict:
+def check_python_executable(spec: Spec, probes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Every node runs the job's Python from the image's bin directory, when infra.image_bin names it."""
     exes = {ip: p.get("python_executable") or "unknown" for ip, p in probes.items()}
     bin_dir = spec.infra.image_bin.rstrip("/")
@@ -246,7 +247,7 @@ def check_python_executable(spec: Spec, probes: dict[str, dict]) -> dict:
     return check("python executable", True, f"under {bin_dir} on all {len(exes)} nodes")
 
 
-def check_rules(spec: Spec, probes: dict[str, dict]) -> list[dict]:
+def check_rules(spec: Spec, probes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The framework/accelerator rules, asked of the job's Python on every node (frameworks/accel.py)."""
     gpus = spec.cluster.gpus_per_node > 0
     out = []
@@ -274,7 +275,7 @@ def check_rules(spec: Spec, probes: dict[str, dict]) -> list[dict]:
     return out
 
 
-def _capability_check(rule, seen: dict[str, dict]) -> dict:
+def _capability_check(rule: accel_rules.Rule, seen: dict[str, dict[str, Any]]) -> dict[str, Any]:
     name = f"{rule.name} compute capability"
     for ip, s in seen.items():
         if s.get("error") or s.get("cuda_error") or not s.get("capabilities"):
@@ -290,7 +291,7 @@ def _capability_check(rule, seen: dict[str, dict]) -> dict:
     return check(name, True, f"{rule.compute_capability} on every GPU of {len(seen)} nodes")
 
 
-def _imports_check(rule, seen: dict[str, dict]) -> dict:
+def _imports_check(rule: accel_rules.Rule, seen: dict[str, dict[str, Any]]) -> dict[str, Any]:
     name = f"{rule.name} imports"
     for ip, s in seen.items():
         if s.get("error"):
@@ -302,7 +303,7 @@ def _imports_check(rule, seen: dict[str, dict]) -> dict:
     return check(name, True, f"{', '.join(rule.imports)} import in the job's Python on all {len(seen)} nodes")
 
 
-def check_inputs(inputs: list[str], probes: dict[str, dict]) -> list[dict]:
+def check_inputs(inputs: list[str], probes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for i, path in enumerate(inputs):
         seen = {ip: p["inputs"][i] for ip, p in probes.items()}
@@ -322,7 +323,8 @@ def check_inputs(inputs: list[str], probes: dict[str, dict]) -> list[dict]:
     return out
 
 
-def check_storage(probes: dict[str, dict], peers: dict[str, dict], ip_of: dict[str, str]) -> dict:
+def check_storage(probes: dict[str, dict[str, Any]], peers: dict[str, dict[str, Any]],
+                  ip_of: dict[str, str]) -> dict[str, Any]:
     """probes by IP, peers by node id: each reader's view of each writer's token."""
     answered = {p["node_id"] for p in probes.values()}
     for ip, p in probes.items():
@@ -344,8 +346,8 @@ def check_storage(probes: dict[str, dict], peers: dict[str, dict], ip_of: dict[s
                  if probes else "no node answered")
 
 
-def evaluate(spec: Spec, nodes: list[dict], probes: dict[str, dict], peers: dict[str, dict],
-             expected: int, inputs: list[str]) -> list[dict]:
+def evaluate(spec: Spec, nodes: list[dict[str, Any]], probes: dict[str, dict[str, Any]],
+             peers: dict[str, dict[str, Any]], expected: int, inputs: list[str]) -> list[dict[str, Any]]:
     """All checks from what the nodes reported; pure, so every rule is testable without Ray."""
     ip_of = {n["node_id"]: _label(n) for n in nodes}
     checks = [check("node count", len(nodes) == expected,
@@ -382,8 +384,8 @@ def default_inputs(spec: Spec) -> list[str]:
     return [str(p) for p in frameworks.get(spec.framework.name).inputs(spec)]
 
 
-def collect(spec: Spec, inputs: list[str], timeout_s: float) -> tuple[list[dict], dict[str, dict], dict[str, dict],
-                                                                      collective.Result]:
+def collect(spec: Spec, inputs: list[str], timeout_s: float) -> tuple[
+        list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, dict[str, Any]], collective.Result]:
     """Both probe rounds and the collective on the running cluster: (nodes, probes by node_id, peers
     by node_id, the collective's result)."""
     with cluster.joined(timeout_s):
@@ -407,7 +409,7 @@ def collect(spec: Spec, inputs: list[str], timeout_s: float) -> tuple[list[dict]
     return nodes, probes, peers, network
 
 
-def nodes_table(nodes: list[dict], probes: dict[str, dict]) -> str:
+def nodes_table(nodes: list[dict[str, Any]], probes: dict[str, dict[str, Any]]) -> str:
     rows = []
     for n in nodes:
         p = probes.get(n["node_id"], {})
@@ -420,7 +422,7 @@ def nodes_table(nodes: list[dict], probes: dict[str, dict]) -> str:
 
 
 def run(spec: Spec, report_path: Path, *, expect_nodes: int | None = None,
-        inputs: list[Path] | None = None, timeout_s: float | None = None) -> dict:
+        inputs: list[Path] | None = None, timeout_s: float | None = None) -> dict[str, Any]:
     """Probe every node of the cluster at RAY_ADDRESS; write and return the preflight report.
     inputs=None: the framework adapter's inputs(spec), if it has that method."""
     paths = default_inputs(spec) if inputs is None else [str(p) for p in inputs]
@@ -451,7 +453,7 @@ def run(spec: Spec, report_path: Path, *, expect_nodes: int | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    def stage(args):
+    def stage(args: argparse.Namespace) -> tuple[dict[str, Any] | None, list[str], str]:
         spec = load_spec(args.spec)
         if args.expect_nodes is not None and args.expect_nodes < 1:
             raise UsageError(f"--expect-nodes={args.expect_nodes}: must be >= 1")

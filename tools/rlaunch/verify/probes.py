@@ -27,7 +27,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from typing import Required, TypedDict
+from typing import Any, Required, TypedDict
 
 from rlaunch.verify.accel import runtime_probe
 
@@ -92,7 +92,7 @@ class Probe(TypedDict, total=False):
     env: Required[dict[str, str]]  # NCCL_* and CUDA_VISIBLE_DEVICES
     framework: Required[FrameworkInfo]
     gpu: Required[GpuInfo]
-    accelerator: dict[str, dict]  # rule name -> verify.accel.runtime_probe's answer
+    accelerator: dict[str, dict[str, Any]]  # rule name -> verify.accel.runtime_probe's answer
     inputs: list[InputProbe]
     storage: Storage
 
@@ -287,7 +287,7 @@ def _expand(path: str, node_ip: str) -> str:
     return path.replace(NODE_IP, node_ip)
 
 
-def probe(ctx: dict) -> Probe:
+def probe(ctx: dict[str, Any]) -> Probe:
     """Round 1 on one node: facts, input digests, and this node's storage token written."""
     import ray
 
@@ -321,7 +321,7 @@ def probe(ctx: dict) -> Probe:
     return out
 
 
-def read_peers(ctx: dict) -> Peers:
+def read_peers(ctx: dict[str, Any]) -> Peers:
     """Round 2 on one node: read every other node's token under this node's view of run_dir."""
     import ray
 

@@ -12,8 +12,9 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import specjson
 # Exit codes of `preflight` and `postflight`: 0 passed, EXIT_FAILED a check failed, EXIT_USAGE bad arguments.
@@ -23,27 +24,27 @@ if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
 
 
-def check(name: str, passed: bool, detail: str, node: str | None = None) -> dict:
+def check(name: str, passed: bool, detail: str, node: str | None = None) -> dict[str, Any]:
     out = {"name": name, "passed": bool(passed), "detail": detail}
     if node:
         out["node"] = node
     return out
 
 
-def skipped(name: str, why: str) -> dict:
+def skipped(name: str, why: str) -> dict[str, Any]:
     """A check that does not apply to this run: recorded (so the report says why), never failing."""
     return {"name": name, "passed": True, "detail": f"skipped: {why}", "skipped": True}
 
 
-def all_passed(checks: list[dict]) -> bool:
+def all_passed(checks: list[dict[str, Any]]) -> bool:
     return all(c["passed"] for c in checks)
 
 
-def first_failure(checks: list[dict]) -> dict | None:
+def first_failure(checks: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((c for c in checks if not c["passed"]), None)
 
 
-def failure_line(prog: str, failed: dict) -> str:
+def failure_line(prog: str, failed: dict[str, Any]) -> str:
     """The one line a launch log ends with: which check, on which node, why."""
     where = f" on node {failed['node']}" if failed.get("node") else ""
     return f"{prog}: FAILED {failed['name']}{where}: {failed['detail']}"
@@ -58,7 +59,7 @@ def table(headers: list[str], rows: list[list[str]], max_width: int = 60) -> str
     return "\n".join(lines)
 
 
-def checks_table(checks: list[dict]) -> str:
+def checks_table(checks: list[dict[str, Any]]) -> str:
     """One row per check; the node column only when some check names a node."""
     with_node = any(c.get("node") for c in checks)
     rows = [["ok" if c["passed"] else "FAIL", c["name"], *([c.get("node", "")] if with_node else []),
@@ -71,7 +72,7 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write atomically: a reader on shared storage never sees half a report."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +88,7 @@ def write_json(path: Path, data: dict) -> None:
         raise
 
 
-def _finite(value):
+def _finite(value: Any) -> Any:
     """NaN and infinity are not JSON: a report names them as strings ("nan") instead."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
@@ -113,7 +114,13 @@ def load_spec(path: Path) -> Spec:
 # ---------------------------------------------------------------- a stage's command line
 
 
-def stage_main(prog: str, doc: str, arguments: list[tuple[tuple, dict]], run, argv: list[str] | None) -> int:
+# What a stage's run(args) returns: its report (None: nothing to check), lines to print before its
+# checks, and the closing line when they pass.
+Stage = Callable[[argparse.Namespace], tuple[dict[str, Any] | None, list[str], str]]
+
+
+def stage_main(prog: str, doc: str, arguments: list[tuple[tuple[Any, ...], dict[str, Any]]], run: Stage,
+               argv: list[str] | None) -> int:
     """The command line every stage (accel, preflight, postflight) shares: its arguments parsed
     (the usage from its docstring), `run(args)` -> (report, lines to print before its checks, the
     closing line when they pass). A UsageError is one line and exit 2; a failed check prints the

@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import frameworks
 from rlaunch.errors import EXIT_USAGE, UsageError
@@ -30,7 +30,7 @@ PROG = "smoke"
 REPORT = "smoke.json"
 
 
-def measure(spec: Spec, run_dir: Path) -> dict:
+def measure(spec: Spec, run_dir: Path) -> dict[str, Any]:
     own = getattr(frameworks.descriptor(spec.framework.name).postflight, "smoke", None)
     got = own(spec, run_dir) if own else {"steps": None, "s_per_step": None, "peak_memory": {}, "duration_s": None}
     full = spec.train.steps
@@ -55,7 +55,7 @@ def _duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{secs:02d}s" if minutes else f"{secs}s")
 
 
-def lines(got: dict) -> list[str]:
+def lines(got: dict[str, Any]) -> list[str]:
     rate = got.get("s_per_step")
     out = [f"smoke: {got.get('steps')}/{got['smoke_steps']} steps in {_duration(got.get('duration_s'))} wall, "
            f"{'n/a' if rate is None else f'{rate:.3g}'} s/step (steady, after step 1)"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.job import attempts, phases
 from rlaunch.verify.smoke import lines as smoke_lines
@@ -17,14 +17,15 @@ if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
     except (OSError, ValueError):
         return {}
 
 
-def _facts(spec: Spec, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]], dict]:
+def _facts(spec: Spec, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     """(label, value) rows in the order people read them, and verification.json (or {})."""
     train = _read(run_dir / "train_summary.json")
     evaluation = _read(run_dir / "eval.json")

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rlaunch import ROOT, frameworks, verify
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
@@ -32,7 +33,8 @@ from rlaunch.config import inputs as run_inputs
 from rlaunch.config.spec import Spec
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.frameworks import accel
-from rlaunch.job.data import MANIFEST, manifest_text
+from rlaunch.config.inputs import MANIFEST
+from rlaunch.job.data import manifest_text
 from rlaunch.plan import artifacts, jobenv
 from rlaunch.plan.render import render_template, with_header
 
@@ -64,11 +66,11 @@ def install_root(spec: Spec) -> Path:
     return Path(spec.infra.install_root or spec.storage.mount)
 
 
-def _adapter(spec: Spec):
+def _adapter(spec: Spec) -> Any:
     return frameworks.get(spec.framework.name)
 
 
-def checkout(spec: Spec) -> dict | None:
+def checkout(spec: Spec) -> dict[str, Any] | None:
     """The framework's pinned git checkout on the shared storage, when its entrypoint lives in one.
 
     The adapter says where (`checkout(spec)`, e.g. RLinf's <mount>/code/checkouts/<commit>); the files
@@ -82,7 +84,7 @@ def checkout(spec: Spec) -> dict | None:
     return {"path": path, "commit": commit, "required": required}
 
 
-def manifests(spec: Spec) -> list[dict]:
+def manifests(spec: Spec) -> list[dict[str, Any]]:
     """Input directories that must match their SHA256SUMS: the model and the dataset where
     rlaunch.config.inputs puts them (the pinned revision's directories, or model.path / data.path), each with
     the files it must list (the adapter's inputs there, the model's config, tokenizer and weights)."""
@@ -122,10 +124,10 @@ def job_env(spec: Spec) -> dict[str, str]:
     return dict(sorted(env.items()))
 
 
-def runtime_env(spec: Spec) -> dict:
+def runtime_env(spec: Spec) -> dict[str, Any]:
     """The Ray RuntimeEnv pasted into the form: code from the shared storage, env for every worker."""
     code = checkout(spec)
-    env: dict = {}
+    env: dict[str, Any] = {}
     if code:
         # The pinned checkout is the job's working dir; history and docs are never imported.
         env.update(working_dir=code["path"], excludes=["/.git/", "/docs/"])
@@ -137,7 +139,7 @@ def target_steps(spec: Spec) -> int:
     return spec.train.steps
 
 
-def form(spec: Spec) -> dict:
+def form(spec: Spec) -> dict[str, Any]:
     """The task form's values, in the order the platform asks for them."""
     cluster, infra = spec.cluster, spec.infra
     env = {"WORK_ROOT": spec.storage.mount, "RUN_ID": spec.run.id,

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import progress
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
@@ -122,13 +122,13 @@ def _timestamp(text: str) -> float | None:
         return None
 
 
-def _group_gpus(group: dict) -> int:
+def _group_gpus(group: dict[str, Any]) -> int:
     containers = ((group.get("template") or {}).get("spec") or {}).get("containers") or [{}]
     limits = (containers[0].get("resources") or {}).get("limits") or {}
     return int(limits.get("nvidia.com/gpu") or 0)
 
 
-def rayjob_run(item: dict) -> Run:
+def rayjob_run(item: dict[str, Any]) -> Run:
     """A Run from a RayJob as the API server returns it; nodes count GPU nodes as rlaunch does
     (a CPU-only head is not one)."""
     meta, status = item.get("metadata") or {}, item.get("status") or {}
@@ -177,7 +177,7 @@ class KubeRay(Backend):
         lines.append("kubectl apply --dry-run=server: at launch, before anything is applied (plan is offline)")
         return lines
 
-    def _server_dry_run(self, spec: Spec, files: dict[str, str], cm: dict, context_name: str) -> str:
+    def _server_dry_run(self, spec: Spec, files: dict[str, str], cm: dict[str, Any], context_name: str) -> str:
         """The API server (and the operator's webhook, if any) judges every object, applying none:
         a rejection is a CheckError (exit 2) before launch applies anything."""
         import yaml
@@ -291,7 +291,7 @@ class KubeRay(Backend):
                                                        spec.cluster.accelerator if own else ""))
         configmap = manifests.configmap_manifest(spec, files)
         print(self._server_dry_run(spec, files, configmap, context_name))
-        steps: list[tuple[str, subprocess.CompletedProcess]] = []
+        steps: list[tuple[str, subprocess.CompletedProcess[str]]] = []
         if secret is not None:
             steps.append((f"Secret {secret_name(spec)}", kubectl.apply_stdin(ns, secret)))
             if steps[-1][1].returncode != 0:
@@ -350,7 +350,7 @@ class KubeRay(Backend):
         ns, name = spec.infra.namespace, job_name(spec)
         deadline_s = spec.cluster.formation_timeout_s
         deadline = time.monotonic() + deadline_s
-        def submitter() -> subprocess.CompletedProcess:
+        def submitter() -> subprocess.CompletedProcess[str]:
             found = kubectl.run(["get", "job", name, "-n", ns, "-o", "name"])
             if found.returncode != 0 and not kubectl.not_found(found):
                 raise kubectl.unreachable(found, f"get the submitter job {name} in namespace {ns}")
@@ -508,7 +508,7 @@ def wait_inputs(spec: Spec) -> int:
     return 1
 
 
-def _report_failure(step: tuple[str, subprocess.CompletedProcess]) -> int:
+def _report_failure(step: tuple[str, subprocess.CompletedProcess[str]]) -> int:
     what, result = step
     print(f"kuberay: applying {what} failed: {result.stderr.strip() or result.stdout.strip()}", file=sys.stderr)
     return result.returncode or 1

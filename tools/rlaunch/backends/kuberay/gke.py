@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import pins
 from rlaunch.errors import CheckError, ConfigError
@@ -142,12 +142,12 @@ def pod_annotations(spec: Spec) -> dict[str, str]:
     return {"networking.gke.io/default-interface": "eth0", "networking.gke.io/interfaces": f"[\n{lines}\n]"}
 
 
-def context(spec: Spec) -> dict:
+def context(spec: Spec) -> dict[str, Any]:
     """What the templates need for the network mapping (empty lists and maps without it)."""
     return {"networks": networks(spec), "network_api": NETWORK_API, "gpu_annotations": pod_annotations(spec)}
 
 
-def _network_problem(doc: dict, params: set) -> tuple[str, str] | None:
+def _network_problem(doc: dict[str, Any], params: set[Any]) -> tuple[str, str] | None:
     """(field, what it must be) for the first thing wrong with one networking.gke.io object, or None."""
     kind, meta, body = doc.get("kind"), doc.get("metadata") or {}, doc.get("spec") or {}
     if doc.get("apiVersion") != NETWORK_API or kind not in NETWORK_SPEC_FIELDS:
@@ -171,7 +171,7 @@ def _network_problem(doc: dict, params: set) -> tuple[str, str] | None:
     return None
 
 
-def check_networks(docs: list[tuple[str, dict]]) -> tuple[list[tuple[str, dict]], list[str]]:
+def check_networks(docs: list[tuple[str, dict[str, Any]]]) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """The plan's check of the network mapping's objects, whose CRDs are the cluster's (not pinned):
     their shape, and every Network's parameters naming a GKENetworkParamSet of the bundle. Returns the
     other documents, for the pinned validators, and a line of what passed; CheckError names the field."""

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import Any
 
 from rlaunch import progress
 from rlaunch.errors import MissingPrerequisite
@@ -25,7 +26,7 @@ def binary() -> str:
 
 
 def run(args: list[str], stdin: str | None = None, capture: bool = True,
-        timeout: float | None = 120) -> subprocess.CompletedProcess:
+        timeout: float | None = 120) -> subprocess.CompletedProcess[str]:
     """Run kubectl with an argv list; a value that must stay secret only ever travels on stdin."""
     return subprocess.run([require(), *args], input=stdin, text=True, check=False, timeout=timeout,
                           capture_output=capture)
@@ -57,12 +58,12 @@ def first_line(text: str) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else "no output"
 
 
-def not_found(result: subprocess.CompletedProcess) -> bool:
+def not_found(result: subprocess.CompletedProcess[str]) -> bool:
     """The API server itself said the object is not there."""
     return "(NotFound)" in (result.stderr or "")
 
 
-def unreachable(result: subprocess.CompletedProcess, doing: str) -> MissingPrerequisite:
+def unreachable(result: subprocess.CompletedProcess[str], doing: str) -> MissingPrerequisite:
     """Why kubectl could not answer, as the prerequisite that is missing."""
     err = result.stderr or result.stdout or ""
     if "current-context is not set" in err or "no configuration has been provided" in err or \
@@ -76,7 +77,7 @@ def unreachable(result: subprocess.CompletedProcess, doing: str) -> MissingPrere
                                "check `kubectl cluster-info`")
 
 
-def ask(args: list[str], doing: str) -> subprocess.CompletedProcess:
+def ask(args: list[str], doing: str) -> subprocess.CompletedProcess[str]:
     """kubectl ARGS that must be answered: MissingPrerequisite when the cluster cannot answer."""
     result = run(args)
     if result.returncode != 0:
@@ -97,7 +98,7 @@ def api_resources() -> set[str]:
     return set(result.stdout.split())
 
 
-def apply_stdin(namespace: str, manifest: dict) -> subprocess.CompletedProcess:
+def apply_stdin(namespace: str, manifest: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     args = ["apply", "--server-side", "--field-manager=rlaunch", "--force-conflicts", "-n", namespace, "-f", "-"]
     return run(args, stdin=json.dumps(manifest))
 
@@ -105,7 +106,7 @@ def apply_stdin(namespace: str, manifest: dict) -> subprocess.CompletedProcess:
 # ---------------------------------------------------------------- what the API server returns
 
 
-def job_state(status: dict) -> tuple[str, str]:
+def job_state(status: dict[str, Any]) -> tuple[str, str]:
     """(Complete | Failed | "", message) from a batch Job's status conditions."""
     for cond in status.get("conditions") or []:
         if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
@@ -113,7 +114,7 @@ def job_state(status: dict) -> tuple[str, str]:
     return "", ""
 
 
-def pod_row(pod: dict) -> str:
+def pod_row(pod: dict[str, Any]) -> str:
     """NAME READY STATUS NODE, as `kubectl get pods -o wide` shows them (STATUS: a waiting reason first)."""
     meta, spec, st = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     containers = st.get("containerStatuses") or []
@@ -123,7 +124,7 @@ def pod_row(pod: dict) -> str:
     return f"{meta.get('name', '?')} {ready} {waiting or st.get('phase', '?')} {spec.get('nodeName') or '<none>'}"
 
 
-def pull_errors(pods: list[dict]) -> list[str]:
+def pull_errors(pods: list[dict[str, Any]]) -> list[str]:
     """'pod P: image I: ImagePullBackOff: <kubelet's message>' for each container that cannot pull."""
     out = []
     for pod in pods:

@@ -7,7 +7,7 @@ build the two objects that launch sends on kubectl's stdin (the artifacts, the s
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import frameworks
 from rlaunch.backends.kuberay import gke
@@ -54,9 +54,9 @@ def _kr(spec: Spec) -> KubeRaySettings:
     return spec.infra.kuberay
 
 
-def _quantities(cpus: int, memory_gb: int, gpus: int, ephemeral_gb: int = 0) -> dict:
+def _quantities(cpus: int, memory_gb: int, gpus: int, ephemeral_gb: int = 0) -> dict[str, Any]:
     """Requests == limits (Guaranteed QoS); 0 leaves a resource to the cluster's defaults."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     if cpus:
         out["cpu"] = str(cpus)
     if memory_gb:
@@ -68,7 +68,7 @@ def _quantities(cpus: int, memory_gb: int, gpus: int, ephemeral_gb: int = 0) -> 
     return out
 
 
-def _storage(spec: Spec) -> dict:
+def _storage(spec: Spec) -> dict[str, Any]:
     """Which shared volume: an existing PVC, a GCS FUSE bucket (gke), a TOS bucket (vke), or a new PVC."""
     flavor, storage, kr = spec.infra.k8s_flavor, spec.storage, _kr(spec)
     if storage.pvc:
@@ -97,7 +97,7 @@ def _node_selector(spec: Spec) -> dict[str, str]:
     return out
 
 
-def _cpu_placement(spec: Spec) -> tuple[dict[str, str], list[dict]]:
+def _cpu_placement(spec: Spec) -> tuple[dict[str, str], list[dict[str, Any]]]:
     """The CPU pods' (a CPU-only head, the RayJob's submitter, the inputs Job) nodeSelector and
     tolerations: nodes of the image's architecture. On GKE A4X the image is arm64 and the only arm64
     nodes are the A4X pool's, tainted for GPUs and for arm64 (seed 004's CPU pool is x86), so they go
@@ -107,7 +107,7 @@ def _cpu_placement(spec: Spec) -> tuple[dict[str, str], list[dict]]:
     return {ARCH_LABEL: _arch(spec)}, []
 
 
-def _tolerations(spec: Spec) -> list[dict]:
+def _tolerations(spec: Spec) -> list[dict[str, Any]]:
     if spec.cluster.gpus_per_node <= 0:
         return []
     out = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -116,7 +116,7 @@ def _tolerations(spec: Spec) -> list[dict]:
     return out
 
 
-def _pod_env(spec: Spec) -> list[dict]:
+def _pod_env(spec: Spec) -> list[dict[str, Any]]:
     """The Ray containers' env: every Ray process inherits it (runtime_env carries the job's own)."""
     env = [{"name": "RLAUNCH_RUN_ID", "value": spec.run.id}]
     env += [{"name": name, "value": value} for name, value in spec.derived.nccl_env.items()]
@@ -143,10 +143,10 @@ def _runtime_env(spec: Spec) -> str:
         "excludes": ["..*"],
         "env_vars": {k: str(v) for k, v in env_vars.items()},
     }
-    return yaml.safe_dump(runtime, sort_keys=False, default_flow_style=False, width=1000)
+    return str(yaml.safe_dump(runtime, sort_keys=False, default_flow_style=False, width=1000))
 
 
-def _groups(spec: Spec) -> tuple[dict, dict | None]:
+def _groups(spec: Spec) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Head and worker group shapes. nodes counts GPU nodes: with a CPU-only head, all are workers."""
     c, kr = spec.cluster, _kr(spec)
     node = _quantities(c.cpus_per_node, c.memory_gb, c.gpus_per_node, kr.ephemeral_storage_gb)
@@ -188,7 +188,7 @@ def run_files(spec: Spec) -> dict[str, str]:
     return files
 
 
-def _inputs(spec: Spec, files: dict[str, str]) -> dict | None:
+def _inputs(spec: Spec, files: dict[str, str]) -> dict[str, Any] | None:
     """The inputs Job's shape, when there is a setup.sh to run."""
     if "setup.sh" not in files:
         return None
@@ -200,7 +200,7 @@ def _inputs(spec: Spec, files: dict[str, str]) -> dict | None:
             "resources": INPUTS_RESOURCES}
 
 
-def context(spec: Spec, files: dict[str, str] | None = None) -> dict:
+def context(spec: Spec, files: dict[str, str] | None = None) -> dict[str, Any]:
     """Everything the templates need, decided here so the templates only lay it out. `files`: what
     run_files(spec) returns (computed when not given)."""
     flavor = spec.infra.k8s_flavor
@@ -283,11 +283,11 @@ def _in_configmap(rel: str) -> bool:
     return not rel.startswith("kuberay/") and rel != artifacts.PROVENANCE
 
 
-def configmap_items(spec: Spec, files: dict[str, str]) -> list[dict]:
+def configmap_items(spec: Spec, files: dict[str, str]) -> list[dict[str, Any]]:
     return [{"key": configmap_key(rel), "path": rel} for rel in sorted(files) if _in_configmap(rel)]
 
 
-def configmap_manifest(spec: Spec, files: dict[str, str]) -> dict:
+def configmap_manifest(spec: Spec, files: dict[str, str]) -> dict[str, Any]:
     """The ConfigMap that carries the launch's artifacts (exactly the rendered texts) into the pods."""
     data = {configmap_key(rel): text for rel, text in sorted(files.items()) if _in_configmap(rel)}
     return {"apiVersion": "v1", "kind": "ConfigMap",
@@ -296,7 +296,7 @@ def configmap_manifest(spec: Spec, files: dict[str, str]) -> dict:
             "data": data}
 
 
-def secret_manifest(spec: Spec, environ: dict[str, str]) -> dict:
+def secret_manifest(spec: Spec, environ: dict[str, str]) -> dict[str, Any]:
     """The Secret of spec.secrets, from `environ`; only ever sent to kubectl's stdin."""
     missing = [name for name in spec.secrets if not environ.get(name)]
     if missing:
@@ -346,7 +346,7 @@ def manifest_files(files: dict[str, str]) -> list[str]:
     return [f"kuberay/{name}" for name in APPLY_ORDER if f"kuberay/{name}" in files]
 
 
-def documents(files: dict[str, str]) -> list[tuple[str, dict]]:
+def documents(files: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
     """(file[#index], object) for every object of the rendered manifests, in apply order."""
     import yaml
 

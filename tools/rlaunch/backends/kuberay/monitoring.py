@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.errors import ConfigError
 from rlaunch.plan import imagecheck
@@ -40,7 +41,7 @@ def cluster_regex(job: str) -> str:
 
 
 @contextmanager
-def _environ(values: dict[str, str]):
+def _environ(values: dict[str, str]) -> Iterator[None]:
     """Ray's factory takes its options from the environment only: set them for the call, then put
     back what was there."""
     saved = {k: os.environ.get(k) for k in values}
@@ -83,7 +84,7 @@ def _require_hook(spec: Spec, module: str) -> None:
                           "or leave monitoring.apmplus off")
 
 
-def settings(spec: Spec) -> dict:
+def settings(spec: Spec) -> dict[str, Any]:
     """What the templates need for the run's monitoring; ConfigError for a setting that cannot apply."""
     mon = spec.monitoring
     if mon.apmplus and spec.infra.k8s_flavor != "vke":

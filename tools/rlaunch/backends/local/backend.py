@@ -28,8 +28,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import ROOT, SCRIPTS, frameworks, progress
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
@@ -87,20 +88,20 @@ def _cluster_env(spec: Spec, out: Path | None) -> dict[str, str]:
     return env
 
 
-def _rehearsal_tmp(info: dict) -> str:
+def _rehearsal_tmp(info: dict[str, Any]) -> str:
     path = Path(info["host_dir"]) / "tmp"
     path.mkdir(parents=True, exist_ok=True)
     return str(path)
 
 
 def _rehearsal_bin(spec: Spec) -> Path:
-    python = frameworks.get(spec.framework.name).rehearsal_python()
+    python: Path | None = frameworks.get(spec.framework.name).rehearsal_python()
     if python is None:
         raise ConfigError("train.rehearse", True, f"framework {spec.framework.name} has no rehearsal")
     return python.parent
 
 
-def _job_env(spec: Spec, info: dict) -> dict[str, str]:
+def _job_env(spec: Spec, info: dict[str, Any]) -> dict[str, str]:
     env = {
         "RLAUNCH_HOME": str(ROOT), "RLAUNCH_PYTHON": sys.executable,
         "PYTHONPATH": str(ROOT / "tools"), "PYTHONUNBUFFERED": "1",
@@ -149,7 +150,7 @@ def lock_path(run_id: str) -> Path:
     return Path(f"/tmp/rl{hashlib.sha1(cluster_name(run_id).encode()).hexdigest()[:6]}.lock")
 
 
-def _first_diff(old, new, prefix: str = "") -> tuple[str, object, object] | None:
+def _first_diff(old: object, new: object, prefix: str = "") -> tuple[str, object, object] | None:
     """The first dotted key whose value differs between two specs (None: the same)."""
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new)):
@@ -164,7 +165,7 @@ def _first_diff(old, new, prefix: str = "") -> tuple[str, object, object] | None
 JOINED = re.compile(r"ray-up: (?P<n>\d+)/(?P<of>\d+) nodes joined")
 
 
-def _read_lines(stream, into: queue.Queue) -> None:
+def _read_lines(stream: Iterable[str], into: queue.Queue[str | None]) -> None:
     for line in stream:
         into.put(line)
     into.put(None)
@@ -186,7 +187,7 @@ class Local(Backend):
     name = "local"
 
     @contextlib.contextmanager
-    def claim(self, spec: Spec, resume: bool = False):
+    def claim(self, spec: Spec, resume: bool = False) -> Iterator[None]:
         """The run is this launch's while it runs: a second launch of the same RUN_ID is refused at
         once, a used one is refused unless RESUME=1, which must continue it with the same config."""
         run_id, run_dir = spec.run.id, Path(spec.paths.run_dir)
@@ -256,23 +257,24 @@ class Local(Backend):
             f"then: make status / make logs / make down RUN_ID={spec.run.id}",
         ]
 
-    def _local_cluster(self, spec: Spec, out: Path | None, *args: str, env: dict | None = None,
-                       **kw) -> subprocess.CompletedProcess:
+    def _local_cluster(self, spec: Spec, out: Path | None, *args: str, env: dict[str, Any] | None = None,
+                       **kw: Any) -> subprocess.CompletedProcess[Any]:
         if not LOCAL_CLUSTER.exists():
             raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
         env = {**os.environ, **_cluster_env(spec, out), **(env or {})}
         return subprocess.run([str(LOCAL_CLUSTER), *args], env=env, check=False, **kw)
 
-    def _exec_head(self, spec: Spec, out: Path | None, argv: list[str], **kw) -> subprocess.CompletedProcess:
+    def _exec_head(self, spec: Spec, out: Path | None, argv: list[str], **kw: Any) -> subprocess.CompletedProcess[Any]:
         return self._local_cluster(spec, out, "exec", "0", "--", *argv, **kw)
 
-    def _info(self, spec: Spec) -> dict:
+    def _info(self, spec: Spec) -> dict[str, Any]:
         """cluster.json of the run's cluster, from the host (local-cluster info)."""
         proc = self._local_cluster(spec, None, "info", capture_output=True, text=True)
         if proc.returncode != 0:
             raise MissingPrerequisite(f"a local cluster for run {spec.run.id}",
                                       f"none is up on this host ({_last_line(proc.stderr)}); `make launch` forms one")
-        return json.loads(proc.stdout)
+        info: dict[str, Any] = json.loads(proc.stdout)
+        return info
 
     def _address(self, spec: Spec) -> str:
         info = self._info(spec)
@@ -398,7 +400,7 @@ class Local(Backend):
         head_log.unlink(missing_ok=True)  # `up` writes it afresh; an old one would show old counts
         proc = subprocess.Popen([str(LOCAL_CLUSTER), "up"], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, bufsize=1)
-        lines: queue.Queue = queue.Queue()
+        lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()
         joined, offset = "", 0
         with progress.Wait(f"cluster {cluster_name(spec.run.id)}", spec.cluster.formation_timeout_s,
@@ -521,7 +523,7 @@ def _passwordless_sudo() -> bool:
     return probe.returncode == 0
 
 
-def _run(entry: dict) -> Run:
+def _run(entry: dict[str, Any]) -> Run:
     nodes, alive = entry["nodes"], entry["alive"]
     if alive < 0:
         state = "unknown (needs root)"

@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from rlaunch.errors import MissingPrerequisite
@@ -56,7 +57,8 @@ def enter_netns(name: str) -> None:
 
 def http_get(url: str, timeout: float = 5.0) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - our own cluster's URL
-        return resp.read()
+        body: bytes = resp.read()
+        return body
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -94,7 +96,7 @@ def serve(server_sock: socket.socket, host: str, port: int) -> None:
 
 
 def forward(netns: str | None, host: str, port: int, local_port: int, check_path: str,
-            banner) -> int:
+            banner: Callable[[str, bytes], str]) -> int:
     """Listen on 127.0.0.1:local_port (or a free port), enter `netns`, check that
     http://host:port<check_path> answers, print banner(url, answer), forward until Ctrl-C."""
     server_sock = listen(local_port)

@@ -9,25 +9,28 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from rlaunch import progress
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 
-def _client(address: str):
+def _client(address: str) -> Any:
     from ray.job_submission import JobSubmissionClient  # heavy: only where a job is submitted
 
     return JobSubmissionClient(address)
 
 
-def _names(secrets) -> list[str]:
+def _names(secrets: str | Iterable[object]) -> list[str]:
     # fire hands "A,B" over as a tuple and "" as a string.
     items = secrets.split(",") if isinstance(secrets, str) else list(secrets)
     return [str(name) for name in items if name]
 
 
-def submit(address: str, submission_id: str, entrypoint: str, env_json="{}", secrets="") -> int:
+def submit(address: str, submission_id: str, entrypoint: str, env_json: str = "{}",
+           secrets: str | Iterable[object] = "") -> int:
     """Submit once: an id already known to the cluster is left alone (idempotent launch)."""
     client = _client(address)
     try:
@@ -78,7 +81,7 @@ def follow(address: str, submission_id: str, deadline_s: float = 3600) -> int:
     return status(address, submission_id, wait_s=30, client=client)
 
 
-def wait_pending(client, submission_id: str, deadline_s: float, poll_s: float = 0.5) -> str:
+def wait_pending(client: Any, submission_id: str, deadline_s: float, poll_s: float = 0.5) -> str:
     """Poll until the job leaves PENDING (Ray is still setting up its runtime env or waiting for
     resources), showing so; returns the status it reached, PENDING at the deadline."""
     info = client.get_job_info(submission_id)
@@ -94,7 +97,7 @@ def wait_pending(client, submission_id: str, deadline_s: float, poll_s: float = 
     return str(info.status)
 
 
-def status(address: str, submission_id: str, wait_s: float = 0, client=None) -> int:
+def status(address: str, submission_id: str, wait_s: float = 0, client: Any = None) -> int:
     client = client or _client(address)
     deadline = time.monotonic() + wait_s
     while True:

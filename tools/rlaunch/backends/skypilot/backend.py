@@ -36,7 +36,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch import ROOT, backends, frameworks
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
@@ -124,7 +124,7 @@ def launch_argv(spec: Spec, out: Path | str) -> list[str]:
     return ["launch", "-c", cluster_name(spec), task, *secret_args(spec), "-y"]
 
 
-def _resources(spec: Spec) -> dict:
+def _resources(spec: Spec) -> dict[str, Any]:
     c = spec.cluster
     spot = spec.infra.spot
     return {
@@ -161,7 +161,7 @@ def resources_line(spec: Spec) -> str:
             f"{len(got)} for {wanted}): {cost(pick.price)} on demand, {cost(pick.spot_price)} spot for the cluster")
 
 
-def _json_tail(text: str, kind: type = dict):
+def _json_tail(text: str, kind: type = dict) -> Any:
     """The JSON object (or list) `sky ... -o json` printed, skipping any log lines before it."""
     opener = "{" if kind is dict else "["
     for i, char in enumerate(text):
@@ -174,7 +174,7 @@ def _json_tail(text: str, kind: type = dict):
     return kind()
 
 
-def _gpus(accelerators) -> tuple[str, int | None]:
+def _gpus(accelerators: object) -> tuple[str, int | None]:
     """(type, count per node) from SkyPilot's accelerators: a dict, its str() ("{'H100': 1}") or a
     resources string ("2x[H100:1]"); ("", 0) for none, ("", None) when it cannot tell."""
     if isinstance(accelerators, dict):
@@ -187,7 +187,7 @@ def _gpus(accelerators) -> tuple[str, int | None]:
     return ("", 0) if accelerators in (None, "", {}) or items else ("", None)
 
 
-def _cluster_run(record: dict, run_id: str = "") -> Run:
+def _cluster_run(record: dict[str, Any], run_id: str = "") -> Run:
     labels = record.get("labels") or {}
     accelerator, gpus = _gpus(record.get("accelerators"))
     return Run(run_id=run_id or labels.get(RUN_LABEL, record.get("name", "")),
@@ -197,7 +197,7 @@ def _cluster_run(record: dict, run_id: str = "") -> Run:
                created=record.get("launched_at"), kind="cluster")
 
 
-def _job_run(job: dict, run_id: str = "") -> Run:
+def _job_run(job: dict[str, Any], run_id: str = "") -> Run:
     labels = job.get("labels") or {}
     resources = str(job.get("resources") or "")
     nodes = re.match(r"\s*(\d+)x", resources)
@@ -325,7 +325,7 @@ class SkyPilot(Backend):
                                       "run `make setup` (it installs skypilot into .venv), or set RLAUNCH_SKY")
         return found
 
-    def _run(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
+    def _run(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess[str]:
         # argv only, never a shell string; the environment (with any secret) passes through unchanged,
         # but for PATH: SkyPilot runs `az` and `aws` from where the venv installed them, beside `sky`.
         argv = [self._sky(), *args]
@@ -333,7 +333,7 @@ class SkyPilot(Backend):
         env["PATH"] = os.pathsep.join([str(Path(argv[0]).parent), env.get("PATH", "")]).rstrip(os.pathsep)
         if capture:
             return subprocess.run(argv, check=False, capture_output=True, text=True, env=env)
-        return subprocess.run(argv, check=False, env=env)
+        return subprocess.run(argv, check=False, text=True, env=env)
 
     def _require_clients(self, spec: Spec) -> None:
         """The cloud's SkyPilot extra in this venv; azure's installs here on its first launch."""
@@ -379,10 +379,10 @@ class SkyPilot(Backend):
                                       "`sky api info` shows the API server it talks to, `sky check` the clouds")
         return proc.stdout
 
-    def _clusters(self, *names: str) -> list[dict]:
+    def _clusters(self, *names: str) -> list[dict[str, Any]]:
         return [c for c in _json_tail(self._ask("status", "-u", "-o", "json", *names), list) if isinstance(c, dict)]
 
-    def _jobs(self) -> list[dict]:
+    def _jobs(self) -> list[dict[str, Any]]:
         proc = self._run("jobs", "queue", "-u", "-o", "json", capture=True)
         if proc.returncode != 0 and any(s in proc.stdout + proc.stderr for s in NO_JOBS_CONTROLLER):
             return []  # the jobs controller is not up: no managed job is in progress

@@ -11,7 +11,7 @@ AReaL's loader (tests/unit/test_loaders.py shows it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -85,7 +85,7 @@ class Areal(Framework):
         engine = spec.rollout.backend
         return f"{engine}:d{dp}", f"fsdp:d{dp}"
 
-    def experiment(self, spec: Spec) -> dict:
+    def experiment(self, spec: Spec) -> dict[str, Any]:
         """The experiment YAML as a mapping: gsm8k_grpo.yaml's settings with the spec's values."""
         run, algo, train, paths = spec.run, spec.algo, spec.train, spec.paths
         multi = spec.cluster.nodes > 1
@@ -248,7 +248,7 @@ class Areal(Framework):
             raise ConfigError("train.mini_batch_size", spec.train.mini_batch_size,
                               f"<= the train batch (train.batch_size={batch})")
 
-    def loader_request(self, spec: Spec) -> dict:
+    def loader_request(self, spec: Spec) -> dict[str, Any]:
         return {"config_text": self.files(spec)[CONFIG], "overrides": self.cli(spec)}
 
 

@@ -6,15 +6,18 @@ YAML>, "overrides": [...]}. Validation only: cluster.fileroot goes to the temp d
 resolution to files (nfs), so the loader neither writes to the real storage nor calls ray.init.
 """
 
+from __future__ import annotations
+
 import importlib.metadata
 import os
+from typing import Any
 
 
-def name():
+def name() -> str:
     return f"areal {importlib.metadata.version('areal')} load_expr_config(GRPOConfig)"
 
 
-def answer(request, tmp):
+def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
     from areal.api.alloc_mode import ModelAllocation
     from areal.api.cli_args import GRPOConfig, load_expr_config
 

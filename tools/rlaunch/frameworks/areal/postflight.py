@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import dotted
-from rlaunch.verify.postflight import (check_step_target, check_topology, hf_checkpoint_problems, log_text,
-    read_yaml, target_steps, tensorboard_check)
+from rlaunch.job.files import log_text, read_yaml
+from rlaunch.verify.postflight import (check_step_target, check_topology, hf_checkpoint_problems, target_steps,
+                                       tensorboard_check)
 from rlaunch.verify.report import check
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ def layout(spec: Spec, run_dir: Path) -> dict[str, Path | str]:
             "tensorboard": ""}
 
 
-def rewards(where: dict, run_dir: Path) -> list[tuple[int, float]]:
+def rewards(where: dict[str, Any], run_dir: Path) -> list[tuple[int, float]]:
     return []  # its TensorBoard events: compare reads them
 
 
@@ -42,7 +43,7 @@ def _areal_dir(fileroot: Path, kind: str, experiment: str, trial: str) -> Path |
     return found[-1] if found else None
 
 
-def checks(spec: Spec, run_dir: Path, where: dict, facts: dict) -> list[dict]:
+def checks(spec: Spec, run_dir: Path, where: dict[str, Any], facts: dict[str, Any]) -> list[dict[str, Any]]:
     fileroot, experiment, trial = Path(where["fileroot"]), where["experiment"], where["trial"]
     checks = []
     log_dir = _areal_dir(fileroot, "logs", experiment, trial)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import posixpath
 import shlex
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -58,7 +58,7 @@ def _tenth(value: float) -> float:
     return float(f"{value / 10:.12g}")
 
 
-def get_dotted(tree: dict, key: str):
+def get_dotted(tree: dict[str, Any], key: str) -> Any:
     return dotted.get(tree, key, None)
 
 
@@ -96,7 +96,7 @@ class Rlinf(Framework):
         name = spec.pins.dataset.get("file") or "train.jsonl"
         return f"{run_inputs.data_dir(spec)}/{name}"
 
-    def base(self, spec: Spec) -> dict:
+    def base(self, spec: Spec) -> dict[str, Any]:
         run, algo, train, paths = spec.run, spec.algo, spec.train, spec.paths
         model, data_file = spec.paths.model, self.data_file(spec)
         seq = spec.data.max_prompt_length + spec.data.max_response_length
@@ -202,7 +202,7 @@ class Rlinf(Framework):
             "critic": {"use_critic_model": False},
         }
 
-    def config(self, spec: Spec) -> dict:
+    def config(self, spec: Spec) -> dict[str, Any]:
         """base() with framework.overrides applied (YAML values: 2-3 stays a string, 4 an int)."""
         cfg = self.base(spec)
         for key, raw in topology.parse_overrides(spec.framework.overrides).items():
@@ -300,7 +300,7 @@ class Rlinf(Framework):
         for path_key, what in (("runner.output_dir", "checkpoints"), ("runner.logger.log_path", "TensorBoard logs")):
             topology.under_mount(spec, key(path_key, "storage.mount"), str(get_dotted(cfg, path_key)), what)
 
-    def loader_request(self, spec: Spec) -> dict:
+    def loader_request(self, spec: Spec) -> dict[str, Any]:
         return {"config_text": self.files(spec)[f"{CONFIG_DIR}/{CONFIG_NAME}.yaml"], "config_name": CONFIG_NAME,
                 "overrides": []}
 

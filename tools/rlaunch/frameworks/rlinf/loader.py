@@ -12,15 +12,18 @@ the job_logging choice); "config_dir" then composes a config from that directory
 config_text (an upstream file, with "env" for the variables its search path reads, e.g. REPO_PATH).
 """
 
+from __future__ import annotations
+
 import importlib.metadata
 import os
+from typing import Any
 
 
-def name():
+def name() -> str:
     return f"rlinf {importlib.metadata.version('rlinf')} compose + validate_reasoning_cfg"
 
 
-def answer(request, tmp):
+def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf, open_dict
 
@@ -53,7 +56,7 @@ def answer(request, tmp):
             f"{cfg.algorithm.group_size}, actor global batch {cfg.actor.global_batch_size}"}
 
 
-def composed(cfg):
+def composed(cfg: Any) -> dict[str, Any]:
     from omegaconf import OmegaConf, open_dict
 
     hydra = {key: OmegaConf.select(cfg, f"hydra.{key}") for key in ("run.dir", "output_subdir", "job.chdir")}

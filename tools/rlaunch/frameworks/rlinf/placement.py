@@ -77,7 +77,7 @@ def default_placement(spec: Spec) -> dict[str, str]:
     return {"rollout": span(0, q), "inference": span(q, q), "actor": span(2 * q, 2 * q), "reward": span(0, q)}
 
 
-def placement_ranks(placement) -> int | None:
+def placement_ranks(placement: object) -> int | None:
     """How many ranks the actor gets in a resolved cluster.component_placement ("2-3" -> 2, "0-3,6" -> 5);
     None when the placement cannot be read (postflight then falls back on the cluster's shape)."""
     if not isinstance(placement, dict):

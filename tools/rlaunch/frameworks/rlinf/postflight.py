@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import dotted
 from rlaunch.frameworks.rlinf.adapter import ADAPTER, CONFIG_DIR, CONFIG_NAME
 from rlaunch.frameworks.rlinf.placement import placement_ranks
+from rlaunch.job.files import log_text, nonempty, read_scalars, read_yaml
 from rlaunch.job.layouts import log_files, relocate
-from rlaunch.verify.postflight import (check_lr, check_step_target, check_topology, log_text, nonempty, read_yaml,
-    target_steps, tensorboard_check)
-from rlaunch.verify.postflight import read_scalars
+from rlaunch.verify.postflight import check_lr, check_step_target, check_topology, target_steps, tensorboard_check
 from rlaunch.verify.report import check
 
 if TYPE_CHECKING:
@@ -50,13 +49,13 @@ def layout(spec: Spec, run_dir: Path) -> dict[str, Path | str]:
             "requested_config": run_dir / "plan" / CONFIG_DIR / f"{CONFIG_NAME}.yaml"}
 
 
-def rewards(where: dict, run_dir: Path) -> list[tuple[int, float]]:
+def rewards(where: dict[str, Any], run_dir: Path) -> list[tuple[int, float]]:
     """(step, reward) from TensorBoard's TAGS["reward"] anywhere under the run directory."""
     root = Path(run_dir)
     return read_scalars(root).get(TAGS["reward"], []) if any(root.rglob("events.out.tfevents.*")) else []
 
 
-def check_distcp(dcp_dir: Path, expected_ranks: int) -> dict:
+def check_distcp(dcp_dir: Path, expected_ranks: int) -> dict[str, Any]:
     """torch.distributed.checkpoint: .metadata plus __R_T.distcp files covering every actor rank."""
     name = "actor checkpoint shards"
     if not nonempty(dcp_dir / ".metadata"):
@@ -72,7 +71,7 @@ def check_distcp(dcp_dir: Path, expected_ranks: int) -> dict:
     return check(name, True, f"{len(shards)} *.distcp shards for {expected_ranks} actor ranks + .metadata")
 
 
-def _requested(spec: Spec, requested_path: Path) -> tuple[dict | None, str]:
+def _requested(spec: Spec, requested_path: Path) -> tuple[dict[str, Any] | None, str]:
     """What the job asked RLinf for: the rendered config the job kept in plan/, else the adapter's
     config for this spec; (None, why) when neither can be had."""
     if requested_path.is_file():
@@ -83,7 +82,8 @@ def _requested(spec: Spec, requested_path: Path) -> tuple[dict | None, str]:
         return None, f"no {requested_path} and the spec does not render ({type(err).__name__}: {err})"
 
 
-def check_request(spec: Spec, cfg: dict | None, config_path: Path, requested_path: Path) -> list[dict]:
+def check_request(spec: Spec, cfg: dict[str, Any] | None, config_path: Path,
+                  requested_path: Path) -> list[dict[str, Any]]:
     """Placement, output_dir and experiment_name as resolved, against what the job requested."""
     requested, source = _requested(spec, requested_path)
     if requested is None:
@@ -96,7 +96,7 @@ def check_request(spec: Spec, cfg: dict | None, config_path: Path, requested_pat
                            wants=f"requested in {source}:")]
 
 
-def checks(spec: Spec, run_dir: Path, where: dict, facts: dict) -> list[dict]:
+def checks(spec: Spec, run_dir: Path, where: dict[str, Any], facts: dict[str, Any]) -> list[dict[str, Any]]:
     checks = []
     target = target_steps(spec)
     logs = [Path(where["main_log"])] + log_files(run_dir, [Path(where["log_dir"])])

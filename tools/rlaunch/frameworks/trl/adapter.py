@@ -6,7 +6,7 @@ NCCL and the GPUs Ray Train hands it."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.errors import CheckError, ConfigError
 from rlaunch.frameworks.base import ARTIFACTS, Framework
@@ -22,7 +22,7 @@ ENTRY = "rlaunch.rehearsal.train"
 class Trl(Framework):
     name = "trl"
 
-    def train_config(self, spec: Spec) -> dict:
+    def train_config(self, spec: Spec) -> dict[str, Any]:
         train, algo = spec.train, spec.algo
         return {
             "run_dir": spec.paths.run_dir,

@@ -13,12 +13,13 @@ instead of those two), one Ray Train worker per node.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.rehearsal.layout import (EVAL, FINAL_CHECKPOINT, METRICS, PLOT, RELOAD, STEP1_CHECKPOINT, SUMMARY,
                                       TENSORBOARD, VALIDATION)
-from rlaunch.verify.postflight import (PNG_MAGIC, check_lr, check_series, check_step_target, head_bytes,
-    hf_checkpoint_problems, is_finite, read_json, read_jsonl, target_steps, tensorboard_check, thresholds)
+from rlaunch.job.files import head_bytes, is_finite, read_json, read_jsonl
+from rlaunch.verify.postflight import (PNG_MAGIC, check_lr, check_series, check_step_target, hf_checkpoint_problems,
+                                       target_steps, tensorboard_check, thresholds)
 from rlaunch.verify.report import check
 
 if TYPE_CHECKING:
@@ -31,20 +32,20 @@ def layout(spec: Spec, run_dir: Path) -> dict[str, Path | str]:
     return {key: Path(run_dir) / rel for key, rel in keys.items()}
 
 
-def rewards(where: dict, run_dir: Path) -> list[tuple[int, float]]:
+def rewards(where: dict[str, Any], run_dir: Path) -> list[tuple[int, float]]:
     """(step, reward) from metrics.jsonl, what compare draws."""
     rows, _ = read_jsonl(Path(where["metrics"])) if Path(where["metrics"]).is_file() else ([], 0)
     return [(r["step"], r["reward"]) for r in rows
             if isinstance(r.get("step"), int) and isinstance(r.get("reward"), (int, float))]
 
 
-def checks(spec: Spec, run_dir: Path, where: dict, facts: dict) -> list[dict]:
+def checks(spec: Spec, run_dir: Path, where: dict[str, Any], facts: dict[str, Any]) -> list[dict[str, Any]]:
     checks = []
     metrics = Path(where["metrics"])
     raw, bad = read_jsonl(metrics) if metrics.is_file() else ([], 0)
     steps = [r.get("step") for r in raw]
     twice = sorted({s for s in steps if isinstance(s, int) and steps.count(s) > 1})
-    rows = [(r.get("step"), r) for r in raw]
+    rows: list[tuple[Any, dict[str, Any]]] = [(r.get("step"), r) for r in raw]
     if not rows:
         checks.append(check("metrics", False, f"{metrics} missing or empty"))
     elif bad:
@@ -84,9 +85,9 @@ def checks(spec: Spec, run_dir: Path, where: dict, facts: dict) -> list[dict]:
     return checks
 
 
-def _check_smoke_step1(run_dir: Path, facts: dict) -> list[dict]:
+def _check_smoke_step1(run_dir: Path, facts: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
-    validation = read_json(run_dir / VALIDATION)
+    validation = read_json(run_dir / VALIDATION) or {}
     ok = bool(validation) and validation.get("step") == 1 and isinstance(validation.get("greedy_total"), int) \
         and validation["greedy_total"] > 0
     out.append(check("validation at step 1", ok,
@@ -102,13 +103,13 @@ def _check_smoke_step1(run_dir: Path, facts: dict) -> list[dict]:
         if not reload.get("optimizer_states"):
             problems.append("no optimizer state reloaded")
         facts.update(step1_save_s=reload.get("save_s"), step1_reload_s=reload.get("reload_s"))
-    out.append(check("checkpoint reload at step 1", not problems, "; ".join(problems) if problems else
+    out.append(check("checkpoint reload at step 1", not problems, "; ".join(problems) if problems or reload is None else
                      f"{reload['tensors']} tensors and {reload['optimizer_states']} optimizer states saved and "
                      f"reloaded on every rank, identical ({reload['save_s']} s + {reload['reload_s']} s)"))
     return out
 
 
-def _check_learned(spec: Spec, rewards: list, facts: dict) -> dict:
+def _check_learned(spec: Spec, rewards: list[Any], facts: dict[str, Any]) -> dict[str, Any]:
     values = [r for r in rewards if is_finite(r)]
     if len(values) < 2:
         return check("learned", False, f"{len(values)} finite reward value(s); need at least 2")
@@ -122,7 +123,7 @@ def _check_learned(spec: Spec, rewards: list, facts: dict) -> dict:
                  f"{limits['reward_last_min']} and a gain >= {limits['reward_gain_min']})")
 
 
-def _check_greedy(spec: Spec, path: Path, facts: dict) -> dict:
+def _check_greedy(spec: Spec, path: Path, facts: dict[str, Any]) -> dict[str, Any]:
     result = read_json(path)
     if result is None:
         return check("greedy eval", False, f"{path} missing or not JSON")
@@ -135,7 +136,7 @@ def _check_greedy(spec: Spec, path: Path, facts: dict) -> dict:
                  f"greedy {correct}/{total} on held-out prompts (needs >= {need:.0%})")
 
 
-def _check_workers(summary: dict | None, path: Path, facts: dict) -> dict:
+def _check_workers(summary: dict[str, Any] | None, path: Path, facts: dict[str, Any]) -> dict[str, Any]:
     if summary is None:
         return check("workers on distinct nodes", False, f"{path} missing or not JSON")
     workers, nodes = summary.get("num_workers"), summary.get("worker_nodes") or []
@@ -150,7 +151,7 @@ def _check_workers(summary: dict | None, path: Path, facts: dict) -> dict:
     return check("workers on distinct nodes", True, f"{workers} worker(s) on {', '.join(nodes)}")
 
 
-def smoke(spec: Spec, run_dir: Path) -> dict:
+def smoke(spec: Spec, run_dir: Path) -> dict[str, Any]:
     """SMOKE=1's numbers (rlaunch.verify.smoke), as the trainer's train_summary.json records them:
     duration_s, s_per_step (from the end of step 1, which a smoke run spends saving, reloading and
     validating), peak_memory per node (RSS; CUDA reserved on GPU)."""

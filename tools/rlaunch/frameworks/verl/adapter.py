@@ -8,7 +8,8 @@ mount (a relative default_local_dir lands in Ray's per-job working dir, seed 002
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
@@ -30,7 +31,7 @@ def _b(value: bool) -> str:
     return "True" if value else "False"
 
 
-def _wandb(loggers) -> bool:
+def _wandb(loggers: object) -> bool:
     return "wandb" in (loggers if isinstance(loggers, list) else str(loggers).strip("[]").split(","))
 
 
@@ -92,7 +93,7 @@ class Verl(Framework):
     def rehearsal_check(self, spec: Spec) -> list[str]:
         return cpu_plan.check(spec) if spec.train.rehearse else []
 
-    def rehearsal_python(self):
+    def rehearsal_python(self) -> Path:
         return cpu_plan.venv_python()
 
     def _overrides(self, spec: Spec) -> list[str]:
@@ -232,7 +233,7 @@ class Verl(Framework):
             topology.metrics_logger("framework.overrides[trainer.logger]",
                                     topology.hydra_list(eff["trainer.logger"]), "file")
 
-    def loader_request(self, spec: Spec) -> dict:
+    def loader_request(self, spec: Spec) -> dict[str, Any]:
         required = ["actor_rollout_ref.rollout.name", "actor_rollout_ref.model.path"]
         if spec.algo.adv_estimator == "gae":
             required.append("critic.model.path")

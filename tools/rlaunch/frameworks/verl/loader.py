@@ -4,29 +4,34 @@ Runs in .venv-verl (verl --no-deps + hydra-core) through frameworks/loader_main.
 rlaunch's environment. A request: {"overrides": [...], "required": [dotted keys that must not be ???]}.
 """
 
+from __future__ import annotations
+
 import importlib.metadata
 import importlib.util
 import os
+from typing import Any
 
 
-def name():
+def name() -> str:
     return (f"verl {importlib.metadata.version('verl')} ppo_trainer "
             f"(hydra-core {importlib.metadata.version('hydra-core')})")
 
 
-def _is_missing(cfg, dotted):
+def _is_missing(cfg: Any, dotted: str) -> bool:
     from omegaconf import OmegaConf
 
     parent, _, leaf = dotted.rpartition(".")
     node = OmegaConf.select(cfg, parent) if parent else cfg
-    return node is None or leaf not in node or OmegaConf.is_missing(node, leaf)
+    return bool(node is None or leaf not in node or OmegaConf.is_missing(node, leaf))
 
 
-def answer(request, tmp):
+def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     found = importlib.util.find_spec("verl")  # no import: verl's __init__ pulls torch
+    if found is None or not found.submodule_search_locations:
+        raise ModuleNotFoundError("verl is not installed in this environment")
     config_dir = os.path.join(found.submodule_search_locations[0], "trainer", "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         cfg = compose("ppo_trainer", overrides=list(request["overrides"]))

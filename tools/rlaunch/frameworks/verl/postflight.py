@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import topology
 from rlaunch.job import attempts, layouts
+from rlaunch.job.files import is_finite, log_text, nonempty, read_jsonl, read_yaml
 from rlaunch.job.layouts import log_files, relocate
-from rlaunch.verify.postflight import (check_lr, check_series, check_step_target, check_topology, is_finite,
-    log_text, nonempty, read_jsonl, read_yaml, target_steps)
+from rlaunch.verify.postflight import check_lr, check_series, check_step_target, check_topology, target_steps
 from rlaunch.verify.report import check
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def layout(spec: Spec, run_dir: Path) -> dict[str, Path | str]:
             "resolved_config": run_dir / "hydra" / ".hydra" / "config.yaml"}
 
 
-def rewards(where: dict, run_dir: Path) -> list[tuple[int, float]]:
+def rewards(where: dict[str, Any], run_dir: Path) -> list[tuple[int, float]]:
     rows, _ = verl_rows(where, run_dir)
     points = []
     for step, data in rows:
@@ -59,7 +59,7 @@ def rewards(where: dict, run_dir: Path) -> list[tuple[int, float]]:
 CONSOLE_STEP = re.compile(r"\bstep:(\d+) - (.*)$")
 
 
-def _console_rows(files: list[Path]) -> list[tuple[int, dict]]:
+def _console_rows(files: list[Path]) -> list[tuple[int, dict[str, Any]]]:
     """verl's console logger: 'step:N - key:value - key:value' (pprint of each number)."""
     rows = []
     for path in files:
@@ -79,7 +79,7 @@ def _console_rows(files: list[Path]) -> list[tuple[int, dict]]:
     return rows
 
 
-def verl_rows(where: dict, run_dir: Path) -> tuple[list[tuple[int, dict]], str]:
+def verl_rows(where: dict[str, Any], run_dir: Path) -> tuple[list[tuple[int, dict[str, Any]]], str]:
     metrics = Path(where["metrics"])
     if metrics.is_file():
         raw, _ = read_jsonl(metrics)
@@ -89,7 +89,7 @@ def verl_rows(where: dict, run_dir: Path) -> tuple[list[tuple[int, dict]], str]:
     return _console_rows(log_files(run_dir, [Path(where["log_dir"])])), "console 'step:N' lines"
 
 
-def check_shards(step_dir: Path, role: str, expected_world: int | None) -> dict:
+def check_shards(step_dir: Path, role: str, expected_world: int | None) -> dict[str, Any]:
     """verl FSDP: {model,optim,extra_state}_world_size_W_rank_R.pt for every rank R < W."""
     name = f"{role} checkpoint shards"
     role_dir = step_dir / role
@@ -113,7 +113,7 @@ def check_shards(step_dir: Path, role: str, expected_world: int | None) -> dict:
     return check(name, True, f"all {world} ranks x {len(SHARD_KINDS)} files in {role_dir}")
 
 
-def check_resumed(run_dir: Path, rows: list[tuple[int, dict]]) -> dict | None:
+def check_resumed(run_dir: Path, rows: list[tuple[int, dict[str, Any]]]) -> dict[str, Any] | None:
     """A restarted attempt that found a checkpoint (attempts.jsonl's resume_step) continued from it:
     its first logged step is the one after (verl's file logger starts its file again on each start).
     None for a run that started at step 0."""
@@ -130,7 +130,7 @@ def check_resumed(run_dir: Path, rows: list[tuple[int, dict]]) -> dict | None:
                       f"at step {first}: it did not resume from it (trainer.resume_mode?)")
 
 
-def checks(spec: Spec, run_dir: Path, where: dict, facts: dict) -> list[dict]:
+def checks(spec: Spec, run_dir: Path, where: dict[str, Any], facts: dict[str, Any]) -> list[dict[str, Any]]:
     rows, source = verl_rows(where, run_dir)
     checks = [check("metrics", bool(rows), f"{len(rows)} steps from {source}" if rows else
                     f"no step metrics in {where['metrics']} nor 'step:N' lines in the logs")]
@@ -175,7 +175,7 @@ def checks(spec: Spec, run_dir: Path, where: dict, facts: dict) -> list[dict]:
     return checks
 
 
-def smoke(spec: Spec, run_dir: Path) -> dict:
+def smoke(spec: Spec, run_dir: Path) -> dict[str, Any]:
     """SMOKE=1's numbers (rlaunch.verify.smoke): the file logger's timing_s/step after step 1 and
     perf/max_memory_reserved_gb (rank 0's node); the wall time is the steps' sum."""
     rows = [r for _, r in verl_rows(layouts.resolve(spec, run_dir), run_dir)[0]]

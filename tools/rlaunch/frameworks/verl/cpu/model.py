@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from typing import Any
 
 from rlaunch.job.data import GSM8K_INSTRUCTION, MATH_INSTRUCTION
 from rlaunch.rehearsal import tiny
@@ -31,7 +32,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tokenizer():
+def build_tokenizer() -> Any:
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX

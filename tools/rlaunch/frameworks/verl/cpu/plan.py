@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -47,7 +48,7 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
     return out
 
 
-def venv_python():
+def venv_python() -> Path:
     return loaders.venv_python(VENV)
 
 
@@ -60,7 +61,7 @@ def require_venv() -> None:
 KWARGS = "reward.custom_reward_function.reward_kwargs."
 
 
-def reward_function(spec: Spec) -> tuple[str, str, dict]:
+def reward_function(spec: Spec) -> tuple[str, str, dict[str, Any]]:
     """(path, name, reward_kwargs) of the custom reward function verl's main_ppo will load; path ""
     for its default."""
     eff = topology.parse_overrides(spec.framework.overrides)

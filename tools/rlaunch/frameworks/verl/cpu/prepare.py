@@ -15,7 +15,7 @@ import random
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlaunch.frameworks.verl.cpu import model
 from rlaunch.job.data import to_row
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 TRAIN_ROWS, TEST_ROWS = 32, 8
 
 
-def example(dataset: str, question: str, digit: str) -> dict:
+def example(dataset: str, question: str, digit: str) -> dict[str, Any]:
     """One row as the dataset itself has it (its Hub columns), answering with the digit."""
     if dataset == "gsm8k":
         return {"question": question, "answer": f"The digit asked for is {digit}.\n#### {digit}"}
@@ -36,7 +36,7 @@ def example(dataset: str, question: str, digit: str) -> dict:
     raise ValueError(f"no rehearsal rows for dataset {dataset!r}: one of gsm8k, math")
 
 
-def rows(dataset: str, data_source: str, split: str, n: int, seed: int = 0) -> list[dict]:
+def rows(dataset: str, data_source: str, split: str, n: int, seed: int = 0) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     pairs = tiny.train_pairs() if split == "train" else tiny.eval_pairs(n)
     out = []

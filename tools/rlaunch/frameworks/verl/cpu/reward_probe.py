@@ -19,6 +19,8 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 from rlaunch.frameworks.verl.cpu import prepare
 
@@ -34,14 +36,15 @@ def _where(err: BaseException, path: str) -> str:
     return f"{frame.filename}:{frame.lineno} in {frame.name}{code}"
 
 
-def _call(fn, kwargs: dict):
+def _call(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     """As verl's reward loop calls it: keyword arguments, awaited when it is a coroutine function."""
     if inspect.iscoroutinefunction(fn):
         return asyncio.run(fn(**kwargs))
     return fn(**kwargs)
 
 
-def probe(dataset: str, data_source: str, path: str = "", name: str = "", reward_kwargs: dict | None = None) -> dict:
+def probe(dataset: str, data_source: str, path: str = "", name: str = "",
+          reward_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     path = os.path.abspath(path) if path else ""
     if path:
         label = f"{name} ({path})"

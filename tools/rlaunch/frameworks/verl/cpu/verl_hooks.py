@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import importlib.metadata as _md
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 
@@ -45,7 +47,7 @@ class CpuIndex(str):
     `torch.device(i)`: an int means cuda:i, so it must be "cpu") and as an index in
     f"{device_name}:{i}" (so it formats as 0)."""
 
-    def __new__(cls):
+    def __new__(cls) -> CpuIndex:
         return super().__new__(cls, "cpu")
 
     def __format__(self, spec: str) -> str:
@@ -55,17 +57,17 @@ class CpuIndex(str):
 class _CpuDevice:
     """torch.cpu plus the torch.cuda calls verl makes on its device module (memory accounting, cache)."""
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(torch.cpu, name)
 
     @staticmethod
-    def memory_reserved(*_a, **_k) -> int:
+    def memory_reserved(*_a: Any, **_k: Any) -> int:
         return 0
 
     memory_allocated = max_memory_allocated = max_memory_reserved = memory_reserved
 
     @staticmethod
-    def mem_get_info(*_a, **_k):
+    def mem_get_info(*_a: Any, **_k: Any) -> tuple[int, int]:
         import psutil
 
         vm = psutil.virtual_memory()
@@ -86,11 +88,11 @@ class _CpuDevice:
         return 1
 
     @staticmethod
-    def current_device():
+    def current_device() -> CpuIndex:
         return CpuIndex()
 
     @staticmethod
-    def set_device(*_a) -> None:
+    def set_device(*_a: Any) -> None:
         return None
 
     @staticmethod
@@ -100,7 +102,7 @@ class _CpuDevice:
     manual_seed_all = manual_seed
 
     @staticmethod
-    def get_device_name(*_a) -> str:
+    def get_device_name(*_a: Any) -> str:
         return "CPU"  # flops_counter's name for it (MFU is then reported against no known peak)
 
     # The checkpoint's "device" RNG state (utils/checkpoint/checkpoint_manager.py): the CPU's.
@@ -108,7 +110,7 @@ class _CpuDevice:
     set_rng_state = staticmethod(torch.set_rng_state)
 
     @staticmethod
-    def set_per_process_memory_fraction(*_a, **_k) -> None:
+    def set_per_process_memory_fraction(*_a: Any, **_k: Any) -> None:
         return None
 
 
@@ -124,16 +126,16 @@ class PlatformCPU(PlatformBase):
     def is_available(self) -> bool:
         return True
 
-    def current_device(self):
+    def current_device(self) -> CpuIndex:
         return CpuIndex()
 
     def device_count(self) -> int:
         return 1
 
-    def set_device(self, device_index) -> None:
+    def set_device(self, device_index: object) -> None:
         return None
 
-    def synchronize(self, device_index=None) -> None:
+    def synchronize(self, device_index: object = None) -> None:
         return None
 
     def manual_seed(self, seed: int) -> None:
@@ -147,7 +149,7 @@ class PlatformCPU(PlatformBase):
     def empty_cache(self) -> None:
         return None
 
-    def get_device_capability(self, device_index: int = 0):
+    def get_device_capability(self, device_index: int = 0) -> tuple[None, None]:
         return (None, None)
 
     def communication_backend_name(self) -> str:
@@ -159,7 +161,7 @@ class PlatformCPU(PlatformBase):
         return "CUDA_VISIBLE_DEVICES"
 
     @contextmanager
-    def nvtx_range(self, msg: str):
+    def nvtx_range(self, msg: str) -> Iterator[None]:
         yield
 
     def profiler_start(self) -> None:
@@ -176,7 +178,7 @@ class PlatformCPU(PlatformBase):
     def is_ipc_supported(self) -> bool:
         return False
 
-    def cudart(self):
+    def cudart(self) -> None:
         return None
 
 
@@ -187,7 +189,7 @@ import torch.distributed as _dist  # noqa: E402
 _init_process_group = _dist.init_process_group
 
 
-def _init_once_per_device(*args, backend=None, **kwargs):
+def _init_once_per_device(*args: Any, backend: object = None, **kwargs: Any) -> Any:
     if isinstance(backend, str) and "," in backend:
         backend = ",".join(dict.fromkeys(backend.split(",")))
     return _init_process_group(*args, backend=backend, **kwargs)
