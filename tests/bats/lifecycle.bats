@@ -269,7 +269,7 @@ get --all-namespaces rayjobs.ray.io -l app.kubernetes.io/managed-by=rlaunch -o j
   echo "${output}"
   [ "${status}" -eq 0 ]
   [[ "${output}" =~ ${run_id}\ +aistudio\ +installed,\ not\ started\ +2x\ CPU ]]
-  [[ "${output}" == *"asked: aistudio (${root}/rlaunch/launches/*/spec.json)"* ]]
+  [[ "${output}" == *"asked: aistudio (${root}/rlaunch/launches/*/run.json)"* ]]
   run mk status INFRA=aistudio WORK_ROOT="${root}" RUN_ID="${run_id}"
   [ "${status}" -eq 0 ]
   [[ "${output}" == *"not created yet (the task has not started)"* ]]
@@ -278,7 +278,7 @@ get --all-namespaces rayjobs.ray.io -l app.kubernetes.io/managed-by=rlaunch -o j
   [[ "${output}" == *"stop the task in the AIStudio console"* ]]
   run mk down INFRA=aistudio WORK_ROOT="${root}" RUN_ID=never-launched
   [ "${status}" -eq 0 ]
-  [[ "${output}" == *"nothing of run never-launched on the shared storage: no ${root}/rlaunch/launches/never-launched/spec.json: nothing to do"* ]]
+  [[ "${output}" == *"nothing of run never-launched on the shared storage: no ${root}/rlaunch/launches/never-launched/run.json: nothing to do"* ]]
   run front down INFRA=aistudio WORK_ROOT="${BATS_TEST_TMPDIR}/not-mounted" RUN_ID="${run_id}"
   [ "${status}" -eq 3 ]
   [[ "${output}" == *"missing the AIStudio shared storage at ${BATS_TEST_TMPDIR}/not-mounted"* ]]

@@ -203,6 +203,6 @@ jobs cancel -y -n ${RUN_ID}" ]
 @test "down with nothing rendered at OUT and no RUN_ID: exit 2 asking which run, no sky call" {
   run rl down --OUT="${BATS_TEST_TMPDIR}/never-rendered"
   [ "${status}" -eq 2 ]
-  [[ "${output}" == *"RUN_ID=''"*"never-rendered has no spec.json"*"make runs"* ]]
+  [[ "${output}" == *"RUN_ID=''"*"never-rendered has no run.json"*"make runs"* ]]
   [ -z "$(stub_calls sky)" ]
 }

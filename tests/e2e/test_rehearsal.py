@@ -56,7 +56,9 @@ def test_the_run_directory_holds_spec_plan_reports_and_the_log(rehearsal):
     for name in ("spec.json", "preflight.json", "verification.json", "metrics.jsonl", "reward.png"):
         assert (run_dir / name).is_file(), name
     plan = run_dir / "plan"
-    assert sorted(p.name for p in plan.iterdir()) == ["PROVENANCE", "job.sh", "plan.txt", "spec.json", "trl.json"]
+    # run.json: the run's handle (rlaunch.backends.base.RunHandle), kept with the run
+    assert sorted(p.name for p in plan.iterdir()) == ["PROVENANCE", "job.sh", "plan.txt", "run.json", "spec.json",
+                                                      "trl.json"]
     assert (plan / "job.sh").read_text() == (ROOT / "build" / run_id / "job.sh").read_text()
     assert (plan / "plan.txt").read_text().startswith(f"plan for run {run_id} (preset rehearsal)")
     log = (run_dir / "logs" / "job.log").read_text()

@@ -240,16 +240,17 @@ def test_install_root_is_where_this_machine_sees_the_storage(tmp_path, capsys):
 def test_status_logs_down_dashboard_say_what_to_do(tmp_path, capsys):
     spec = load(sets=f"storage.mount={tmp_path}")
     backend = aistudio.BACKEND
+    run = backend.handle(LaunchPlan(spec, tmp_path, {}))
     for verb in ("status", "logs", "down", "dashboard"):
-        assert getattr(backend, verb)(spec, tmp_path) == 0
+        assert getattr(backend, verb)(run) == 0
     out = capsys.readouterr().out
     assert "no public API" in out and "AIStudio console" in out
     run_dir = tmp_path / "runs/rehearsal/t-aistudio"
     (run_dir / "logs").mkdir(parents=True)
     (run_dir / "driver.log").write_text("line\nRLAUNCH_RUN_STATUS=passed\n")
     (run_dir / "verification.json").write_text('{"passed": true}')
-    backend.status(spec, tmp_path)
-    backend.logs(spec, tmp_path)
+    backend.status(run)
+    backend.logs(run)
     out = capsys.readouterr().out
     assert "verification.json: passed" in out and "RLAUNCH_RUN_STATUS=passed" in out
 

@@ -62,17 +62,17 @@ PACKAGE = {
                 _log("launch", json.loads((plan.out / "toy" / "cluster.json").read_text())["cluster"])
                 return 0
 
-            def status(self, spec, out):
-                _log("status", spec.run.id)
+            def status(self, run):
+                _log("status", run.run_id)
                 return 0
 
             logs = status
 
-            def down(self, spec, out):
-                _log("down", spec.run.id, "known" if out else "by-id")
+            def down(self, run):
+                _log("down", run.name, "known" if run.kind else "by-id")
                 return 0
 
-            def runs(self, spec):
+            def runs(self, place):
                 return Answer("toy ls", (Run("7-up", "toy", "UP", "toy cluster toy-7-up", nodes=2, gpus_per_node=0),))
 
 

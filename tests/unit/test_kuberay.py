@@ -439,7 +439,7 @@ def test_dashboard_ingress_routes_to_the_head_services_dashboard_port_when_asked
     assert rule["host"] == "ray.example.com"
     (path,) = rule["http"]["paths"]
     assert (path["path"], path["pathType"]) == ("/", "Prefix")
-    assert path["backend"]["service"] == {"name": names.head_service(spec), "port": {"number": 8266}}
+    assert path["backend"]["service"] == {"name": names.head_service(names.job_name(spec)), "port": {"number": 8266}}
     assert any("WARNING: it has no login" in line for line in kr.BACKEND.plan(spec, files))
     _, files = render()
     assert "kuberay/ingress.yaml" not in files

@@ -89,7 +89,7 @@ def test_a_second_launch_of_a_running_run_id_is_refused_at_once(tmp_path):
 
 
 def test_a_used_run_id_is_refused_unless_resume_and_resume_needs_the_same_config(tmp_path, monkeypatch):
-    monkeypatch.setattr(local.Local, "_up", lambda self, spec: False)
+    monkeypatch.setattr(local._Cluster, "up", lambda self: False)
     s = claim_spec(tmp_path)
     with pytest.raises(ConfigError, match="RESUME.*it never started"):
         with local.BACKEND.claim(s, resume=True):

@@ -130,7 +130,7 @@ def test_status_and_verify_read_their_knobs_exactly(tmp_path):
     odd = tmp_path / "no run $(touch x) `y`"
     proc = make("status", f"OUT={odd}")
     # Nothing rendered there and no RUN_ID to ask an infrastructure about: rlaunch's own exit 2.
-    assert proc.returncode == 2 and f"({odd} has no spec.json)" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and f"({odd} has no run.json)" in proc.stderr, proc.stderr
     proc = make("verify", f"RUN_DIR={odd}")
     assert str(odd) in proc.stdout + proc.stderr and proc.returncode != 0
     assert not (ROOT / "x").exists()

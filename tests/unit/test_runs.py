@@ -5,6 +5,7 @@ the real local cluster) are in tests/bats/lifecycle.bats."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 
@@ -20,7 +21,7 @@ from rlaunch.backends.kuberay import backend as kuberay
 from rlaunch.backends.kuberay import kubectl
 from rlaunch.backends.local import backend as local
 from rlaunch.backends.skypilot import backend as skypilot
-from rlaunch.backends.base import Answer, Run
+from rlaunch.backends.base import Answer, LaunchPlan, Place, Run
 from rlaunch.errors import ConfigError, MissingPrerequisite
 
 # ---------------------------------------------------------------- SkyPilot
@@ -123,26 +124,28 @@ def test_local_cluster_list_entries_become_runs(entry, state):
 def test_aistudio_finds_launches_on_the_storage_and_reads_their_state(tmp_path):
     spec = config.load("rehearsal", {"INFRA": "aistudio", "RUN_ID": "ai-1", "WORK_ROOT": str(tmp_path)})
     launch = tmp_path / aistudio.launch_rel(spec)
-    launch.mkdir(parents=True)
-    (launch / "spec.json").write_text(json.dumps({**spec.dump(), "infra": {**spec.infra.dump(), "install_root": "/elsewhere"}}))
-    other = config.load("", {"INFRA": "aistudio", "RUN_ID": "other", "WORK_ROOT": str(tmp_path)})
+    launched = aistudio.BACKEND.handle(LaunchPlan(spec, tmp_path / "out", {}))
+    # The launching machine saw the storage elsewhere: this one reads it where it sees it.
+    dataclasses.replace(launched, place=dataclasses.replace(launched.place, storage_here="/elsewhere")).write(launch)
+    here = aistudio.BACKEND.place(config.load("", {"INFRA": "aistudio", "RUN_ID": "other", "WORK_ROOT": str(tmp_path)}))
 
-    found = aistudio.BACKEND.find(spec)
+    found = aistudio.BACKEND.find(aistudio.BACKEND.handle_of("ai-1", here))
     assert [r.state for r in found.runs] == ["installed, not started"]
-    assert aistudio.BACKEND.find(other).runs == ()
-    run_dir = aistudio._run_path(spec)
+    assert aistudio.BACKEND.find(aistudio.BACKEND.handle_of("other", here)).runs == ()
+    run_dir = aistudio._run_path(aistudio.BACKEND.handle_of("ai-1", here))
+    assert run_dir == tmp_path / "runs" / "rehearsal" / "ai-1"
     run_dir.mkdir(parents=True)
-    assert aistudio.BACKEND.runs(other).runs[0].state == "started"
+    assert aistudio.BACKEND.runs(here).runs[0].state == "started"
     (run_dir / "verification.json").write_text('{"passed": true}')
-    listed = aistudio.BACKEND.runs(other)
+    listed = aistudio.BACKEND.runs(here)
     assert [(r.run_id, r.state, r.shape(), r.active) for r in listed.runs] == [("ai-1", "passed", "2x CPU", False)]
-    assert listed.asked == f"{tmp_path}/rlaunch/launches/*/spec.json"
+    assert listed.asked == f"{tmp_path}/rlaunch/launches/*/run.json"
 
 
 def test_aistudio_storage_not_mounted_is_a_missing_prerequisite(tmp_path):
     spec = config.load("rehearsal", {"INFRA": "aistudio", "RUN_ID": "ai-1", "WORK_ROOT": str(tmp_path / "no")})
     with pytest.raises(MissingPrerequisite, match="AIStudio shared storage"):
-        aistudio.BACKEND.runs(spec)
+        aistudio.BACKEND.runs(aistudio.BACKEND.place(spec))
 
 
 # ---------------------------------------------------------------- make runs
@@ -152,8 +155,8 @@ class Fake:
     def __init__(self, answer=None, error=None):
         self.answer, self.error, self.asked = answer, error, []
 
-    def runs(self, spec):
-        self.asked.append(spec["infra"]["name"])
+    def runs(self, place):
+        self.asked.append(place.infra)
         if self.error:
             raise self.error
         return self.answer
@@ -166,7 +169,7 @@ def test_runs_asks_each_family_once_and_names_the_unreachable(monkeypatch):
              "kuberay": Fake(error=MissingPrerequisite("a kubectl context", "...")),
              "aistudio": Fake(error=MissingPrerequisite("the storage", "..."))}
     monkeypatch.setattr("rlaunch.backends.get", lambda infra: fakes[infra])
-    found = runs.collect("", lambda infra: {"infra": {"name": infra}})
+    found = runs.collect("", Place)
     assert [f.asked for f in fakes.values()] == [["local"], ["gcp"], ["kuberay"], ["aistudio"]]
     text = runs.report(found, now=3700.0)
     lines = text.splitlines()
@@ -180,8 +183,8 @@ def test_runs_asks_each_family_once_and_names_the_unreachable(monkeypatch):
 def test_runs_for_one_cloud_asks_skypilot_and_keeps_that_cloud(monkeypatch):
     sky = Fake(Answer("sky status", (Run("a", "gcp", "UP", "x"), Run("b", "aws", "UP", "y"))))
     monkeypatch.setattr("rlaunch.backends.get", lambda infra: sky)
-    assert [r.run_id for r in runs.collect("aws", lambda infra: {"infra": {"name": infra}}).runs] == ["b"]
-    assert [r.run_id for r in runs.collect("sky", lambda infra: {"infra": {"name": infra}}).runs] == ["a", "b"]
+    assert [r.run_id for r in runs.collect("aws", Place).runs] == ["b"]
+    assert [r.run_id for r in runs.collect("sky", Place).runs] == ["a", "b"]
     assert runs.report(runs.Collected()) == "no rlaunch runs"
 
 
@@ -193,21 +196,22 @@ def test_age(seconds, text):
 # ---------------------------------------------------------------- which run the CLI acts on
 
 
-def test_the_cache_is_used_for_its_infra_and_the_id_alone_otherwise(tmp_path):
+def test_the_handle_is_used_for_its_infra_and_the_id_alone_otherwise(tmp_path):
     spec = config.load("rehearsal", {"INFRA": "gcp", "RUN_ID": "c-1"}, f"run.out={tmp_path}")
-    (tmp_path / "spec.json").write_text(spec.json_text())
+    handle = skypilot.BACKEND.handle(LaunchPlan(spec, tmp_path, {}))
+    handle.write(tmp_path)
     which = cli.Cli()._which
-    assert which(OUT=str(tmp_path)) == (spec, tmp_path)
-    assert which(OUT=str(tmp_path), INFRA="gcp") == (spec, tmp_path)
-    other, out = which(OUT=str(tmp_path), INFRA="kuberay", RUN_ID="c-1")
-    assert out is None and other.infra.name == "kuberay" and other.run.id == "c-1"
-    found, out = which(RUN_ID="never-built-here", INFRA="local")
-    assert out is None and found.run.id == "never-built-here"
+    assert which(OUT=str(tmp_path)) == which(OUT=str(tmp_path), INFRA="gcp") == handle
+    assert (handle.kind, handle.name, handle.run_dir) == ("cluster", "c-1", spec.paths.run_dir)
+    other = which(OUT=str(tmp_path), INFRA="kuberay", RUN_ID="c-1")
+    assert (other.place.infra, other.place.namespace, other.run_id, other.kind) == ("kuberay", "default", "c-1", "")
+    found = which(RUN_ID="never-built-here", INFRA="local")
+    assert (found.run_id, found.name, found.kind, found.run_dir) == ("never-built-here", "never-built-here", "", "")
 
 
 def test_without_a_cache_the_run_and_its_infra_must_be_named(tmp_path):
     which = cli.Cli()._which
-    with pytest.raises(ConfigError, match="RUN_ID=''.*has no spec.json.*make runs"):
+    with pytest.raises(ConfigError, match="RUN_ID=''.*has no run.json.*make runs"):
         which(OUT=str(tmp_path))
     with pytest.raises(ConfigError, match="INFRA=''.*the infrastructure run never-built-here is on"):
         which(RUN_ID="never-built-here")

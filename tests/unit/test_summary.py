@@ -9,6 +9,8 @@ import pytest
 
 from rlaunch.cli import commands as cli
 from rlaunch.config import load as config
+from rlaunch.backends.base import LaunchPlan
+from rlaunch.backends.local import backend as local
 from rlaunch.verify.summary import closing_summary, markdown_summary
 
 CHECKS = [{"name": "steps", "passed": True, "detail": "300/300 steps"},
@@ -23,6 +25,7 @@ def run(tmp_path):
     run_dir.mkdir(parents=True)
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "spec.json").write_text(json.dumps(spec.dump()))
+    local.BACKEND.handle(LaunchPlan(spec, tmp_path / "out", {})).write(tmp_path / "out")  # as make launch leaves it
     (run_dir / "preflight.json").write_text(json.dumps({"passed": True, "nodes": ["a", "b"]}))
     (run_dir / "train_summary.json").write_text(json.dumps({
         "num_workers": 2, "worker_nodes": ["10.0.0.1", "10.0.0.2"], "steps": 300, "target_steps": 300,
@@ -34,7 +37,7 @@ def run(tmp_path):
 
 def test_the_text_is_what_make_launch_prints(run):
     spec, run_dir, out = run
-    assert closing_summary(spec, run_dir, out).splitlines() == [
+    assert closing_summary("t-sum", "trl", "local", run_dir, out).splitlines() == [
         "run t-sum (trl on local)",
         "  preflight     passed on 2 nodes",
         "  nodes used    2 (10.0.0.1, 10.0.0.2)",
@@ -49,7 +52,7 @@ def test_the_text_is_what_make_launch_prints(run):
 
 def test_the_markdown_has_the_same_numbers_and_one_row_per_check(run):
     spec, run_dir, out = run
-    md = markdown_summary(spec, run_dir, out)
+    md = markdown_summary("t-sum", "trl", "local", run_dir, out)
     lines = md.splitlines()
     assert lines[0] == "### rlaunch: run t-sum (trl on local)"
     assert "| steps | 300/300 |" in lines and "| reward | 0.07 -> 1.00 |" in lines
@@ -63,7 +66,7 @@ def test_the_markdown_has_the_same_numbers_and_one_row_per_check(run):
 def test_without_the_run_directory_here_it_says_where_the_reports_are(run, tmp_path):
     spec, _, out = run
     elsewhere = tmp_path / "bucket" / "runs" / "x"
-    md = markdown_summary(spec, elsewhere, out)
+    md = markdown_summary("t-sum", "trl", "local", elsewhere, out)
     assert "| verification | not on this machine: the reports are in the run directory on the run's shared " \
            "storage (`make verify RUN_DIR=...` where it is mounted) |" in md
     assert "#### Verification" not in md
@@ -75,11 +78,11 @@ def test_make_summary_prints_and_appends_to_the_github_job_summary(run, tmp_path
     step_summary.write_text("before\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     assert cli.main(["summary", f"--OUT={out}"]) == 0
-    assert capsys.readouterr().out == closing_summary(spec, run_dir, out) + "\n"
-    assert step_summary.read_text() == "before\n" + markdown_summary(spec, run_dir, out)
+    assert capsys.readouterr().out == closing_summary("t-sum", "trl", "local", run_dir, out) + "\n"
+    assert step_summary.read_text() == "before\n" + markdown_summary("t-sum", "trl", "local", run_dir, out)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY")
     assert cli.main(["summary", f"--OUT={out}"]) == 0
-    assert step_summary.read_text() == "before\n" + markdown_summary(spec, run_dir, out)
+    assert step_summary.read_text() == "before\n" + markdown_summary("t-sum", "trl", "local", run_dir, out)
 
 
 def test_make_summary_of_a_run_never_planned_here_is_exit_2(tmp_path, capsys):

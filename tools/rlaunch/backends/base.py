@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rlaunch import backends
 from rlaunch.config.load import NEEDED_SECRETS
@@ -15,7 +17,7 @@ from rlaunch.errors import ConfigError, MissingPrerequisite
 from rlaunch.plan import artifacts
 
 if TYPE_CHECKING:
-    from rlaunch.config.spec import Spec
+    from rlaunch.config.spec import Config, Spec
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,64 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class Place:
+    """Where an infrastructure keeps rlaunch's runs: what its backend needs to ask it (`make runs`)."""
+
+    infra: str              # the INFRA= value
+    namespace: str = ""     # KubeRay: the runs' namespace
+    storage: str = ""       # the shared storage's mount on the nodes (local, AIStudio: WORK_ROOT)
+    storage_here: str = ""  # where this machine sees it, where that is elsewhere (AIStudio's install_root)
+
+
+@dataclass(frozen=True)
+class RunHandle:
+    """What a launch makes and where: all that status, logs, down, dashboard and summary act on.
+
+    Backend.handle(plan) makes it from the plan; it is written beside the artifacts as <out>/run.json
+    by `make plan` and `make render` (what launching them makes) and by `make launch` before it acts;
+    job.sh keeps a copy in the run directory's plan/, AIStudio's launch one beside its files on the
+    shared storage. rlaunch.runs.lookup finds it again from the run id. A run known only by its id,
+    with no handle on this machine, gets one from its infrastructure's rule (Backend.handle_of):
+    what it is and where its run directory is are not known ("": the backend asks the
+    infrastructure what exists)."""
+
+    run_id: str
+    place: Place
+    name: str                       # its resources' name there: the cluster, managed job, RayJob
+    kind: str = ""                  # its backend's sort of thing: cluster, managed-job, rayjob, launch
+    run_dir: str = ""               # the run directory on the shared storage, as the nodes see it
+    out: str = ""                   # the launch's artifacts on the launching machine
+    framework: str = ""
+    dashboard_port: int = 8265      # the Ray dashboard's and GCS's ports on the head
+    ray_port: int = 6379
+    wait_s: int = 600               # how long its cluster may take to form (cluster.formation_timeout_s)
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    accelerator: str = ""
+
+    FILE: ClassVar[str] = "run.json"
+
+    def json_text(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
+
+    def write(self, directory: Path) -> Path:
+        path = Path(directory) / self.FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.json_text(), encoding="utf-8")
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> RunHandle:
+        """A run.json; one this rlaunch cannot read is a ConfigError naming the file."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            return cls(**{**data, "place": Place(**data["place"])})
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ConfigError(cls.FILE, str(path), f"a {cls.FILE} this rlaunch reads ({err}); name the run with "
+                              "INFRA= and RUN_ID= to ask its infrastructure") from None
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     """What `make plan` decided, and all that `launch` acts on: the spec, every rendered file (the
     very texts written to `out`), the offline checks that passed and the steps launch will run.
@@ -84,12 +144,13 @@ class LaunchPlan:
 
 
 class Backend:
-    """Render is pure and offline; launch/status/logs/down/dashboard act and return an exit code.
+    """Render is pure and offline; launch acts on the plan; status/logs/down/dashboard act on the
+    run's handle (RunHandle) and return an exit code.
 
-    status/logs/down/dashboard get `out`, the launch's artifacts on this machine, or None when the
-    run is known only by its id (launched elsewhere, or build/ removed): then they ask the
-    infrastructure (find) what exists of the run. An infrastructure that cannot be asked raises
-    MissingPrerequisite (exit 3); "nothing to do" comes only from its answer.
+    A handle whose kind is not known ("") is a run known only by its id (launched elsewhere, or
+    build/ removed): the verbs then ask the infrastructure (find) what exists of it. An
+    infrastructure that cannot be asked raises MissingPrerequisite (exit 3); "nothing to do" comes
+    only from its answer.
     """
 
     name = ""
@@ -136,30 +197,60 @@ class Backend:
         """Human lines: what `launch` would run, in order."""
         return []
 
+    # --- the handle: what a launch makes, and a run known by its id alone ----------------------
+
+    def place(self, spec: Config) -> Place:
+        """Where this infrastructure keeps the spec's runs."""
+        return Place(spec.infra.name, storage=spec.storage.mount)
+
+    def kind(self, spec: Spec) -> str:
+        """The sort of thing a launch of `spec` makes here."""
+        return "cluster"
+
+    def handle(self, plan: LaunchPlan) -> RunHandle:
+        """What launching `plan` makes, and where: the record the verbs act on."""
+        spec, c = plan.spec, plan.spec.cluster
+        return RunHandle(run_id=spec.run.id, place=self.place(spec),
+                         name=self.resource_name(spec.infra.name, spec.run.id),
+                         kind=self.kind(spec), run_dir=spec.paths.run_dir, out=str(plan.out),
+                         framework=spec.framework.name, dashboard_port=c.dashboard_port, ray_port=c.ray_port,
+                         wait_s=c.formation_timeout_s, nodes=c.nodes, gpus_per_node=c.gpus_per_node,
+                         accelerator=c.accelerator)
+
+    def resource_name(self, infra: str, run_id: str) -> str:
+        """The run's resources' name on INFRA=infra: its run id, by that infrastructure's rule."""
+        return backends.infra(infra).cluster_name(run_id)
+
+    def handle_of(self, run_id: str, place: Place, **defaults: Any) -> RunHandle:
+        """A run known by its id alone (no handle on this machine): what its name is here; what it
+        is and where its run directory is, the infrastructure answers (kind "")."""
+        return RunHandle(run_id=run_id, place=place, name=self.resource_name(place.infra, run_id), **defaults)
+
+    # --- acting on a run ------------------------------------------------------------------------
+
     def launch(self, plan: LaunchPlan) -> int:
         """Act on the plan (plan.files are on disk in plan.out): form, submit, follow."""
         raise NotImplementedError
 
-    def status(self, spec: Spec, out: Path | None) -> int:
+    def status(self, run: RunHandle) -> int:
         raise NotImplementedError
 
-    def logs(self, spec: Spec, out: Path | None) -> int:
+    def logs(self, run: RunHandle) -> int:
         raise NotImplementedError
 
-    def down(self, spec: Spec, out: Path | None) -> int:
+    def down(self, run: RunHandle) -> int:
         raise NotImplementedError
 
-    def dashboard(self, spec: Spec, out: Path | None, port: int | None = None) -> int:
+    def dashboard(self, run: RunHandle, port: int | None = None) -> int:
         """Make the Ray dashboard openable from this machine (port: the local one, None = default)."""
         print(f"{self.name}: no dashboard command for this infrastructure")
         return 0
 
-    def runs(self, spec: Spec) -> Answer:
-        """Every rlaunch run this infrastructure knows, asked once. `spec` carries the settings of
-        where to ask (namespace, WORK_ROOT, ...); its run id is ignored."""
+    def runs(self, place: Place) -> Answer:
+        """Every rlaunch run this infrastructure knows at `place`, asked once."""
         raise NotImplementedError
 
-    def find(self, spec: Spec) -> Answer:
-        """What exists of run spec.run.id here (no runs: the infrastructure answered none)."""
-        answer = self.runs(spec)
-        return Answer(answer.asked, tuple(r for r in answer.runs if r.run_id == spec.run.id))
+    def find(self, run: RunHandle) -> Answer:
+        """What exists of the run here (no runs: the infrastructure answered none)."""
+        answer = self.runs(run.place)
+        return Answer(answer.asked, tuple(r for r in answer.runs if r.run_id == run.run_id))

@@ -6,9 +6,10 @@ here byte for byte (fire would parse a flag's value: '"x"' -> x, '[a]' -> a list
 wins over that environment. SET is dotted.key=value overrides split like a shell command line. Every
 verb that acts renders and checks first.
 
-status/logs/down/dashboard/summary act on a run named by RUN_ID (default: the last launch from here). The
-launch's artifacts in build/<run_id> (or OUT) are a cache: with INFRA=... and RUN_ID=... and no
-cache, the backend asks the infrastructure what exists of that run.
+status/logs/down/dashboard/summary act on a run's handle (rlaunch.backends.base.RunHandle): the one
+its plan or launch wrote beside its artifacts, build/<run_id>/run.json (or OUT's; default: the last
+launch from here). Without one here, INFRA=... and RUN_ID=... name the run, the config says where
+that infrastructure is (namespace, shared storage), and the backend asks it what exists of the run.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from rlaunch import ROOT, backends, firecli, frameworks
-from rlaunch.backends.base import Backend, LaunchPlan
+from rlaunch.backends.base import Backend, LaunchPlan, Place, RunHandle
 from rlaunch.backends.local import jobs
 from rlaunch.config import inputs, modelfacts
 from rlaunch.config import load as config
 from rlaunch.config.knobs import KNOBS, RULES, from_env
 from rlaunch.config.load import available
-from rlaunch.config.spec import Spec
+from rlaunch.config.spec import Config, Spec
 from rlaunch.errors import ConfigError
 from rlaunch.job import phases
 from rlaunch.plan import imagecheck, memory
@@ -61,12 +62,22 @@ def _with_env(given: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def _spec(preset: str, set_: Any, out: str, knobs: dict[str, Any], rules: bool = True) -> Spec:
+def _config_args(preset: Any, set_: Any, out: Any, knobs: dict[str, Any]) -> tuple[str, dict[str, str], str]:
+    """(PRESET, the knobs, SET's text) as given here or exported by make."""
     if not isinstance(set_, str):  # fire reads --SET='[a, b]' as a list
         set_ = " ".join(map(str, set_))
     given = _with_env({"PRESET": preset, "SET": set_, "OUT": out, **knobs}, {"PRESET", "SET", *config.KNOBS})
     preset, set_ = str(given.pop("PRESET", "")), str(given.pop("SET", ""))
-    return config.load(preset, _knobs(given), set_, rules=rules)
+    return preset, _knobs(given), set_
+
+
+def _spec(preset: Any, set_: Any, out: Any, knobs: dict[str, Any]) -> Spec:
+    return config.load(*_config_args(preset, set_, out, knobs))
+
+
+def _settings(preset: Any, set_: Any, knobs: dict[str, Any]) -> Config:
+    """Where the infrastructure is, for a run known only by its id (config.settings: nothing derived)."""
+    return config.settings(*_config_args(preset, set_, "", knobs))
 
 
 def _render(spec: Spec) -> tuple[Backend, dict[str, str]]:
@@ -184,10 +195,11 @@ class Cli:
                **knobs: Any) -> None:
         """Write every artifact of a launch under OUT (default build/<run_id>); touch nothing else."""
         spec = _spec(PRESET, SET, OUT, knobs)
-        _, files = _render(spec)
-        out_dir = Path(spec.run.out)
-        _write(out_dir, files)
-        print(f"rendered {len(files)} files to {out_dir}")
+        backend: Backend = backends.get(spec.infra.name)
+        plan = LaunchPlan.render(spec)
+        _write(plan.out, plan.files)
+        backend.handle(plan).write(plan.out)  # what launching these makes: status etc. act on it
+        print(f"rendered {len(plan.files)} files to {plan.out}")
 
     def plan(self, PRESET: Any = "", SET: Any = "", OUT: Any = "", **knobs: Any) -> None:  # noqa: N803
         """Render, run every offline validation, print what launch would do."""
@@ -209,6 +221,7 @@ class Cli:
         # plan.txt travels with the artifacts: job.sh copies them into the run directory.
         plan = LaunchPlan(spec, Path(spec.run.out), {**files, PLAN_TXT: summary + "\n"}, tuple(checks), steps)
         _write(plan.out, plan.files)
+        backend.handle(plan).write(plan.out)  # what launching it makes: launch, status, logs, down act on it
         print(summary)
         plan = dataclasses.replace(plan, started=phases.process_start(), planned=time.time())
         return backend, plan
@@ -222,51 +235,39 @@ class Cli:
         backends.get(spec.infra.name).require_secrets(spec)  # exit 3 before anything exists
         # Before anything is written: a used RUN_ID, or one another launch holds, is refused here.
         with backends.get(spec.infra.name).claim(spec, resume):
-            backend, plan = self._plan(spec)
+            backend, plan = self._plan(spec)  # its handle written, before anything is made
             LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
             LAST_RUN.write_text(str(plan.out) + "\n")
             return _exit(backend.launch(plan))  # the plan's files: launch renders nothing again
 
-    def _existing(self, run_id: str, out: str) -> tuple[Spec | None, Path]:
-        if out:
-            out_dir = Path(out)
-        elif run_id:
-            out_dir = ROOT / "build" / str(run_id)
-        elif LAST_RUN.exists():
-            out_dir = Path(LAST_RUN.read_text().strip())
-        else:
-            return None, Path()
-        spec_path = out_dir / "spec.json"
-        if not spec_path.exists():
-            return None, out_dir
-        return Spec.read(spec_path), out_dir
-
     def _which(self, RUN_ID: Any = "", OUT: Any = "", PRESET: Any = "", SET: Any = "",
-               **knobs: Any) -> tuple[Spec, Path | None]:  # noqa: N803
-        """The run to act on, and its artifacts on this machine (None: known by its id alone).
-
-        The cached spec (OUT, build/<RUN_ID>, or the last launch) is used when it is for the INFRA
-        asked (or none is asked); otherwise INFRA and RUN_ID make a spec from the config, and the
-        backend asks the infrastructure."""
+               **knobs: Any) -> RunHandle:  # noqa: N803
+        """The run to act on: the handle its launch wrote here (OUT, build/<RUN_ID>, or the last launch)
+        when it is for the INFRA asked (or none is asked); otherwise INFRA and RUN_ID name it, the
+        config says where that infrastructure is, and the backend asks it what exists of the run."""
         given = _with_env({"RUN_ID": RUN_ID, "OUT": OUT, **_knobs(knobs)}, set(KNOBS))
         run_id, infra = str(given.get("RUN_ID", "")), str(given.get("INFRA", ""))
-        cached, out_dir = self._existing(run_id, str(given.get("OUT", "")))
-        if cached is not None and (not infra or cached.infra.name == infra) and \
-                (not run_id or cached.run.id == run_id):
-            return cached, out_dir
+        found, out_dir = runref.launched(run_id, str(given.get("OUT", "")), LAST_RUN)
+        if found is not None and (not infra or found.place.infra == infra) and \
+                (not run_id or found.run_id == run_id):
+            return found
+        handle = out_dir / RunHandle.FILE if out_dir is not None else None
         if not run_id:
             raise ConfigError("RUN_ID", "", "the run to act on: no launch from this machine to default to"
-                              + (f" ({out_dir} has no spec.json)" if str(out_dir) != "." else "")
+                              + (f" ({out_dir} has no {RunHandle.FILE})" if handle is not None else "")
                               + "; `make runs` lists the runs the infrastructures know")
         if not infra:
             raise ConfigError("INFRA", "", f"the infrastructure run {run_id} is on: this machine has no "
-                              f"{out_dir / 'spec.json'} to tell ({', '.join(backends.names())}; `make runs` lists "
+                              f"{handle} to tell ({', '.join(backends.names())}; `make runs` lists "
                               "the runs each infrastructure knows)")
-        return _spec(PRESET, SET, "", {**knobs, "RUN_ID": run_id}, rules=False), None
+        where = _settings(PRESET, SET, {**knobs, "RUN_ID": run_id})
+        backend: Backend = backends.get(where.infra.name)
+        return backend.handle_of(run_id, backend.place(where), dashboard_port=where.cluster.dashboard_port,
+                                 ray_port=where.cluster.ray_port, wait_s=where.cluster.formation_timeout_s)
 
     def _act(self, verb: str, **kw: Any) -> None:
-        spec, out_dir = self._which(**kw)
-        return _exit(getattr(backends.get(spec.infra.name), verb)(spec, out_dir))
+        run = self._which(**kw)
+        return _exit(getattr(backends.get(run.place.infra), verb)(run))
 
     def status(self, **kw: Any) -> None:
         """Nodes and job state of the last (or RUN_ID's) launch."""
@@ -283,8 +284,8 @@ class Cli:
     def dashboard(self, PORT: Any = "", **kw: Any) -> None:  # noqa: N803
         """Open the Ray dashboard from this machine: a forward (local, KubeRay) or the endpoint."""
         port = _port(_with_env({"PORT": PORT}, {"PORT"}).get("PORT", ""))
-        spec, out_dir = self._which(**kw)
-        return _exit(backends.get(spec.infra.name).dashboard(spec, out_dir, port=port))
+        run = self._which(**kw)
+        return _exit(backends.get(run.place.infra).dashboard(run, port=port))
 
     def ssh(self, **kw: Any) -> None:
         """A shell on the run's SkyPilot cluster head (ssh <cluster>)."""
@@ -295,31 +296,37 @@ class Cli:
         return self._on_sky("ray_status", **kw)
 
     def _on_sky(self, verb: str, **kw: Any) -> None:
-        spec, out_dir = self._which(**kw)
-        name = spec.infra.name
+        run = self._which(**kw)
+        name = run.place.infra
         if not backends.infra(name).ssh:
             with_ssh = ", ".join(n for n in backends.names() if backends.infra(n).ssh)
             raise ConfigError("INFRA", name, f"a SkyPilot infrastructure ({with_ssh}): `make {verb.replace('_', '-')}` "
                               "uses the ssh alias SkyPilot writes; `make status` and `make dashboard` work on every "
                               "infrastructure")
-        return _exit(getattr(backends.get(name), verb)(spec, out_dir))
+        return _exit(getattr(backends.get(name), verb)(run))
 
     def summary(self, **kw: Any) -> None:
         """The closing summary of the last (or RUN_ID's) launch, from its run directory. In a GitHub
         Actions job ($GITHUB_STEP_SUMMARY set) it is also appended there as Markdown, with the
         verification table."""
-        spec, out_dir = self._which(**kw)
-        run_dir, out = Path(spec.paths.run_dir), out_dir or Path(spec.run.out)
-        print(closing_summary(spec, run_dir, out))
+        run = self._which(**kw)
+        facts = (run.run_id, run.framework or "?", run.place.infra, Path(run.run_dir) if run.run_dir else None,
+                 Path(run.out) if run.out else ROOT / "build" / run.run_id)
+        print(closing_summary(*facts))
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if step_summary:
             with open(step_summary, "a", encoding="utf-8") as fh:
-                fh.write(markdown_summary(spec, run_dir, out))
+                fh.write(markdown_summary(*facts))
 
     def runs(self, PRESET: Any = "", SET: Any = "", OUT: Any = "", **knobs: Any) -> None:  # noqa: N803
         """Every rlaunch run the reachable infrastructures know (INFRA=... for one), one line each."""
         infra = str(_with_env(_knobs(knobs), set(KNOBS)).get("INFRA", ""))
-        print(runs.report(runs.collect(infra, lambda name: _spec(PRESET, SET, "", {**knobs, "INFRA": name}, rules=False))))
+
+        def place(name: str) -> Place:
+            backend: Backend = backends.get(name)
+            return backend.place(_settings(PRESET, SET, {**knobs, "INFRA": name}))
+
+        print(runs.report(runs.collect(infra, place)))
 
     def tensorboard(self, RUN_ID: Any = "", OUT: Any = "", RUNS: Any = "", RUN_DIR: Any = "", PORT: Any = "",
                     **_ignored: Any) -> None:  # noqa: N803
@@ -329,8 +336,8 @@ class Cli:
         refs = runref.split_refs(given.get("RUNS", "")) + ([str(given["RUN_DIR"])] if given.get("RUN_DIR") else [])
         if not refs:  # one run, found as status/logs/down find it, else by id on the local storage
             run_id = str(given.get("RUN_ID", "")).strip()
-            spec, out_dir = self._existing(run_id, str(given.get("OUT", "")))
-            refs = [str(out_dir) if spec is not None else run_id]
+            _, out_dir = runref.launched(run_id, str(given.get("OUT", "")), LAST_RUN)
+            refs = [str(out_dir) if out_dir is not None and (out_dir / "spec.json").is_file() else run_id]
             if not refs[0]:
                 raise ConfigError("RUN_ID", "", "a run id (or RUNS=\"id1 id2\", RUN_DIR=...): no launch "
                                   "recorded in build/last-run")

@@ -189,8 +189,28 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
          now: _dt.datetime | None = None, rules: bool = True) -> Spec:
     """Build the validated spec. `knobs` are Make variables (INFRA, NODES, ...), `overrides` SET's text.
 
-    rules=False leaves out the rules about what a launch would do (check): status, logs and down of
-    a run known by its id need only where to ask."""
+    rules=False leaves out the rules about what a launch would do (check)."""
+    cfg, sources, preset, rewrites = _merged(preset, knobs, overrides)
+    spec_ = derive(validate(cfg, sources), preset, sources, now, [vars(r) for r in rewrites])
+    if rules:
+        check(spec_, sources)
+    return spec_
+
+
+def settings(preset: str = "", knobs: dict[str, str] | None = None, overrides: str | list[str] = "") -> spec.Config:
+    """The config's layers merged and validated, nothing derived: where an infrastructure is (its
+    namespace, the shared storage) for a command that acts on a run known only by its id. storage.mount
+    is where the nodes see it (a local run's relative one: under the repository)."""
+    cfg, sources, _, _ = _merged(preset, knobs, overrides)
+    config = validate(cfg, sources)
+    mount = _mount(config, sources)
+    return config.model_copy(update={"storage": config.storage.model_copy(update={"mount": mount})})
+
+
+def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str]
+            ) -> tuple[dict[str, Any], dict[str, str], str, list[rehearse.Rewrite]]:
+    """The layers merged, in order, with every key's source: (config, sources, preset, the rehearsal's
+    rewrites)."""
     knobs = {k: str(v) for k, v in (knobs or {}).items() if v is not None and str(v) != ""}
     for name in knobs:
         if name not in KNOBS:
@@ -247,17 +267,13 @@ def load(preset: str = "", knobs: dict[str, str] | None = None, overrides: str |
         _set(cfg, key, value, "")
     # Overrides of what rlaunch owns become rlaunch's keys (or stop here), so every check sees them.
     _overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS})
-    rewrites = []
+    rewrites: list[rehearse.Rewrite] = []
     if rehearsing:
         if preset_infra != "local":
             rewrites.append(rehearse.Rewrite("infra.name", "local", preset_infra,
                                              "the rehearsal runs on this machine's local Ray cluster"))
         rewrites += rehearse.apply(cfg, sources)
-
-    spec_ = derive(validate(cfg, sources), preset, sources, now, [vars(r) for r in rewrites])
-    if rules:
-        check(spec_, sources)
-    return spec_
+    return cfg, sources, preset, rewrites
 
 
 def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.datetime | None = None,
@@ -279,12 +295,7 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     _check(_knobs.out_problem, "run.out", out, sources)
 
     infra, cluster = config.infra, config.cluster
-    mount = config.storage.mount
-    if infra.name == "local" and not mount.startswith("/") and sources.get("storage.mount") != "WORK_ROOT":
-        mount = str(ROOT / mount)  # local: the repo's build/ is the shared storage
-    else:
-        _check(_knobs.path_problem, "storage.mount", mount, sources)
-    mount = mount.rstrip("/")
+    mount = _mount(config, sources)
     # The free-form values, each by its own rule (rlaunch.config.knobs); what several keys say together is check's.
     if infra.install_root:
         _check(_knobs.path_problem, "infra.install_root", infra.install_root, sources)
@@ -330,6 +341,16 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
         "rehearsal": rehearsal or [],
     }
     return Spec.model_validate({**config.dump(), "preset": preset, "pins": pins, "paths": paths, "derived": derived})
+
+
+def _mount(config: spec.Config, sources: dict[str, str]) -> str:
+    """storage.mount as every node sees it; a local run's relative one is under the repository."""
+    mount = config.storage.mount
+    if config.infra.name == "local" and not mount.startswith("/") and sources.get("storage.mount") != "WORK_ROOT":
+        mount = str(ROOT / mount)  # local: the repo's build/ is the shared storage
+    else:
+        _check(_knobs.path_problem, "storage.mount", mount, sources)
+    return mount.rstrip("/")
 
 
 def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:

@@ -115,10 +115,11 @@ def serve_dirs(named: dict[str, Path], port: int | None, farm: Path) -> int:
 
 
 def serve(runs: list[RunDir], port: int | None) -> int:
-    if len(runs) == 1 and not runs[0].local and backends.infra(runs[0].spec.infra.name).tensorboard:
+    handle = runs[0].handle if len(runs) == 1 and not runs[0].local else None
+    if handle is not None and backends.infra(handle.place.infra).tensorboard:
         # Not on this machine: the run's infrastructure serves it from the cluster.
-        backend = backends.get(runs[0].spec.infra.name)
-        return int(backend.tensorboard(runs[0].spec, DEFAULT_PORT if port is None else port))
+        backend = backends.get(handle.place.infra)
+        return int(backend.tensorboard(handle, DEFAULT_PORT if port is None else port))
     named = {run.id: event_dir(require_local(run)) for run in runs}
     name = "-".join(named)
     if len(name) > 100:

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Callable
 
 from rlaunch import backends
-from rlaunch.backends.base import Run
+from rlaunch.backends.base import Place, Run
 from rlaunch.errors import MissingPrerequisite
-
-if TYPE_CHECKING:
-    from rlaunch.config.spec import Spec
 
 
 @dataclass
@@ -33,8 +30,8 @@ def family(infra: str) -> str:
     return backends.infra(infra).backend
 
 
-def collect(infra: str, spec_for: Callable[[str], Spec]) -> Collected:
-    """Ask each infrastructure (or only INFRA's) once; spec_for(infra) gives the settings of where."""
+def collect(infra: str, place_for: Callable[[str], Place]) -> Collected:
+    """Ask each infrastructure (or only INFRA's) once; place_for(infra) says where it is."""
     out = Collected()
     # Each family asked as its first INFRA= value, whose config says where to ask.
     families = backends.families()
@@ -42,7 +39,7 @@ def collect(infra: str, spec_for: Callable[[str], Spec]) -> Collected:
         asked_as = infra or families[name]
         backend = backends.get(asked_as)
         try:
-            answer = backend.runs(spec_for(asked_as))
+            answer = backend.runs(place_for(asked_as))
         except MissingPrerequisite as err:
             out.unreachable.append(f"{name} (missing {err.what})")
             continue

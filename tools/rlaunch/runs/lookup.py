@@ -1,8 +1,11 @@
-"""Find a run's spec and run directory from a run id or a directory: what tensorboard and compare read.
+"""Find a run from this machine: its handle (what status, logs, down, dashboard and summary act on),
+and its spec.json and run directory (what tensorboard and compare read).
 
-A reference is a run id (its rendered artifacts under build/<id>/, else its run directory on the
-local shared storage, build/storage/runs/<name>/<id>/), or a directory: a run directory (it holds
-the spec.json job.sh copied there at start) or an artifacts directory (it holds job.sh). A run
+A launch from here leaves its handle in its artifacts directory (OUT, default build/<run_id>/, the
+last one named in build/last-run): `launched` finds it. For tensorboard and compare a reference is a
+run id (its rendered artifacts under build/<id>/, else its run directory on the local shared storage,
+build/storage/runs/<name>/<id>/), or a directory: a run directory (it holds the spec.json job.sh
+copied there at start, and the handle in plan/) or an artifacts directory (it holds job.sh). A run
 directory on a bucket is read from a local mount or synced copy of it: pass that directory.
 """
 
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlaunch import ROOT
+from rlaunch.backends.base import RunHandle
 from rlaunch.config import specjson
 from rlaunch.errors import ConfigError, MissingPrerequisite
 
@@ -31,6 +35,7 @@ class RunDir:
     id: str
     data: dict[str, Any]  # its spec.json as the run wrote it (compare reads it key by key)
     run_dir: Path  # where its outputs are on this machine (may not exist: see `local`)
+    handle: RunHandle | None = None  # what its launch made, where a launch of this rlaunch left it
 
     @property
     def spec(self) -> Spec:
@@ -50,6 +55,26 @@ class RunDir:
         return run_dir
 
 
+def launched(run_id: str = "", out: str = "", last: Path | None = None,
+             root: Path = ROOT) -> tuple[RunHandle | None, Path | None]:
+    """The handle of a launch from this machine, and the artifacts directory looked in: OUT, else
+    build/<RUN_ID>, else the last launch (`last` names its directory); (None, None) without any."""
+    if out:
+        out_dir = Path(out)
+    elif run_id:
+        out_dir = root / "build" / run_id
+    elif last is not None and last.exists():
+        out_dir = Path(last.read_text().strip())
+    else:
+        return None, None
+    path = out_dir / RunHandle.FILE
+    return (RunHandle.read(path) if path.is_file() else None), out_dir
+
+
+def _handle(*paths: Path) -> RunHandle | None:
+    return next((RunHandle.read(p) for p in paths if p.is_file()), None)
+
+
 def _load(path: Path) -> dict[str, Any] | None:
     try:
         spec = json.loads(path.read_text())
@@ -67,15 +92,15 @@ def find(ref: str, key: str = "RUN_ID", root: Path = ROOT) -> RunDir:
         if spec is None:
             raise ConfigError(key, ref, "a run directory or artifacts directory holding spec.json")
         if (path / "job.sh").is_file():  # the artifacts directory: outputs are in the run dir
-            return RunDir(spec["run"]["id"], spec, Path(spec["paths"]["run_dir"]))
-        return RunDir(spec["run"]["id"], spec, path.resolve())
+            return RunDir(spec["run"]["id"], spec, Path(spec["paths"]["run_dir"]), _handle(path / RunHandle.FILE))
+        return RunDir(spec["run"]["id"], spec, path.resolve(), _handle(path / "plan" / RunHandle.FILE))
     spec = _load(root / "build" / ref / "spec.json")
     if spec is not None:
-        return RunDir(ref, spec, Path(spec["paths"]["run_dir"]))
+        return RunDir(ref, spec, Path(spec["paths"]["run_dir"]), _handle(root / "build" / ref / RunHandle.FILE))
     for spec_path in sorted((root / "build" / "storage" / "runs").glob(f"*/{ref}/spec.json")):
         spec = _load(spec_path)
         if spec is not None:
-            return RunDir(ref, spec, spec_path.parent)
+            return RunDir(ref, spec, spec_path.parent, _handle(spec_path.parent / "plan" / RunHandle.FILE))
     raise ConfigError(key, ref, f"a run id with build/{ref}/spec.json or a run directory under "
                       "build/storage/runs/, or the path of a run directory")
 

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rlaunch.job import attempts, phases
 from rlaunch.verify.smoke import lines as smoke_lines
-
-if TYPE_CHECKING:
-    from rlaunch.config.spec import Spec
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -25,8 +22,12 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _facts(spec: Spec, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]], dict[str, Any]]:
-    """(label, value) rows in the order people read them, and verification.json (or {})."""
+def _facts(run_dir: Path | None, out: Path) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """(label, value) rows in the order people read them, and verification.json (or {}). No run
+    directory: a run known by its id alone, whose launch left no handle here."""
+    if run_dir is None:
+        return [("verification", "not on this machine: no handle of its launch here says where its run "
+                                 "directory is"), ("artifacts", str(out))], {}
     train = _read(run_dir / "train_summary.json")
     evaluation = _read(run_dir / "eval.json")
     verification = _read(run_dir / "verification.json")
@@ -68,23 +69,23 @@ def _facts(spec: Spec, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]],
     return rows, verification
 
 
-def _title(spec: Spec) -> str:
-    return f"run {spec.run.id} ({spec.framework.name} on {spec.infra.name})"
+def _title(run_id: str, framework: str, infra: str) -> str:
+    return f"run {run_id} ({framework} on {infra})"
 
 
-def closing_summary(spec: Spec, run_dir: Path, out: Path) -> str:
-    rows, _ = _facts(spec, run_dir, out)
-    return "\n".join([_title(spec), *(f"  {label:<13} {value}" for label, value in rows)])
+def closing_summary(run_id: str, framework: str, infra: str, run_dir: Path | None, out: Path) -> str:
+    rows, _ = _facts(run_dir, out)
+    return "\n".join([_title(run_id, framework, infra), *(f"  {label:<13} {value}" for label, value in rows)])
 
 
 def _cell(text: object) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
 
 
-def markdown_summary(spec: Spec, run_dir: Path, out: Path) -> str:
+def markdown_summary(run_id: str, framework: str, infra: str, run_dir: Path | None, out: Path) -> str:
     """GitHub-flavoured Markdown: the facts, then one row per verification check."""
-    rows, verification = _facts(spec, run_dir, out)
-    lines = [f"### rlaunch: {_title(spec)}", "", "| | |", "|---|---|"]
+    rows, verification = _facts(run_dir, out)
+    lines = [f"### rlaunch: {_title(run_id, framework, infra)}", "", "| | |", "|---|---|"]
     lines += [f"| {label} | {_cell(value)} |" for label, value in rows]
     checks = verification.get("checks") or []
     if checks:

@@ -17,6 +17,7 @@ output); the run script checks them before anything starts.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -28,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from rlaunch import ROOT, frameworks, verify
-from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
+from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.config import inputs as run_inputs
-from rlaunch.config.spec import Spec
+from rlaunch.config.spec import Config, Spec
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.frameworks import accel
 from rlaunch.config.inputs import MANIFEST
@@ -139,6 +140,11 @@ def target_steps(spec: Spec) -> int:
     return spec.train.steps
 
 
+def tensorboard_path(run_dir: str) -> str:
+    """What the form's TensorBoard path is for a run directory: its run id is the platform's ${RUN_ID}."""
+    return f"{run_dir.rsplit('/', 1)[0]}/${{RUN_ID}}/tensorboard"
+
+
 def form(spec: Spec) -> dict[str, Any]:
     """The task form's values, in the order the platform asks for them."""
     cluster, infra = spec.cluster, spec.infra
@@ -162,7 +168,7 @@ def form(spec: Spec) -> dict[str, Any]:
         "env": env,
         "secrets": list(spec.secrets),
         # The platform fills in ${RUN_ID} from the env var above; RLinf writes {log_path}/tensorboard.
-        "tensorboard_path": f"{spec.paths.run_dir.rsplit('/', 1)[0]}/${{RUN_ID}}/tensorboard",
+        "tensorboard_path": tensorboard_path(spec.paths.run_dir),
         "launch_dir": launch_dir(spec),
         "runtime_env": "runtime_env.json",
         "startup_command": "startup.sh",
@@ -376,42 +382,61 @@ class AIStudio(Backend):
             "checks inputs, runs preflight, the job, postflight",
         ]
 
+    def place(self, spec: Config) -> Place:
+        return Place(spec.infra.name, storage=spec.storage.mount, storage_here=spec.infra.install_root)
+
+    def kind(self, spec: Spec) -> str:
+        return "launch"
+
+    def resource_name(self, infra: str, run_id: str) -> str:
+        return f"{LAUNCHES}/{run_id}"  # the launch directory, under the shared storage
+
     def launch(self, plan: LaunchPlan) -> int:
         spec, files = plan.spec, plan.rendered  # what plan checked and wrote: installed as is
         target, existed = install(spec, files)
+        if not (target / RunHandle.FILE).is_file():
+            # Beside the launch (not in its SHA256SUMS): any machine with the storage finds the run.
+            self.handle(plan).write(target)
         print(paste_text(spec, files, target, existed))
         return 0
 
     # --- from the run id alone: the launch directory on the shared storage answers ----------------
 
-    def runs(self, spec: Spec) -> Answer:
-        launches = _storage_root(spec) / LAUNCHES
-        runs = []
-        for path in sorted(launches.glob("*/spec.json")):
-            stored = _read_spec(path, spec)
-            if stored is not None:
-                runs.append(_launch_run(stored, path.parent))
-        return Answer(f"{launches}/*/spec.json", tuple(runs))
+    def handle_of(self, run_id: str, place: Place, **defaults: Any) -> RunHandle:
+        """The handle the launch left beside its files on the shared storage; without one, a handle
+        that says so (kind "": status/logs/down/dashboard then say nothing is there)."""
+        path = _storage_root(place) / LAUNCHES / run_id / RunHandle.FILE
+        if path.is_file():
+            return _read_handle(path, place)
+        return super().handle_of(run_id, place, **defaults)
 
-    def find(self, spec: Spec) -> Answer:
-        path = _storage_root(spec) / launch_rel(spec) / "spec.json"
-        stored = _read_spec(path, spec)
-        return Answer(str(path), (_launch_run(stored, path.parent),) if stored else ())
+    def runs(self, place: Place) -> Answer:
+        launches = _storage_root(place) / LAUNCHES
+        runs = [_launch_run(_read_handle(path, place), path.parent)
+                for path in sorted(launches.glob(f"*/{RunHandle.FILE}"))]
+        return Answer(f"{launches}/*/{RunHandle.FILE}", tuple(runs))
 
-    def _which(self, spec: Spec, out: Path | None, verb: str) -> Spec | None:
-        """The run's own spec: the cached one, else the launch's on the shared storage (None: not there,
-        said on stdout)."""
-        if out is not None:
-            return spec
-        path = _storage_root(spec) / launch_rel(spec) / "spec.json"
-        stored = _read_spec(path, spec)
-        if stored is None:
-            print(f"aistudio: nothing of run {spec.run.id} on the shared storage: no {path}"
-                  + (": nothing to do" if verb == "down" else ""))
-        return stored
+    def find(self, run: RunHandle) -> Answer:
+        found = self._which(run, "")
+        path = _storage_root(run.place) / LAUNCHES / run.run_id
+        return Answer(str(path / RunHandle.FILE), (_launch_run(found, path),) if found else ())
 
-    def status(self, spec: Spec, out: Path | None) -> int:
-        found = self._which(spec, out, "status")
+    def _which(self, run: RunHandle, verb: str) -> RunHandle | None:
+        """The launch's handle: this one when it says what it is, else the one on the shared storage
+        (None: not there, said on stdout where a verb asks)."""
+        if run.kind:
+            return run
+        found = self.handle_of(run.run_id, run.place)
+        if not found.kind:
+            if verb:
+                print(f"aistudio: nothing of run {run.run_id} on the shared storage: no "
+                      f"{_storage_root(run.place) / LAUNCHES / run.run_id / RunHandle.FILE}"
+                      + (": nothing to do" if verb == "down" else ""))
+            return None
+        return found
+
+    def status(self, run: RunHandle) -> int:
+        found = self._which(run, "status")
         if found is None:
             return 1
         print(where_text(found))
@@ -422,8 +447,8 @@ class AIStudio(Backend):
                 print(f"aistudio: {name}: {'passed' if passed else 'FAILED'} ({report})")
         return 0
 
-    def logs(self, spec: Spec, out: Path | None) -> int:
-        found = self._which(spec, out, "logs")
+    def logs(self, run: RunHandle) -> int:
+        found = self._which(run, "logs")
         if found is None:
             return 1
         logs = [_run_path(found) / "driver.log", _run_path(found) / "logs" / "job.log"]
@@ -435,63 +460,60 @@ class AIStudio(Backend):
             print(f"aistudio: no {logs[0]} yet: follow the task's log on its AIStudio page")
         return 0
 
-    def down(self, spec: Spec, out: Path | None) -> int:
-        found = self._which(spec, out, "down")
+    def down(self, run: RunHandle) -> int:
+        found = self._which(run, "down")
         if found is None:
             return 0
-        root = install_root(found)
         print(f"aistudio: stop the task in the AIStudio console (rlaunch cannot: no public API). The launch "
-              f"({root}/{launch_rel(found)}) and the run's outputs ({_run_path(found)}) stay on the shared "
-              "storage; delete them there if you no longer need them.")
+              f"({_storage_root(found.place, check=False)}/{found.name}) and the run's outputs ({_run_path(found)}) "
+              "stay on the shared storage; delete them there if you no longer need them.")
         return 0
 
-    def dashboard(self, spec: Spec, out: Path | None, port: int | None = None) -> int:
-        found = self._which(spec, out, "dashboard")
+    def dashboard(self, run: RunHandle, port: int | None = None) -> int:
+        found = self._which(run, "dashboard")
         if found is None:
             return 1
         print("aistudio: open the task's page in the AIStudio console: it links the Ray dashboard and "
-              f"TensorBoard ({form(found)['tensorboard_path']})")
+              f"TensorBoard ({tensorboard_path(found.run_dir)})")
         return 0
 
 
-def _storage_root(spec: Spec) -> Path:
+def _storage_root(place: Place, check: bool = True) -> Path:
     """The shared storage as this machine sees it, or MissingPrerequisite."""
-    root = install_root(spec)
-    if not root.is_dir():
+    root = Path(place.storage_here or place.storage)
+    if check and not root.is_dir():
         raise MissingPrerequisite(f"the AIStudio shared storage at {root}",
-                                  f"mount the storage the tasks mount at {spec.storage.mount} (WORK_ROOT) "
+                                  f"mount the storage the tasks mount at {place.storage} (WORK_ROOT) "
                                   "at the same path here, or say where it is mounted here: "
                                   "SET=infra.install_root=<path>")
     return root
 
 
-def _read_spec(path: Path, asked: Spec) -> Spec | None:
-    """A launch's spec.json, with the storage where this machine sees it; None if there is none."""
-    if not path.is_file():
-        return None
-    return Spec.read(path, infra={"install_root": str(install_root(asked))})
+def _read_handle(path: Path, here: Place) -> RunHandle:
+    """A launch's handle from the shared storage, with the storage where this machine sees it."""
+    found = RunHandle.read(path)
+    return dataclasses.replace(found, place=dataclasses.replace(found.place, storage_here=here.storage_here))
 
 
-def _launch_run(spec: Spec, launch: Path) -> Run:
-    run_dir = _run_path(spec)
+def _launch_run(run: RunHandle, launch: Path) -> Run:
+    run_dir = _run_path(run)
     try:
         passed = json.loads((run_dir / "verification.json").read_text(encoding="utf-8")).get("passed")
         state = "passed" if passed else "FAILED"
     except (OSError, ValueError):
         state = "started" if run_dir.is_dir() else "installed, not started"
-    c = spec.cluster
-    return Run(run_id=spec.run.id, infra="aistudio", state=state, where=f"launch {launch}",
-               nodes=c.nodes, gpus_per_node=c.gpus_per_node, accelerator=c.accelerator,
+    return Run(run_id=run.run_id, infra="aistudio", state=state, where=f"launch {launch}",
+               nodes=run.nodes, gpus_per_node=run.gpus_per_node, accelerator=run.accelerator,
                created=launch.stat().st_mtime, kind="launch", active=state in ("started", "installed, not started"))
 
 
-def _run_path(spec: Spec) -> Path:
+def _run_path(run: RunHandle) -> Path:
     """The run directory as this machine sees it (under WORK_ROOT)."""
-    return install_root(spec) / Path(spec.paths.run_dir).relative_to(spec.storage.mount)
+    return _storage_root(run.place, check=False) / Path(run.run_dir).relative_to(run.place.storage)
 
 
-def where_text(spec: Spec) -> str:
-    run_dir = _run_path(spec)
+def where_text(run: RunHandle) -> str:
+    run_dir = _run_path(run)
     state = "exists (the task has started)" if run_dir.exists() else "not created yet (the task has not started)"
     return (f"aistudio: the task's state is on its AIStudio page (no public API). Run directory {run_dir}: "
             f"{state}.")

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlaunch import progress
-from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
+from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.backends.kuberay import gke
 from rlaunch.backends.kuberay import kubectl
 from rlaunch.backends.kuberay import manifests
@@ -56,7 +56,7 @@ from rlaunch.plan import imagecheck
 from rlaunch.validate import kuberay as validate
 
 if TYPE_CHECKING:
-    from rlaunch.config.spec import Spec
+    from rlaunch.config.spec import Config, Spec
 
 TENSORBOARD_POD_PORT = 6006  # `make tensorboard`: TensorBoard on the head pod's loopback
 LOGS_POLL_S = 5  # `make logs` polls for the submitter job this often, until formation_timeout_s
@@ -226,7 +226,7 @@ class KubeRay(Backend):
                          f"{cm} -n {ns} -o jsonpath='{{.data.{key.replace('.', chr(92) + '.')}}}' > {key}, data "
                          "source: your Prometheus (VKE: the VMP workspace)")
         if mon.dashboard_ingress:
-            lines.append(f"Ingress {name}-dashboard -> service {head_service(spec)}:{spec.cluster.dashboard_port} "
+            lines.append(f"Ingress {name}-dashboard -> service {head_service(name)}:{spec.cluster.dashboard_port} "
                          "(the Ray dashboard). WARNING: it has no login; whoever reaches the Ingress can submit "
                          "jobs: keep it private or behind your own access control")
         lines.append(f"RayJob {name}: submitter runs `ray job submit --submission-id {spec.run.id} -- "
@@ -319,8 +319,14 @@ class KubeRay(Backend):
               f"`make logs RUN_ID={spec.run.id}`, check it with `make status`, stop it with `make down`")
         return 0
 
-    def status(self, spec: Spec, out: Path | None) -> int:
-        ns, name = spec.infra.namespace, job_name(spec)
+    def place(self, spec: Config) -> Place:
+        return Place(spec.infra.name, namespace=spec.infra.namespace)
+
+    def kind(self, spec: Spec) -> str:
+        return "rayjob"
+
+    def status(self, run: RunHandle) -> int:
+        ns, name = run.place.namespace, run.name
         job = kubectl.run(["get", "rayjob", name, "-n", ns, "-o", "json"])
         if job.returncode != 0 and not kubectl.not_found(job):
             raise kubectl.unreachable(job, f"get RayJob {name} in namespace {ns}")
@@ -333,7 +339,7 @@ class KubeRay(Backend):
               f"rayCluster={st.get('rayClusterName') or '-'} jobId={st.get('jobId') or '-'}")
         if st.get("message"):
             print(f"  message: {st['message']}")
-        pods = kubectl.run(["get", "pods", "-n", ns, "-l", f"{RUN_LABEL}={spec.run.id}", "-o", "json"])
+        pods = kubectl.run(["get", "pods", "-n", ns, "-l", f"{RUN_LABEL}={run.run_id}", "-o", "json"])
         if pods.returncode != 0:
             print(pods.stderr, end="", file=sys.stderr)
             return pods.returncode
@@ -344,11 +350,11 @@ class KubeRay(Backend):
             print(f"  {line}")
         return 0
 
-    def logs(self, spec: Spec, out: Path | None) -> int:
+    def logs(self, run: RunHandle) -> int:
         # The submitter Job is named after the RayJob; its pod streams `ray job logs --follow`. The
         # operator creates it only once the Ray cluster is up, which can take GPU nodes minutes.
-        ns, name = spec.infra.namespace, job_name(spec)
-        deadline_s = spec.cluster.formation_timeout_s
+        ns, name = run.place.namespace, run.name
+        deadline_s = run.wait_s
         deadline = time.monotonic() + deadline_s
         def submitter() -> subprocess.CompletedProcess[str]:
             found = kubectl.run(["get", "job", name, "-n", ns, "-o", "name"])
@@ -361,7 +367,7 @@ class KubeRay(Backend):
                                "(the operator starts the submitter job once it is up)",
                                out=progress.console(sys.stderr)) as wait:
                 while submitter().returncode != 0:
-                    stuck = self._pull_errors(spec)
+                    stuck = self._pull_errors(run)
                     if stuck:
                         wait.update("pods cannot pull their image")
                         print("kuberay: " + "\nkuberay: ".join(stuck), file=sys.stderr)
@@ -377,33 +383,32 @@ class KubeRay(Backend):
         args = ["logs", "-f", f"job/{name}", "-n", ns, "--pod-running-timeout=10m"]
         return kubectl.run(args, capture=False, timeout=None).returncode
 
-    def _pull_errors(self, spec: Spec) -> list[str]:
+    def _pull_errors(self, run: RunHandle) -> list[str]:
         """The run's pods that Kubernetes says cannot pull their image (none when it cannot say)."""
-        pods = kubectl.run(["get", "pods", "-n", spec.infra.namespace, "-l",
-                         f"{RUN_LABEL}={spec.run.id}", "-o", "json"])
+        pods = kubectl.run(["get", "pods", "-n", run.place.namespace, "-l", f"{RUN_LABEL}={run.run_id}", "-o", "json"])
         if pods.returncode != 0 or not pods.stdout.strip():
             return []
         return kubectl.pull_errors(json.loads(pods.stdout).get("items") or [])
 
-    def dashboard(self, spec: Spec, out: Path | None, port: int | None = None) -> int:
-        remote = spec.cluster.dashboard_port
+    def dashboard(self, run: RunHandle, port: int | None = None) -> int:
+        remote = run.dashboard_port
         local = remote if port is None else port
         print(f"kuberay: Ray dashboard on http://localhost:{local} (Ctrl-C stops the port-forward)")
-        args = ["port-forward", "-n", spec.infra.namespace, f"service/{head_service(spec)}",
+        args = ["port-forward", "-n", run.place.namespace, f"service/{head_service(run.name)}",
                 f"{local}:{remote}"]
         return kubectl.run(args, capture=False, timeout=None).returncode
 
-    def tensorboard(self, spec: Spec, port: int) -> int:
+    def tensorboard(self, run: RunHandle, port: int) -> int:
         """TensorBoard next to the head, on the run directory of the cluster's shared volume, and
         `kubectl port-forward` to it, until Ctrl-C. The pod runs it under a shell that stops it when
         our `kubectl exec` goes (stdin closes), so nothing is left running in the pod."""
-        ns, run_dir = spec.infra.namespace, spec.paths.run_dir
-        selector = f"{RUN_LABEL}={spec.run.id},ray.io/node-type=head"
+        ns, run_dir = run.place.namespace, run.run_dir
+        selector = f"{RUN_LABEL}={run.run_id},ray.io/node-type=head"
         found = kubectl.run(["get", "pods", "-n", ns, "-l", selector, "-o", "name"])
         pod = (found.stdout.split() or [""])[0] if found.returncode == 0 else ""
         if not pod:
             raise MissingPrerequisite(
-                f"a running head pod of run {spec.run.id} in namespace {ns}",
+                f"a running head pod of run {run.run_id} in namespace {ns}",
                 "its Ray cluster is deleted when the job ends (shutdownAfterJobFinishes): copy the run "
                 f"directory {run_dir} off the shared volume (kubectl cp, or the bucket) and pass it: "
                 "make tensorboard RUN_DIR=...")
@@ -413,7 +418,7 @@ class KubeRay(Backend):
         board = subprocess.Popen([exe, "exec", "-i", "-n", ns, pod, "--", "sh", "-c", serve],
                                  stdin=subprocess.PIPE)
         forward = subprocess.Popen([exe, "port-forward", "-n", ns, pod, f"{port}:{TENSORBOARD_POD_PORT}"])
-        print(f"kuberay: TensorBoard of run {spec.run.id} ({pod}, {run_dir}): open "
+        print(f"kuberay: TensorBoard of run {run.run_id} ({pod}, {run_dir}): open "
               f"http://localhost:{port} (Ctrl-C stops it)", flush=True)
         rc = 0
         try:
@@ -433,9 +438,9 @@ class KubeRay(Backend):
                 proc.wait()
         return rc
 
-    def down(self, spec: Spec, out: Path | None) -> int:
+    def down(self, run: RunHandle) -> int:
         """Delete every object labelled with the run, after asking the API server which exist."""
-        ns, run_id = spec.infra.namespace, spec.run.id
+        ns, run_id = run.place.namespace, run.run_id
         selector = f"{RUN_LABEL}={run_id}"
         context = kubectl.current_context()
         served = kubectl.api_resources()
@@ -466,16 +471,16 @@ class KubeRay(Backend):
             print(f"kuberay: nothing of run {run_id} left in namespace {ns}")
         return rc
 
-    def runs(self, spec: Spec) -> Answer:
-        """RayJobs labelled by rlaunch in the current context: every namespace, or spec's when the
-        context may not list them all."""
+    def runs(self, place: Place) -> Answer:
+        """RayJobs labelled by rlaunch in the current context: every namespace, or the place's when
+        the context may not list them all."""
         context = kubectl.current_context()
         query = ["rayjobs.ray.io", "-l", f"app.kubernetes.io/managed-by={MANAGED_BY}", "-o", "json"]
         result = kubectl.run(["get", "--all-namespaces", *query])
         asked = f"kubectl get --all-namespaces {' '.join(query[:3])} (context {context})"
         note = ""
         if result.returncode != 0 and "(Forbidden)" in result.stderr:
-            ns = spec.infra.namespace
+            ns = place.namespace
             result = kubectl.run(["get", "-n", ns, *query])
             asked = asked.replace("--all-namespaces", f"-n {ns}")
             note = f"kuberay: context {context} may not list RayJobs in every namespace: namespace {ns} only"

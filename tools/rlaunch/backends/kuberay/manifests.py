@@ -257,7 +257,7 @@ def context(spec: Spec, files: dict[str, str] | None = None) -> dict[str, Any]:
         "gpu_pods": spec.cluster.nodes,
         "podmonitors": spec.monitoring.podmonitors,
         "monitoring": monitoring.settings(spec),
-        "head_service": head_service(spec),
+        "head_service": head_service(job_name(spec)),
         "vmp_label": flavor == "vke",  # VKE's managed Prometheus picks PodMonitors by this label
         "ports": {"gcs": spec.cluster.ray_port, "dashboard": spec.cluster.dashboard_port,
                   "client": CLIENT_PORT, "metrics": METRICS_PORT,

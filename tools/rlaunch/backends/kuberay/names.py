@@ -35,8 +35,9 @@ def inputs_job_name(spec: Spec) -> str:
     return f"{job_name(spec)}-inputs"
 
 
-def head_service(spec: Spec) -> str:
-    return f"{job_name(spec)}-head-svc"  # the operator's name for a RayJob's head Service
+def head_service(job: str) -> str:
+    """The operator's name for RayJob `job`'s head Service."""
+    return f"{job}-head-svc"
 
 
 def labels(spec: Spec) -> dict[str, str]:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlaunch import ROOT, SCRIPTS, frameworks, progress
-from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
+from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.backends.local import forward
 from rlaunch.config import load as config
 from rlaunch.errors import EXIT_NODE_LOST, ConfigError, MissingPrerequisite, RlaunchError
@@ -55,9 +55,9 @@ def cluster_name(run_id: str) -> str:
     return run_id
 
 
-def state_dir(out: Path | None, spec: Spec) -> Path:
+def state_dir(out: Path | None, run_id: str) -> Path:
     """The logs of the nodes' ray-up, beside the artifacts (build/<run_id>/cluster)."""
-    return (out or ROOT / "build" / spec.run.id) / "cluster"
+    return (out or ROOT / "build" / run_id) / "cluster"
 
 
 def _cluster_env(spec: Spec, out: Path | None) -> dict[str, str]:
@@ -65,7 +65,7 @@ def _cluster_env(spec: Spec, out: Path | None) -> dict[str, str]:
     env = {
         "RLAUNCH_CLUSTER_NAME": cluster_name(spec.run.id),
         "RLAUNCH_NODES": str(cluster.nodes),
-        "RLAUNCH_STATE_DIR": str(state_dir(out, spec)),
+        "RLAUNCH_STATE_DIR": str(state_dir(out, spec.run.id)),
         "RLAUNCH_RAY": str(Path(sys.executable).parent / "ray"),
         "RLAUNCH_DEADLINE_S": str(cluster.formation_timeout_s),
         "RLAUNCH_GPUS_PER_NODE": str(cluster.gpus_per_node),
@@ -86,6 +86,46 @@ def _cluster_env(spec: Spec, out: Path | None) -> dict[str, str]:
         env["RLAUNCH_RAY"] = str(_rehearsal_bin(spec) / "ray")
         env["RLAUNCH_NUM_GPUS"] = env["RLAUNCH_GPUS_PER_NODE"] = str(topology.gpus_per_node(spec))
     return env
+
+
+def _handle_env(run: RunHandle) -> dict[str, str]:
+    """What local-cluster needs to find a cluster that is up (status, info, exec, down): its name;
+    everything else it reads from the cluster's host dir."""
+    return {"RLAUNCH_CLUSTER_NAME": run.name,
+            "RLAUNCH_STATE_DIR": str(state_dir(Path(run.out) if run.out else None, run.run_id))}
+
+
+class _Cluster:
+    """scripts/local-cluster for one cluster, with the environment that names it (and, for `up`,
+    shapes it)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    def run(self, *args: str, env: dict[str, str] | None = None, **kw: Any) -> subprocess.CompletedProcess[Any]:
+        if not LOCAL_CLUSTER.exists():
+            raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
+        return subprocess.run([str(LOCAL_CLUSTER), *args], env={**os.environ, **self.env, **(env or {})},
+                              check=False, **kw)
+
+    def up(self) -> bool:
+        return self.run("info", capture_output=True).returncode == 0
+
+    def info(self, run_id: str) -> dict[str, Any]:
+        """cluster.json of the run's cluster, from the host (local-cluster info)."""
+        proc = self.run("info", capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise MissingPrerequisite(f"a local cluster for run {run_id}",
+                                      f"none is up on this host ({_last_line(proc.stderr)}); `make launch` forms one")
+        info: dict[str, Any] = json.loads(proc.stdout)
+        return info
+
+    def job(self, run_id: str, *args: str) -> int:
+        """`rlaunch job ARGS` from the head's namespace, against the cluster's job API."""
+        info = self.info(run_id)
+        argv = [sys.executable, "-m", "rlaunch", "job", *args,
+                f"--address=http://{info['head_ip']}:{info['dashboard_port']}", f"--submission_id={run_id}"]
+        return self.run("exec", "0", "--", *argv).returncode
 
 
 def _rehearsal_tmp(info: dict[str, Any]) -> str:
@@ -204,10 +244,11 @@ class Local(Backend):
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"pid {os.getpid()}, since {attempts.now_iso()}\n".encode(), 0)
             self._check_reuse(spec, run_dir, resume)
-            if resume and self._up(spec):
+            left = _Cluster(_cluster_env(spec, None)) if resume else None
+            if left is not None and left.up():
                 print(f"local: RESUME=1: taking down what is left of run {run_id}'s cluster first: "
                       "the run continues on fresh nodes")
-                self._local_cluster(spec, None, "down", env={"RLAUNCH_STOP_GRACE_S": FAST_GRACE_S})
+                left.run("down", env={"RLAUNCH_STOP_GRACE_S": FAST_GRACE_S})
             yield
         finally:
             os.close(fd)  # releases the lock; the empty file stays (removing it would race)
@@ -241,9 +282,6 @@ class Local(Backend):
             raise ConfigError("RESUME", "1", f"the config run {run_id} started with, to continue it: "
                               f"{key} was {was!r}, now {now!r} (launch a new RUN_ID to change it)")
 
-    def _up(self, spec: Spec) -> bool:
-        return self._local_cluster(spec, None, "info", capture_output=True).returncode == 0
-
     def render(self, spec: Spec) -> dict[str, str]:
         return artifacts.common(spec)
 
@@ -257,33 +295,8 @@ class Local(Backend):
             f"then: make status / make logs / make down RUN_ID={spec.run.id}",
         ]
 
-    def _local_cluster(self, spec: Spec, out: Path | None, *args: str, env: dict[str, Any] | None = None,
-                       **kw: Any) -> subprocess.CompletedProcess[Any]:
-        if not LOCAL_CLUSTER.exists():
-            raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
-        env = {**os.environ, **_cluster_env(spec, out), **(env or {})}
-        return subprocess.run([str(LOCAL_CLUSTER), *args], env=env, check=False, **kw)
-
-    def _exec_head(self, spec: Spec, out: Path | None, argv: list[str], **kw: Any) -> subprocess.CompletedProcess[Any]:
-        return self._local_cluster(spec, out, "exec", "0", "--", *argv, **kw)
-
-    def _info(self, spec: Spec) -> dict[str, Any]:
-        """cluster.json of the run's cluster, from the host (local-cluster info)."""
-        proc = self._local_cluster(spec, None, "info", capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise MissingPrerequisite(f"a local cluster for run {spec.run.id}",
-                                      f"none is up on this host ({_last_line(proc.stderr)}); `make launch` forms one")
-        info: dict[str, Any] = json.loads(proc.stdout)
-        return info
-
-    def _address(self, spec: Spec) -> str:
-        info = self._info(spec)
-        return f"http://{info['head_ip']}:{info['dashboard_port']}"
-
-    def _job(self, spec: Spec, out: Path | None, *args: str) -> int:
-        argv = [sys.executable, "-m", "rlaunch", "job", *args, f"--address={self._address(spec)}",
-                f"--submission_id={spec.run.id}"]
-        return self._exec_head(spec, out, argv).returncode
+    def resource_name(self, infra: str, run_id: str) -> str:
+        return cluster_name(run_id)
 
     def launch(self, plan: LaunchPlan) -> int:
         spec, out = plan.spec, plan.out
@@ -299,32 +312,33 @@ class Local(Backend):
                 "GPUs", f"{spec.framework.name} with cluster.gpus_per_node="
                 f"{spec.cluster.gpus_per_node} needs NVIDIA GPUs and this machine has none "
                 "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
-        submitted = False
+        submitted, run_id = False, spec.run.id
+        cluster = _Cluster(_cluster_env(spec, out))
         try:
             formed = time.time()
             rc = self._form(spec, out)
             formation = (formed, time.time())
             if rc != 0:
                 print(f"local: the cluster did not form (exit {rc}; each node's ray-up log: "
-                      f"{state_dir(out, spec) / 'logs'})", file=sys.stderr)
-                self._free(spec, out, "the cluster did not form")
+                      f"{state_dir(out, run_id) / 'logs'})", file=sys.stderr)
+                self._free(cluster, run_id, "the cluster did not form")
                 return rc
             entry = f"bash {out / 'job.sh'}"
             submitted = True
-            env = {**_job_env(spec, self._info(spec)),
+            env = {**_job_env(spec, cluster.info(run_id)),
                    phases.ENV: phases.launch_env(plan.started or formed, plan.planned or formed, formation, time.time())}
-            rc = self._job(spec, out, "submit", f"--entrypoint={entry}", f"--env_json={json.dumps(env)}",
-                           f"--secrets={','.join(spec.secrets)}")
+            rc = cluster.job(run_id, "submit", f"--entrypoint={entry}", f"--env_json={json.dumps(env)}",
+                             f"--secrets={','.join(spec.secrets)}")
             if rc != 0:
                 return rc
-            rc = self._job(spec, out, "follow")
+            rc = cluster.job(run_id, "follow")
         except KeyboardInterrupt:
-            return self._interrupted(spec, out, submitted)
+            return self._interrupted(spec, cluster, submitted)
         if rc != 0:
-            lost = self._lost_nodes(spec, out)
+            lost = self._lost_nodes(spec, cluster)
             if lost:
                 # Every node freed first: the summary reads the run directory, which outlives them.
-                self._free(spec, out, "a node was lost")
+                self._free(cluster, run_id, "a node was lost")
                 self._summary(spec, out)
                 for line in lost:
                     print(f"local: node lost: {line}", file=sys.stderr)
@@ -333,16 +347,16 @@ class Local(Backend):
         self._summary(spec, out)
         return rc
 
-    def _lost_nodes(self, spec: Spec, out: Path) -> list[str]:
+    def _lost_nodes(self, spec: Spec, cluster: _Cluster) -> list[str]:
         """After a failed follow: the nodes this attempt lost, as the job's node watch recorded them
         from Ray's GCS, or, with the head gone (and the watch with it), as the host sees them."""
         run_dir = Path(spec.paths.run_dir)
         history = attempts.summary(attempts.read(run_dir))["attempts"]
         recorded = history[-1]["nodes_lost"] if history else []
         lines = [attempts.describe_loss(loss) for loss in recorded]
-        if recorded or not self._up(spec):
+        if recorded or not cluster.up():
             return lines
-        status = self._local_cluster(spec, out, "status", capture_output=True, text=True)
+        status = cluster.run("status", capture_output=True, text=True)
         seen = {loss.get("ip") for loss in recorded}
         for row in status.stdout.splitlines():
             parts = row.split()
@@ -354,12 +368,11 @@ class Local(Backend):
                                                          if rank == 0 else ""))
         return lines
 
-    def _free(self, spec: Spec, out: Path | None, why: str) -> bool:
+    def _free(self, cluster: _Cluster, run_id: str, why: str) -> bool:
         """Take the cluster down at once (every node freed), or print the exact command that does."""
-        down = f"make down RUN_ID={spec.run.id}"
+        down = f"make down RUN_ID={run_id}"
         try:
-            proc = self._local_cluster(spec, out, "down", env={"RLAUNCH_STOP_GRACE_S": FAST_GRACE_S},
-                                       capture_output=True, text=True)
+            proc = cluster.run("down", env={"RLAUNCH_STOP_GRACE_S": FAST_GRACE_S}, capture_output=True, text=True)
         except KeyboardInterrupt:
             print(f"local: {why}; interrupted while taking the cluster down: it may be left up, run `{down}`",
                   file=sys.stderr)
@@ -372,21 +385,21 @@ class Local(Backend):
               file=sys.stderr)
         return False
 
-    def _interrupted(self, spec: Spec, out: Path, submitted: bool) -> int:
+    def _interrupted(self, spec: Spec, cluster: _Cluster, submitted: bool) -> int:
         """Ctrl-C: stop the job, free every node, and say which of the two happened."""
         run_id = spec.run.id
         print(f"\nlocal: interrupted: stopping run {run_id} (Ctrl-C again leaves the cluster up)",
               file=sys.stderr)
         try:
-            if submitted and self._up(spec):
-                self._job(spec, out, "stop")
+            if submitted and cluster.up():
+                cluster.job(run_id, "stop")
         except KeyboardInterrupt:
             print(f"local: interrupted again: the cluster of run {run_id} is left up; run "
                   f"`make down RUN_ID={run_id}`", file=sys.stderr)
             return 130
         except MissingPrerequisite:
             pass
-        if self._free(spec, out, "interrupted") and Path(spec.paths.run_dir).is_dir():
+        if self._free(cluster, run_id, "interrupted") and Path(spec.paths.run_dir).is_dir():
             print(f"local: {_resume_hint(spec)}", file=sys.stderr)
         return 130
 
@@ -396,7 +409,7 @@ class Local(Backend):
         if not LOCAL_CLUSTER.exists():
             raise MissingPrerequisite("scripts/local-cluster", "the repository is incomplete")
         env = {**os.environ, **_cluster_env(spec, out)}
-        head_log = state_dir(out, spec) / "logs" / "node-0.log"
+        head_log = state_dir(out, spec.run.id) / "logs" / "node-0.log"
         head_log.unlink(missing_ok=True)  # `up` writes it afresh; an old one would show old counts
         proc = subprocess.Popen([str(LOCAL_CLUSTER), "up"], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, bufsize=1)
@@ -421,76 +434,78 @@ class Local(Backend):
         return proc.wait()
 
     def _summary(self, spec: Spec, out: Path) -> None:
-        run_dir = Path(spec.paths.run_dir)
+        print(closing_summary(spec.run.id, spec.framework.name, spec.infra.name, Path(spec.paths.run_dir), out))
 
-        print(closing_summary(spec, run_dir, out))
+    # --- a run that is up, or was: the host answers ---------------------------------------------
 
-    # --- from the run id alone: the host answers ------------------------------------------------
-
-    def runs(self, spec: Spec) -> Answer:
-        proc = self._local_cluster(spec, None, "list", capture_output=True, text=True)
+    def runs(self, place: Place) -> Answer:
+        proc = _Cluster({}).run("list", capture_output=True, text=True)
         if proc.returncode != 0:
             raise MissingPrerequisite("an answer from scripts/local-cluster list", _last_line(proc.stderr))
         runs = [_run(json.loads(line)) for line in proc.stdout.splitlines() if line.strip()]
         return Answer(LIST_ASKED, tuple(runs))
 
-    def find(self, spec: Spec) -> Answer:
-        name = cluster_name(spec.run.id)
+    def find(self, run: RunHandle) -> Answer:
+        name = run.name
         asked = f"scripts/local-cluster for {name} (namespaces rl-{name}-* in `ip netns list`, its /tmp/rl* host dir)"
-        return Answer(asked, tuple(r for r in self.runs(spec).runs if r.run_id == name))
+        return Answer(asked, tuple(r for r in self.runs(run.place).runs if r.run_id == name))
 
-    def run_dirs(self, spec: Spec) -> list[Path]:
+    def run_dirs(self, run: RunHandle) -> list[Path]:
         """The run's directories on the local shared storage (build/storage/runs/<name>/<run_id>)."""
-        wanted = Path(spec.paths.run_dir)
-        found = [wanted] if wanted.is_dir() else []
-        runs = Path(spec.storage.mount) / "runs"
-        found += [d for d in sorted(runs.glob(f"*/{spec.run.id}")) if d.is_dir() and d != wanted]
+        wanted = Path(run.run_dir) if run.run_dir else None
+        found = [wanted] if wanted is not None and wanted.is_dir() else []
+        runs = Path(run.place.storage) / "runs"
+        found += [d for d in sorted(runs.glob(f"*/{run.run_id}")) if d.is_dir() and d != wanted]
         return found
 
-    def status(self, spec: Spec, out: Path | None) -> int:
-        proc = self._local_cluster(spec, out, "status", capture_output=True, text=True)
+    def status(self, run: RunHandle) -> int:
+        cluster = _Cluster(_handle_env(run))
+        proc = cluster.run("status", capture_output=True, text=True)
         if proc.returncode != 3:  # 3: not up
             print(proc.stdout, end="")
             print(proc.stderr, end="", file=sys.stderr)
-            return self._job(spec, out, "status") or proc.returncode
-        dirs = self.run_dirs(spec)
-        print(f"local: no cluster of run {spec.run.id} on this host ({_last_line(proc.stderr)})")
+            return cluster.job(run.run_id, "status") or proc.returncode
+        dirs = self.run_dirs(run)
+        print(f"local: no cluster of run {run.run_id} on this host ({_last_line(proc.stderr)})")
         for run_dir in dirs:
             print(f"local: run directory {run_dir}: {_verdict(run_dir)}")
         return 0 if dirs else 1
 
-    def logs(self, spec: Spec, out: Path | None) -> int:
-        if self._local_cluster(spec, out, "info", capture_output=True).returncode == 0:
-            return self._job(spec, out, "follow")
+    def logs(self, run: RunHandle) -> int:
+        cluster = _Cluster(_handle_env(run))
+        if cluster.up():
+            return cluster.job(run.run_id, "follow")
         # The cluster is gone: the job's log stayed in the run directory.
-        for run_dir in self.run_dirs(spec):
+        for run_dir in self.run_dirs(run):
             log = run_dir / "logs" / "job.log"
             if log.is_file():
-                print(f"local: no cluster of run {spec.run.id} is up; its log from {log}:", file=sys.stderr)
+                print(f"local: no cluster of run {run.run_id} is up; its log from {log}:", file=sys.stderr)
                 sys.stdout.write(log.read_text(encoding="utf-8", errors="replace"))
                 return 0
-        print(f"local: no cluster of run {spec.run.id} on this host and no logs/job.log in a run "
-              f"directory under {Path(spec.storage.mount) / 'runs'}", file=sys.stderr)
+        print(f"local: no cluster of run {run.run_id} on this host and no logs/job.log in a run "
+              f"directory under {Path(run.place.storage) / 'runs'}", file=sys.stderr)
         return 1
 
-    def down(self, spec: Spec, out: Path | None) -> int:
+    def down(self, run: RunHandle) -> int:
         # local-cluster removes what the host has under the run's name, and says so when nothing is there.
-        up, started = self._up(spec), time.time()
-        rc = self._local_cluster(spec, out, "down").returncode
-        run_dir = Path(spec.paths.run_dir)
-        if rc == 0 and up and (run_dir / phases.FILE).is_file():
+        cluster = _Cluster(_handle_env(run))
+        up, started = cluster.up(), time.time()
+        rc = cluster.run("down").returncode
+        dirs = self.run_dirs(run)
+        run_dir = dirs[0] if dirs else None
+        if rc == 0 and up and run_dir is not None and (run_dir / phases.FILE).is_file():
             # The run's last phase: its cluster taken down (verification.json's phases gain it).
             phases.mark(run_dir, "down", "start", started)
             phases.mark(run_dir, "down", "end")
             phases.report(run_dir, quiet=True)
         return rc
 
-    def dashboard(self, spec: Spec, out: Path | None, port: int | None = None) -> int:
+    def dashboard(self, run: RunHandle, port: int | None = None) -> int:
         """Forward 127.0.0.1:<port> on the host to the head's dashboard until Ctrl-C: the nodes stay
         off the host's network. On loopback the dashboard already listens on 127.0.0.1."""
-        info = self._info(spec)
+        info = _Cluster(_handle_env(run)).info(run.run_id)
         target_port = int(info["dashboard_port"])
-        run_id = spec.run.id
+        run_id = run.run_id
 
         def banner(url: str, answer: bytes) -> str:
             try:
@@ -513,6 +528,7 @@ class Local(Backend):
         head_ns = info["nodes"][0]["ns"]
         return forward.forward(head_ns, info["head_ip"], target_port,
                                target_port if port is None else port, "/api/version", banner)
+
 
 def _passwordless_sudo() -> bool:
     """sudo works here without a prompt and may keep the environment, as scripts/local-cluster asks it."""

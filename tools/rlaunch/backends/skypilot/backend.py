@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlaunch import ROOT, backends, frameworks
-from rlaunch.backends.base import Answer, Backend, LaunchPlan, Run
+from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.backends.skypilot import extras as skyextras
 from rlaunch.config import knobs
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
@@ -394,7 +394,10 @@ class SkyPilot(Backend):
         # Each sky call takes seconds (the first one starts SkyPilot's local API server): say so.
         print("skypilot: asking SkyPilot's API server (sky status, sky jobs queue)", file=sys.stderr)
 
-    def runs(self, spec: Spec) -> Answer:
+    def kind(self, spec: Spec) -> str:
+        return "managed-job" if spec.infra.spot else "cluster"
+
+    def runs(self, place: Place) -> Answer:
         self._asking()
         clusters = [_cluster_run(c) for c in self._clusters() if RUN_LABEL in (c.get("labels") or {})]
         jobs = self._jobs()
@@ -404,20 +407,20 @@ class SkyPilot(Backend):
                 "job's cluster is up): `sky jobs queue -u` lists them" if unlabelled else "")
         return Answer("sky status -u -o json; sky jobs queue -u -o json", tuple(clusters + ours), note)
 
-    def find(self, spec: Spec) -> Answer:
+    def find(self, run: RunHandle) -> Answer:
         self._asking()
-        name = cluster_name(spec)
-        clusters = [_cluster_run(c, spec.run.id) for c in self._clusters(name) if c.get("name") == name]
-        jobs = [_job_run(j, spec.run.id) for j in self._jobs() if j.get("job_name") == name]
+        name = run.name
+        clusters = [_cluster_run(c, run.run_id) for c in self._clusters(name) if c.get("name") == name]
+        jobs = [_job_run(j, run.run_id) for j in self._jobs() if j.get("job_name") == name]
         return Answer(f"sky status -u -o json {name}; sky jobs queue -u -o json", tuple(clusters + jobs))
 
-    def _nothing(self, spec: Spec, answer: Answer, what: str, verdict: str = "") -> str:
+    def _nothing(self, run: RunHandle, answer: Answer, what: str, verdict: str = "") -> str:
         """The line for "SkyPilot knows nothing of this run", naming what was asked and where."""
         finished = [r for r in answer.runs if not r.active]
         server = _json_tail(self._run("api", "info", "-o", "json", capture=True).stdout).get("server") or {}
         url = server.get("url", "?")
         local = any(host in url for host in ("127.0.0.1", "localhost", "[::1]"))
-        return (f"skypilot: no {what} of run {spec.run.id}: `{answer.asked.replace('; ', '` and `')}` "
+        return (f"skypilot: no {what} of run {run.run_id}: `{answer.asked.replace('; ', '` and `')}` "
                 f"(API server {url}) found none"
                 + (f"; finished: {', '.join(f'{r.where} {r.state}' for r in finished)}" if finished else "")
                 + verdict
@@ -425,112 +428,110 @@ class SkyPilot(Backend):
                    "launched elsewhere, `sky api login -e <that server's URL>` first" if local else ""))
 
     # --- status, logs, dashboard, down ------------------------------------------------------------
-    # With the launch's artifacts here (out), the spec says cluster or managed job and sky answers
-    # for the name; with only the run id, SkyPilot is asked first what exists of it.
+    # A run whose handle says what it is (launched here) is asked of by name; one known only by its
+    # id (kind "") is looked up first.
 
-    def status(self, spec: Spec, out: Path | None) -> int:
-        if out is not None:
-            if spec.infra.spot:
+    def status(self, run: RunHandle) -> int:
+        if run.kind:
+            if run.kind == "managed-job":
                 return self._run("jobs", "queue").returncode
-            return self._run("status", cluster_name(spec)).returncode
-        answer = self.find(spec)
+            return self._run("status", run.name).returncode
+        answer = self.find(run)
         if not answer.runs:
-            print(self._nothing(spec, answer, "cluster or managed job"))
+            print(self._nothing(run, answer, "cluster or managed job"))
             return 1
         rc = 0
-        for run in answer.runs:
-            print(f"skypilot: run {run.run_id}: {run.where}: {run.state}, {run.shape()}")
-            args = ("status", cluster_name(spec)) if run.kind == "cluster" else ("jobs", "queue", "-u")
+        for found in answer.runs:
+            print(f"skypilot: run {found.run_id}: {found.where}: {found.state}, {found.shape()}")
+            args = ("status", run.name) if found.kind == "cluster" else ("jobs", "queue", "-u")
             rc = self._run(*args).returncode or rc
         return rc
 
-    def logs(self, spec: Spec, out: Path | None) -> int:
-        kinds = ({"managed-job" if spec.infra.spot else "cluster"} if out is not None
-                 else {r.kind for r in self._found(spec, "cluster or managed job")})
+    def logs(self, run: RunHandle) -> int:
+        kinds = {run.kind} if run.kind else {r.kind for r in self._found(run, "cluster or managed job")}
         if not kinds:
             return 1
         if "cluster" in kinds:
-            return self._run("logs", cluster_name(spec)).returncode
-        return self._run("jobs", "logs", "-n", cluster_name(spec)).returncode
+            return self._run("logs", run.name).returncode
+        return self._run("jobs", "logs", "-n", run.name).returncode
 
-    def dashboard(self, spec: Spec, out: Path | None, port: int | None = None) -> int:
-        kinds = self._kinds(spec, out)
+    def dashboard(self, run: RunHandle, port: int | None = None) -> int:
+        kinds = self._kinds(run)
         if not kinds:
             return 1
         if "cluster" not in kinds:
             print(f"skypilot: a managed job's cluster belongs to the jobs controller and has no endpoint "
-                  f"command; follow the job with `make logs RUN_ID={spec.run.id}`")
+                  f"command; follow the job with `make logs RUN_ID={run.run_id}`")
             return 0
         # The task opens the dashboard port (resources.ports); SkyPilot knows its public endpoint.
-        proc = self._run("status", "--endpoint", str(spec.cluster.dashboard_port),
-                         cluster_name(spec), capture=True)
+        proc = self._run("status", "--endpoint", str(run.dashboard_port), run.name, capture=True)
         sys.stdout.write(proc.stdout)
         sys.stderr.write(proc.stderr)
         endpoint = proc.stdout.strip().splitlines()[-1].strip() if proc.stdout.strip() else ""
         if proc.returncode == 0 and endpoint and " " not in endpoint:
             url = endpoint if "://" in endpoint else f"http://{endpoint}"
-            print(f"skypilot: Ray dashboard of run {spec.run.id}: open {url}")
+            print(f"skypilot: Ray dashboard of run {run.run_id}: open {url}")
         return proc.returncode
 
-    def _kinds(self, spec: Spec, out: Path | None) -> set[str]:
-        """What the run is: its spec's kind (rendered here), else the active runs SkyPilot knows (empty:
-        none, said on stderr)."""
-        if out is not None:
-            return {"managed-job" if spec.infra.spot else "cluster"}
-        return {r.kind for r in self._found(spec, "cluster or managed job", active=True)}
+    def _kinds(self, run: RunHandle) -> set[str]:
+        """What the run is: its handle's kind (launched here), else the active runs SkyPilot knows
+        (empty: none, said on stderr)."""
+        if run.kind:
+            return {run.kind}
+        return {r.kind for r in self._found(run, "cluster or managed job", active=True)}
 
-    def ssh(self, spec: Spec, out: Path | None, command: list[str] | None = None) -> int:
+    def ssh(self, run: RunHandle, command: list[str] | None = None) -> int:
         """`ssh <cluster>` (the alias SkyPilot writes to ~/.ssh/config): a shell on the head node, or
         `command` run there, as seed 001 checks its cluster."""
-        kinds = self._kinds(spec, out)
+        kinds = self._kinds(run)
         if not kinds:
             return 1
         if "cluster" not in kinds:
             print(f"skypilot: a managed job's cluster belongs to the jobs controller, not to an ssh alias of "
-                  f"yours; follow the job with `make logs RUN_ID={spec.run.id}`", file=sys.stderr)
+                  f"yours; follow the job with `make logs RUN_ID={run.run_id}`", file=sys.stderr)
             return 1
         ssh = shutil.which("ssh")
         if ssh is None:
             raise MissingPrerequisite("the ssh client", "install OpenSSH's client (apt-get install openssh-client)")
-        return subprocess.run([ssh, cluster_name(spec), *(command or [])], check=False).returncode
+        return subprocess.run([ssh, run.name, *(command or [])], check=False).returncode
 
-    def ray_status(self, spec: Spec, out: Path | None) -> int:
+    def ray_status(self, run: RunHandle) -> int:
         """Seed 001's look at a running cluster: `ray status` and `ray summary tasks` on the head, asked
         of rlaunch's Ray (its GCS and dashboard ports), not SkyPilot's own Ray on 6380/8266."""
-        gcs, dash = spec.cluster.ray_port, spec.cluster.dashboard_port
-        return self.ssh(spec, out, [f"ray status --address 127.0.0.1:{gcs} && "
-                                    f"ray summary tasks --address http://127.0.0.1:{dash}"])
+        gcs, dash = run.ray_port, run.dashboard_port
+        return self.ssh(run, [f"ray status --address 127.0.0.1:{gcs} && "
+                              f"ray summary tasks --address http://127.0.0.1:{dash}"])
 
-    def _found(self, spec: Spec, what: str, active: bool = False) -> list[Run]:
-        answer = self.find(spec)
+    def _found(self, run: RunHandle, what: str, active: bool = False) -> list[Run]:
+        answer = self.find(run)
         runs = [r for r in answer.runs if r.active or not active]
         if not runs:
-            print(self._nothing(spec, answer, what), file=sys.stderr)
+            print(self._nothing(run, answer, what), file=sys.stderr)
         return runs
 
-    def down(self, spec: Spec, out: Path | None) -> int:
-        if out is not None:
-            return self._cancel(spec) if spec.infra.spot else self._down(spec)
-        answer = self.find(spec)
+    def down(self, run: RunHandle) -> int:
+        if run.kind:
+            return self._cancel(run.name) if run.kind == "managed-job" else self._down(run.name)
+        answer = self.find(run)
         live = [r for r in answer.runs if r.active]
         if not live:
-            print(self._nothing(spec, answer, "cluster or in-progress managed job", ": nothing to do"))
+            print(self._nothing(run, answer, "cluster or in-progress managed job", ": nothing to do"))
             return 0
         rc = 0
-        for run in live:
-            print(f"skypilot: taking down {run.where} ({run.state})")
-            rc = (self._down(spec) if run.kind == "cluster" else self._cancel(spec)) or rc
+        for found in live:
+            print(f"skypilot: taking down {found.where} ({found.state})")
+            rc = (self._down(run.name) if found.kind == "cluster" else self._cancel(run.name)) or rc
         return rc
 
-    def _down(self, spec: Spec) -> int:
-        return self._run("down", "-y", cluster_name(spec)).returncode  # "not found" exits 0
+    def _down(self, name: str) -> int:
+        return self._run("down", "-y", name).returncode  # "not found" exits 0
 
-    def _cancel(self, spec: Spec) -> int:
-        proc = self._run("jobs", "cancel", "-y", "-n", cluster_name(spec), capture=True)
+    def _cancel(self, name: str) -> int:
+        proc = self._run("jobs", "cancel", "-y", "-n", name, capture=True)
         sys.stdout.write(proc.stdout)
         sys.stderr.write(proc.stderr)
         if proc.returncode and any(s in proc.stdout + proc.stderr for s in NOTHING_TO_CANCEL):
-            print(f"skypilot: no managed job {cluster_name(spec)} is running: nothing to cancel")
+            print(f"skypilot: no managed job {name} is running: nothing to cancel")
             return 0
         return proc.returncode
 
