@@ -49,10 +49,10 @@ def presets() -> list[tuple[str, dict]]:
 
 def main() -> int:
     started = time.monotonic()
-    from rlaunch import frameworks
+    from rlaunch.registry import frameworks
     from rlaunch.cli import commands as cli
     from rlaunch.config import load as config
-    from rlaunch.frameworks import loaders
+    from rlaunch.validate import loaders
 
     specs = []
     for preset, knobs in presets():

@@ -37,7 +37,7 @@ def cases() -> list[tuple[str, str, dict]]:
 
 def render_case(preset: str, knobs: dict) -> dict[str, str]:
     """Render like `make render`, in memory; the repository's path is replaced by <repo>."""
-    from rlaunch import backends
+    from rlaunch.registry import backends
     from rlaunch.plan import artifacts
     from rlaunch.config import load as config
 

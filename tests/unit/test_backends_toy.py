@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = {
     "__init__.py": '''
         """Toy: a stand-in infrastructure for the registry test."""
-        from rlaunch.backends import Infra
+        from rlaunch.registry.backends import Infra
 
         INFRAS = (Infra("toy", order=50, name_prefix="toy-"),)
         ''',
@@ -33,7 +33,7 @@ PACKAGE = {
         import os
         from pathlib import Path
 
-        from rlaunch import backends
+        from rlaunch.registry import backends
         from rlaunch.backends.base import Answer, Backend, Run
         from rlaunch.plan import artifacts
 

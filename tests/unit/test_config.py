@@ -80,7 +80,7 @@ def test_model_and_data_live_under_their_pinned_revision(tmp_path, monkeypatch):
     monkeypatch.setenv("RLAUNCH_VERSIONS", str(tmp_path / "versions.yaml"))
     moved = load(PRESET="verl-ppo-gsm8k-0.5b", INFRA="gcp", RUN_ID="r1")
     assert moved.paths.model_dir == f"{mount}/models/qwen2.5-0.5b-instruct/0123456789ab"
-    from rlaunch import frameworks
+    from rlaunch.registry import frameworks
 
     argv = frameworks.get("verl").command(moved)
     assert f"actor_rollout_ref.model.path={mount}/models/qwen2.5-0.5b-instruct/0123456789ab" in argv

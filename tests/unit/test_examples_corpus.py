@@ -19,8 +19,8 @@ from rlaunch.cli import importer
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.plan import memory
-from rlaunch.backends import get as backend
 from rlaunch.errors import ConfigError
+from rlaunch.registry.backends import get as backend
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "import"
 

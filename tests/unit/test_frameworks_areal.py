@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rlaunch import frameworks
 from rlaunch.plan import jobenv
 from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
 from rlaunch.frameworks.areal import adapter as areal
+from rlaunch.registry import frameworks
 
 
 def render(sets: list[str] = (), **knobs):

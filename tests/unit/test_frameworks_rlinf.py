@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import yaml
 
-from rlaunch import frameworks
 from rlaunch.plan import jobenv
 from rlaunch.config import load as config
+from rlaunch.registry import frameworks
 
 PRESET = "rlinf-grpo-pipeline-1.5b"
 

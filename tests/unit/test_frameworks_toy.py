@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = {
     "__init__.py": '''
         """Toy: a stand-in framework for the registry test."""
-        from .. import CpuRule, Descriptor, Images
+        from ...registry.frameworks import CpuRule, Descriptor, Images
 
         FRAMEWORK = Descriptor(
             name="toy",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from rlaunch import frameworks
 from rlaunch.plan import jobenv
 from rlaunch.config import load as config
+from rlaunch.registry import frameworks
 
 
 def render(preset: str, sets: list[str] = (), **knobs):

@@ -184,7 +184,7 @@ def test_shape_check_names_the_wrong_field(kind, name, change, field):
 
 
 def test_backend_check_validates_the_rest_against_the_pinned_schemas(crds, monkeypatch):
-    from rlaunch import frameworks
+    from rlaunch.registry import frameworks
 
     monkeypatch.setenv("RLAUNCH_KUBECTL", "rlaunch-test-no-such-kubectl")
     monkeypatch.setattr(type(frameworks.get("trl")), "loader_check", lambda self, spec, files: "loader ok")

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import CONFIGS, ROOT, frameworks
+from rlaunch import CONFIGS, ROOT
 from rlaunch.cli import importer
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
-from rlaunch.backends import get as backend
+from rlaunch.registry import frameworks
+from rlaunch.registry.backends import get as backend
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "import"
 

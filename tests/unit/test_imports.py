@@ -5,23 +5,26 @@ functions are only of heavy optional dependencies.
 The layers, in data-flow order (a module may import its own package and any layer below it):
 
     base        rlaunch/__init__, errors, firecli, progress: used by every stage
-    registry    what rlaunch launches and where, as declarations: the frameworks' registry and their
-                facts (frameworks/__init__, accel, loaders, each frameworks/<name>/__init__) and the
-                infrastructures' (backends/__init__, each backends/<name>/__init__).
-                Standard library only; a registry finds its packages on disk and loads an adapter or
-                a backend by name, so adding one is its package plus its config layer
+    registry    what rlaunch launches and where, as declarations: registry/ (the frameworks' registry
+                and the infrastructures': their descriptors, found on disk, and what each loads by
+                name) and frameworks/accel (the framework/accelerator rules, which the rendered
+                job.sh names). Standard library only; adding a framework or an infrastructure is its
+                package plus its config layer
     config      load, spec, knobs, dotted, pins, images, topology: the experiment's inputs as data and
                 the rules over them
-    validate    offline validators of what a backend renders (CRDs, the API server, SkyPilot)
+    validate    offline validators of what a backend renders (CRDs, the API server, SkyPilot) and
+                the frameworks' own config loaders (loaders)
     job         what runs on the cluster head and the records it leaves: attempts, checkpoints,
                 nodewatch, data, phases, layouts, files
     plan        rules, render, artifacts, memory, inputs, imagecheck, tracking: what a launch will be
     verify      cluster, probes, preflight, postflight, collective, accel, smoke, image, report, summary:
                 the checks and the closing summary
     rehearsal   the CPU training stand-in (the TRL framework's program)
-    frameworks  base (the adapter interface), then each framework's adapter, memory model and
-                postflight checks (they use the libraries below)
-    backends    base, then one package per infrastructure; no backend imports another
+    frameworks  base (the adapter interface), then one package per framework, loaded by name by the
+                registry: its descriptor, adapter, memory model and postflight checks (they use the
+                libraries below)
+    backends    base, then one package per infrastructure, loaded by name by the registry; no backend
+                imports another
     runs        lookup, listing, board, compare: operator tools over existing runs
     cli         the top-level command line; nothing imports it
 
@@ -41,8 +44,9 @@ LAYERS = ["base", "registry", "config", "validate", "job", "plan", "verify", "re
           "backends", "runs", "cli"]
 BASE = {"rlaunch", "rlaunch.errors", "rlaunch.firecli", "rlaunch.progress", "rlaunch.__main__"}
 MODULE_LAYER = {"rlaunch.__main__": "cli"}
-# The registries' own modules (besides each framework's and each backend's package __init__).
-REGISTRY = {"rlaunch.frameworks", "rlaunch.frameworks.accel", "rlaunch.frameworks.loaders", "rlaunch.backends"}
+# Registry-layer modules outside registry/: the framework/accelerator rules (the rendered job.sh
+# names rlaunch.frameworks.accel, so it stays where the goldens say).
+REGISTRY = {"rlaunch.frameworks.accel"}
 # Imports that may stay inside a function: heavy or optional dependencies a command must not pay
 # for (or may lack) unless it uses them.
 HEAVY = {"sky", "ray", "kubernetes", "torch", "transformers", "datasets", "huggingface_hub", "matplotlib",
@@ -100,11 +104,9 @@ def layer(mod: str) -> int:
         return LAYERS.index(MODULE_LAYER[mod])
     if mod in BASE:
         return 0
-    parts = mod.split(".")
-    is_pkg = modules().get(mod, (None, False))[1]
-    if mod in REGISTRY or (is_pkg and len(parts) == 3 and parts[1] in ("frameworks", "backends")):
+    if mod in REGISTRY:
         return LAYERS.index("registry")
-    return LAYERS.index(parts[1])
+    return LAYERS.index(mod.split(".")[1])
 
 
 def internal() -> list[tuple[str, str, str, bool]]:

@@ -493,7 +493,7 @@ def no_kubectl(monkeypatch):
 @pytest.fixture
 def quiet_loader(monkeypatch):
     """The framework loader is the framework adapter's own test subject."""
-    from rlaunch import frameworks
+    from rlaunch.registry import frameworks
 
     fw = frameworks.get("trl")
     monkeypatch.setattr(type(fw), "loader_check", lambda self, spec, files: "loader ok")

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rlaunch import frameworks
 from rlaunch.config import load as config
 from rlaunch.errors import CheckError
-from rlaunch.frameworks import loaders
+from rlaunch.registry import frameworks
+from rlaunch.validate import loaders
 from needs import missing
 
 NEED = "validator env missing: run `make setup-validators` ({})"

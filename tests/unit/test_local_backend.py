@@ -110,7 +110,7 @@ def test_a_used_run_id_is_refused_unless_resume_and_resume_needs_the_same_config
 
 
 def test_resume_is_the_local_launchs_other_infrastructures_restart_runs_themselves():
-    from rlaunch import backends
+    from rlaunch.registry import backends
 
     s = config.load("rehearsal", {"RUN_ID": "t-sky", "INFRA": "gcp", "SPOT": "1"})
     with pytest.raises(ConfigError, match="INFRA=local only; on gcp, a managed job"):

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from rlaunch import frameworks
 from rlaunch.config import load as config
 from rlaunch.config import spec
 from rlaunch.errors import ConfigError
+from rlaunch.registry import frameworks
 
 PRESETS = {"verl": ("verl-grpo-math-7b", {"INFRA": "gcp"}), "areal": ("areal-grpo-gsm8k", {"INFRA": "gcp"}),
            "rlinf": ("rlinf-grpo-pipeline-1.5b", {"INFRA": "aistudio"})}

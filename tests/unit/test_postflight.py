@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rlaunch import frameworks
 from rlaunch.frameworks.rlinf import placement as rlinf_placement
+from rlaunch.registry import frameworks
 from rlaunch.verify import postflight
 
 _spec = importlib.util.spec_from_file_location(

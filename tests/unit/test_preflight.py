@@ -579,7 +579,7 @@ def _version(dist: str) -> str:
 
 
 def test_default_inputs_come_from_the_framework_adapter(tmp_path, monkeypatch):
-    from rlaunch import frameworks
+    from rlaunch.registry import frameworks
 
     spec = runtrees.make_spec("trl", tmp_path)
     assert preflight.default_inputs(spec) == []  # the rehearsal builds its inputs at run time

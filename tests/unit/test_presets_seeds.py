@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import backends
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.frameworks.areal import adapter as areal
 from rlaunch.frameworks.verl import adapter as verl
+from rlaunch.registry import backends
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT.parent / "shared" / "seeds"

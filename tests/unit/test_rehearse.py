@@ -11,10 +11,10 @@ import pytest
 
 from rlaunch.config import load as config
 from rlaunch.errors import CheckError, ConfigError
-from rlaunch import frameworks
 from rlaunch.config import topology
 from rlaunch.frameworks.verl.cpu import plan as rehearsal
 from needs import missing
+from rlaunch.registry import frameworks
 
 PRESET = "verl-grpo-math-7b"
 

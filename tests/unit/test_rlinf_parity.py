@@ -16,10 +16,10 @@ import posixpath
 
 import pytest
 
-from rlaunch import frameworks
 from rlaunch.config import load as config
 from rlaunch.errors import MissingPrerequisite
-from rlaunch.frameworks import loaders
+from rlaunch.registry import frameworks
+from rlaunch.validate import loaders
 from rlaunch.validate import upstream
 from needs import missing
 

@@ -13,8 +13,8 @@ import yaml
 
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
-from rlaunch.backends import get as backend
 from rlaunch.backends.skypilot import backend as skypilot
+from rlaunch.registry.backends import get as backend
 
 VALUE = "wandb-sekret-4d9f"
 SETS = {"local": "", "gcp": "", "kuberay": "", "aistudio": "storage.mount=/mnt/rl"}

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from rlaunch import backends
 from rlaunch.config import load as config
 from rlaunch.config import pins
 from rlaunch.backends.skypilot import extras as skyextras
 from rlaunch.backends.skypilot import backend as sp
 from rlaunch.errors import MissingPrerequisite
+from rlaunch.registry import backends
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import frameworks
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.backends.skypilot import backend as sp
 from rlaunch.errors import CheckError
+from rlaunch.registry import frameworks
 from rlaunch.validate import skypilot as v
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from rlaunch import frameworks
 from rlaunch.cli import commands as cli
 from rlaunch.config import load as config
 from rlaunch.config import specjson
 from rlaunch.errors import ConfigError
+from rlaunch.registry import frameworks
 from rlaunch.verify import smoke
 
 

@@ -130,7 +130,7 @@ def test_nccl_ib_disable_is_decided_in_one_function():
 def test_the_cross_key_rules_run_once_before_render(monkeypatch):
     """config.check is the one pass: the framework's topology rules and the infrastructure's run
     there, once, and rendering relies on it."""
-    from rlaunch import backends, frameworks
+    from rlaunch.registry import backends, frameworks
     from rlaunch.plan import artifacts
 
     calls = []

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from rlaunch import frameworks
 from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
 from rlaunch.frameworks.areal.allocation import allocation_gpus
 from rlaunch.frameworks.rlinf import placement as rlinf
+from rlaunch.registry import frameworks
 
 VERL_PPO, VERL_GRPO, VERL_32B = "verl-ppo-gsm8k-0.5b", "verl-grpo-math-7b", "verl-grpo-gsm8k-32b"
 AREAL, RLINF = "areal-grpo-gsm8k", "rlinf-grpo-pipeline-1.5b"

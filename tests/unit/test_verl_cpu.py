@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from rlaunch.frameworks import loaders
+from rlaunch.validate import loaders
 from needs import missing
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch import backends
 from rlaunch.config import pins
+from rlaunch.registry import backends
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"

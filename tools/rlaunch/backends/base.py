@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rlaunch import backends
 from rlaunch.config.load import NEEDED_SECRETS
 from rlaunch.errors import ConfigError, MissingPrerequisite
 from rlaunch.plan import artifacts
+from rlaunch.registry import backends
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Config, Spec

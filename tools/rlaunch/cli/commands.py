@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlaunch import ROOT, backends, firecli, frameworks
+from rlaunch import ROOT, firecli
 from rlaunch.backends.base import Backend, LaunchPlan, Place, RunHandle
 from rlaunch.backends.local import jobs
 from rlaunch.config import inputs, modelfacts
@@ -35,6 +35,7 @@ from rlaunch.errors import ConfigError
 from rlaunch.job import phases
 from rlaunch.plan import imagecheck, memory
 from rlaunch.plan.render import shjoin
+from rlaunch.registry import backends, frameworks
 from rlaunch.runs import board, compare
 from rlaunch.runs import listing as runs
 from rlaunch.runs import lookup as runref

@@ -25,9 +25,10 @@ from typing import Any
 
 import yaml
 
-from rlaunch import CONFIGS, frameworks
+from rlaunch import CONFIGS
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import value as parse_value
+from rlaunch.registry import frameworks
 
 VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_]\w*)(?::-(?P<default>[^}]*))?\}|(?P<plain>[A-Za-z_]\w*))")
 ASSIGN = re.compile(r"[A-Za-z_]\w*=")

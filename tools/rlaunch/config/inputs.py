@@ -26,9 +26,9 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from rlaunch import frameworks
 from rlaunch.config import hub
 from rlaunch.errors import ConfigError
+from rlaunch.registry import frameworks
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec

@@ -25,8 +25,8 @@ import shlex
 import sys
 from typing import Callable, Literal, Mapping, get_args
 
-from rlaunch import backends
 from rlaunch.errors import ConfigError
+from rlaunch.registry import backends
 
 ENV_PREFIX = "RLAUNCH_KNOB_"
 

@@ -24,13 +24,14 @@ from typing import Any, Callable
 
 import yaml
 
-from rlaunch import CONFIGS, ROOT, backends, frameworks
+from rlaunch import CONFIGS, ROOT
 from rlaunch.config import dotted, hub, images, inputs, pins, rehearse, spec, topology
 from rlaunch.config import overrides as _overrides  # load() has a parameter of that name
 from rlaunch.config import knobs as _knobs
 from rlaunch.errors import ConfigError
 from rlaunch.config.knobs import KNOBS as KNOBS, RUN_ID_RE as RUN_ID_RE  # re-exported: tests read them here
 from rlaunch.config.spec import ENUMS as ENUMS, SECRET_NAME as SECRET_NAME, Spec as Spec  # re-exported (tests)
+from rlaunch.registry import backends, frameworks
 
 # Kubernetes object names, as its API server checks them (apimachinery IsDNS1123Label and
 # IsDNS1123Subdomain); kubectl would refuse any other only at launch.

@@ -29,10 +29,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, GetCoreSchem
 from pydantic.fields import FieldInfo
 from pydantic_core import CoreSchema, core_schema
 
-from rlaunch import frameworks
 from rlaunch.config import knobs
 from rlaunch.config.knobs import AlgoName
 from rlaunch.errors import ConfigError
+from rlaunch.registry import frameworks
 
 # Only these look like secrets; the config may name them, never hold them.
 SECRET_NAME = r"^[A-Z][A-Z0-9_]*$"

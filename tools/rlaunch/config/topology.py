@@ -16,7 +16,7 @@ from rlaunch.errors import ConfigError
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
-    from rlaunch.frameworks import CpuRule
+    from rlaunch.registry.frameworks import CpuRule
 
 # Advantage estimators that compare responses within a group: a group of 1 has no baseline.
 GROUP_ESTIMATORS = {"grpo", "rloo", "grpo_passk", "rloo_vectorized", "grpo_vectorized", "opo", "gpg",

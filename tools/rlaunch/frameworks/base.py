@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlaunch.frameworks import loaders
+from rlaunch.validate import loaders
 
 if TYPE_CHECKING:  # the adapters also run on the nodes, whose Python has no pydantic
     from rlaunch.config.overrides import Owned

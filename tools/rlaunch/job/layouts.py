@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlaunch import frameworks
 from rlaunch.errors import UsageError
+from rlaunch.registry import frameworks
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec

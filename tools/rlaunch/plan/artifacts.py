@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlaunch import frameworks
 from rlaunch.frameworks import accel
 from rlaunch.plan import jobenv
 from rlaunch.plan.render import PROVENANCE, header, parse_back, render_template, with_header
+from rlaunch.registry import frameworks
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec

@@ -38,12 +38,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlaunch import ROOT, frameworks
-from rlaunch.frameworks import Images
+from rlaunch import ROOT
 from rlaunch.config import images, pins
 from rlaunch.config.knobs import SKY_INFRAS
 from rlaunch.errors import RlaunchError
 from rlaunch.plan.pipindex import MetadataIndex
+from rlaunch.registry import frameworks
+from rlaunch.registry.frameworks import Images
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import FrameworkSettings, Spec

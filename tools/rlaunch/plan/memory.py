@@ -26,11 +26,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rlaunch import frameworks
 from rlaunch.config import knobs, modelfacts, pins
 from rlaunch.config import topology
 from rlaunch.plan import catalog
 from rlaunch.errors import CheckError, ConfigError
+from rlaunch.registry import frameworks
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec

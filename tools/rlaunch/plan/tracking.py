@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlaunch import frameworks
+from rlaunch.registry import frameworks
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec

@@ -19,8 +19,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from rlaunch import ROOT, backends, progress
+from rlaunch import ROOT, progress
 from rlaunch.errors import MissingPrerequisite
+from rlaunch.registry import backends
 from rlaunch.runs.lookup import RunDir, require_local
 
 DEFAULT_PORT = 6006

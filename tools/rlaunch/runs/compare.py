@@ -15,10 +15,11 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlaunch import ROOT, frameworks
+from rlaunch import ROOT
 from rlaunch.config.load import _flat as flatten  # dotted key -> value, as SET names keys
 from rlaunch.job import files, layouts
 from rlaunch.progress import seconds
+from rlaunch.registry import frameworks
 from rlaunch.rehearsal.plot import moving_average
 from rlaunch.runs.lookup import RunDir, require_local
 from rlaunch.verify import postflight

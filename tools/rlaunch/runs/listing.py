@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rlaunch import backends
 from rlaunch.backends.base import Place, Run
 from rlaunch.errors import MissingPrerequisite
+from rlaunch.registry import backends
 
 
 @dataclass

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlaunch import frameworks
 from rlaunch.plan import jobenv
+from rlaunch.registry import frameworks
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec

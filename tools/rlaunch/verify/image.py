@@ -21,8 +21,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from rlaunch import frameworks
 from rlaunch.errors import ConfigError, EXIT_FAILED, EXIT_USAGE
+from rlaunch.registry import frameworks
 
 PROG = "image-check"
 STEP_TIMEOUT_S = 300  # a cold import of torch + transformers on a loaded 2-core machine stays well under

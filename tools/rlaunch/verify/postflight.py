@@ -36,7 +36,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlaunch import frameworks
 from rlaunch.config import dotted
 from rlaunch.errors import UsageError
 from rlaunch.job import attempts as _attempts
@@ -44,6 +43,7 @@ from rlaunch.job import layouts
 from rlaunch.job.files import (  # noqa: F401 - the frameworks' checks read them from here too
     ANSI, head_bytes, is_finite, log_text, nonempty, read_json, read_jsonl, read_scalars, read_yaml,
     safetensors_problem)
+from rlaunch.registry import frameworks
 from rlaunch.verify.report import all_passed, check, load_spec, skipped, stage_main, write_json
 
 if TYPE_CHECKING:

@@ -52,9 +52,10 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rlaunch import frameworks, verify
+from rlaunch import verify
 from rlaunch.errors import UsageError
 from rlaunch.frameworks import accel as accel_rules
+from rlaunch.registry import frameworks
 from rlaunch.verify import accel, cluster, collective
 from rlaunch.verify import probes as on_node
 from rlaunch.verify.report import all_passed, check, load_spec, positive_timeout, skipped, stage_main, table, write_json

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlaunch import frameworks
 from rlaunch.errors import EXIT_USAGE, UsageError
+from rlaunch.registry import frameworks
 from rlaunch.verify.report import load_spec, write_json
 
 if TYPE_CHECKING:

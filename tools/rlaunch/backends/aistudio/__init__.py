@@ -5,6 +5,6 @@ INFRAS: the INFRA= values it launches (rlaunch.backends.Infra).
 
 from __future__ import annotations
 
-from rlaunch.backends import Infra
+from rlaunch.registry.backends import Infra
 
 INFRAS = (Infra("aistudio", order=7),)

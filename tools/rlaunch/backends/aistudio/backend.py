@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rlaunch import ROOT, frameworks, verify
+from rlaunch import ROOT, verify
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.config import inputs as run_inputs
 from rlaunch.config.spec import Config, Spec
@@ -38,6 +38,7 @@ from rlaunch.config.inputs import MANIFEST
 from rlaunch.job.data import manifest_text
 from rlaunch.plan import artifacts, jobenv
 from rlaunch.plan.render import render_template, with_header
+from rlaunch.registry import frameworks
 
 LAUNCHES = "rlaunch/launches"
 # rlaunch's own files a run needs on the cluster (the job's preflight/postflight and their config).

@@ -9,7 +9,7 @@ INFRAS: the INFRA= values it launches (rlaunch.backends.Infra).
 
 from __future__ import annotations
 
-from rlaunch.backends import Infra
+from rlaunch.registry.backends import Infra
 
 # RayJob names are DNS-1035 labels: "r" before a leading digit, 47 characters at most (the operator
 # derives longer names from it).

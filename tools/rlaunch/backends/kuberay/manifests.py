@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING, Any
 
-from rlaunch import frameworks
 from rlaunch.backends.kuberay import gke
 from rlaunch.backends.kuberay import monitoring
 from rlaunch.backends.kuberay.names import (RUN_LABEL, configmap_name, head_service, inputs_job_name, job_name,
@@ -19,6 +18,7 @@ from rlaunch.plan import artifacts
 from rlaunch.plan import imagecheck
 from rlaunch.plan import jobenv
 from rlaunch.plan.render import render_template
+from rlaunch.registry import frameworks
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import KubeRaySettings, Spec

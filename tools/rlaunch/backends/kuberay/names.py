@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlaunch import backends
+from rlaunch.registry import backends
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec

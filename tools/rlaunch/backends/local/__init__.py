@@ -6,6 +6,6 @@ INFRAS: the INFRA= values it launches (rlaunch.backends.Infra).
 
 from __future__ import annotations
 
-from rlaunch.backends import Infra
+from rlaunch.registry.backends import Infra
 
 INFRAS = (Infra("local", order=0, resume=True),)

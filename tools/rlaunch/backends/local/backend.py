@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlaunch import ROOT, SCRIPTS, frameworks, progress
+from rlaunch import ROOT, SCRIPTS, progress
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.backends.local import forward
 from rlaunch.config import load as config
@@ -40,6 +40,7 @@ from rlaunch.errors import EXIT_NODE_LOST, ConfigError, MissingPrerequisite, Rla
 from rlaunch.config import topology
 from rlaunch.job import attempts, checkpoints, phases
 from rlaunch.plan import artifacts, jobenv, tracking
+from rlaunch.registry import frameworks
 from rlaunch.verify.summary import closing_summary
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ INFRAS: the INFRA= values it launches (rlaunch.backends.Infra).
 
 from __future__ import annotations
 
-from rlaunch.backends import Infra
+from rlaunch.registry.backends import Infra
 
 # INFRA=sky is any cloud SkyPilot may choose (INFRA_SPEC narrows it); the others are one cloud each.
 INFRAS = tuple(Infra(name, order=order, cloud=cloud, spot=True, ssh=True) for order, (name, cloud) in enumerate(

@@ -38,13 +38,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlaunch import ROOT, backends, frameworks
+from rlaunch import ROOT
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.backends.skypilot import extras as skyextras
 from rlaunch.config import knobs
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.plan import artifacts, catalog, imagecheck, jobenv
 from rlaunch.plan.render import parse_back, render_template, shjoin
+from rlaunch.registry import backends, frameworks
 from rlaunch.validate import skypilot as v
 
 if TYPE_CHECKING:

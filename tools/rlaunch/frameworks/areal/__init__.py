@@ -1,6 +1,6 @@
 """AReaL (1.0.4): examples/math/gsm8k_rl.py with an experiment YAML rlaunch renders."""
 
-from rlaunch.frameworks import Descriptor, Images, Validator
+from rlaunch.registry.frameworks import Descriptor, Images, Validator
 
 FRAMEWORK = Descriptor(
     name="areal",

@@ -1,7 +1,7 @@
 """AReaL's own config loader: load_expr_config(argv, GRPOConfig) plus ModelAllocation.from_str.
 
 Runs in .venv-areal (areal --no-deps + the packages its loader imports) through
-frameworks/loader_main.py, never in rlaunch's environment. A request: {"config_text": <experiment
+validate/loader_main.py, never in rlaunch's environment. A request: {"config_text": <experiment
 YAML>, "overrides": [...]}. Validation only: cluster.fileroot goes to the temp dir and name
 resolution to files (nfs), so the loader neither writes to the real storage nor calls ray.init.
 """

@@ -1,6 +1,6 @@
 """RLinf (0.3, pinned commit): examples/reasoning/main_grpo.py with a YAML rlaunch renders."""
 
-from rlaunch.frameworks import Descriptor, Images, Validator
+from rlaunch.registry.frameworks import Descriptor, Images, Validator
 
 FRAMEWORK = Descriptor(
     name="rlinf",

@@ -2,7 +2,7 @@
 (`import rlinf`), every interpolation resolved, then RLinf's validate_reasoning_cfg.
 
 Runs in .venv-rlinf (rlinf --no-deps, hydra-core 1.3, torch for its dtype resolver) through
-frameworks/loader_main.py. A request: {"config_text": <YAML>, "config_name": ..., "overrides": [...]}.
+validate/loader_main.py. A request: {"config_text": <YAML>, "config_name": ..., "overrides": [...]}.
 RLinf's validate_cfg itself starts a Ray Cluster and waits for nodes, so the loader calls the
 reasoning-task validation it runs after that, without a cluster.
 

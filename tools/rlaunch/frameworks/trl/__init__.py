@@ -1,7 +1,7 @@
 """TRL: GRPOTrainer inside Ray Train's TorchTrainer, one worker per Ray node (rlaunch.rehearsal.train).
 On CPU this is the rehearsal: a tiny model learns a toy task in minutes."""
 
-from rlaunch.frameworks import CpuRule, Descriptor, Images
+from rlaunch.registry.frameworks import CpuRule, Descriptor, Images
 
 FRAMEWORK = Descriptor(
     name="trl",

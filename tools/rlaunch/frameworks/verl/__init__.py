@@ -1,6 +1,6 @@
 """verl (0.9): `python3 -m verl.trainer.main_ppo` with Hydra overrides rendered from the spec."""
 
-from rlaunch.frameworks import CpuRule, Descriptor, Images, Validator
+from rlaunch.registry.frameworks import CpuRule, Descriptor, Images, Validator
 
 FRAMEWORK = Descriptor(
     name="verl",

@@ -1,6 +1,6 @@
 """verl's own config loader: compose `ppo_trainer` from the installed verl's verl/trainer/config.
 
-Runs in .venv-verl (verl --no-deps + hydra-core) through frameworks/loader_main.py, never in
+Runs in .venv-verl (verl --no-deps + hydra-core) through validate/loader_main.py, never in
 rlaunch's environment. A request: {"overrides": [...], "required": [dotted keys that must not be ???]}.
 """
 

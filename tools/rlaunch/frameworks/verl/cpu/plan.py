@@ -15,7 +15,7 @@ from rlaunch import ROOT
 from rlaunch.config.rehearse import Rewrite
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.config import topology
-from rlaunch.frameworks import loaders
+from rlaunch.validate import loaders
 from rlaunch.frameworks.verl.cpu import rewrites as cpu
 
 if TYPE_CHECKING:

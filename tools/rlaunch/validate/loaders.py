@@ -23,8 +23,8 @@ from typing import Any
 from rlaunch import ROOT
 from rlaunch.errors import CheckError
 
-HERE = Path(__file__).resolve().parent
-HARNESS = HERE / "loader_main.py"
+HARNESS = Path(__file__).resolve().parent / "loader_main.py"
+FRAMEWORKS = Path(__file__).resolve().parents[1] / "frameworks"  # their packages hold the loaders
 SKIPPED = "skipped: run `make setup-validators`"
 _CACHE: dict[str, dict[str, Any]] = {}
 
@@ -69,7 +69,7 @@ def prefetch_all(by_framework: dict[str, list[dict[str, Any]]]) -> None:
 
 def script(framework: str) -> Path:
     """frameworks/<name>/loader.py: the framework's own loader, run by loader_main.py in its venv."""
-    return HERE / framework / "loader.py"
+    return FRAMEWORKS / framework / "loader.py"
 
 
 def _spawn(framework: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -82,7 +82,7 @@ def _spawn(framework: str, requests: list[dict[str, Any]]) -> list[dict[str, Any
         # -P: never import from the current directory (a Ray temp dir named `ray` in /tmp shadows ray).
         proc = subprocess.run([str(venv_python(framework)), "-P", str(HARNESS), str(script_)],
                               input=json.dumps({"requests": requests}), capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=str(HERE))
+                              timeout=timeout, env=env, cwd=str(FRAMEWORKS))
     except subprocess.TimeoutExpired:
         msg = f"{framework} loader did not answer within {timeout:.0f} s (RLAUNCH_LOADER_TIMEOUT_S)"
         return [{"ok": False, "error": msg, "key": ""} for _ in requests]
