@@ -1,8 +1,11 @@
-"""rlaunch.firecli: the one way rlaunch's command lines run (fire)."""
+"""rlaunch.firecli: the one way rlaunch's command lines run (fire); rlaunch.cmdline: the standard-library
+tools' (argparse, one-line usage errors)."""
 
 from __future__ import annotations
 
-from rlaunch import firecli
+import pytest
+
+from rlaunch import cmdline, firecli
 from rlaunch.errors import ConfigError
 
 
@@ -38,3 +41,20 @@ def test_other_results_and_a_bare_group_show_as_fire_shows_them(capsys):
     assert capsys.readouterr().out == "shown as fire shows it\n"
     assert firecli.run(Commands, "t", "t", []) == 0
     assert "A group of commands." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    ([], "tool: the following arguments are required: COMMAND\n"),
+    (["frob"], "tool: argument COMMAND: invalid choice: 'frob' (choose from 'check')\n"),
+    (["check"], "tool check: the following arguments are required: --run-dir\n"),
+    (["check", "--run-dir", "x", "--nope"], "tool: unrecognized arguments: --nope\n"),
+])
+def test_a_tool_s_usage_error_is_one_line_and_exit_2(argv, line, capsys):
+    parser = cmdline.parser("tool", "A tool.")
+    parser.add_subparsers(dest="command", required=True, metavar="COMMAND").add_parser("check").add_argument(
+        "--run-dir", required=True)
+    with pytest.raises(SystemExit) as done:
+        parser.parse_args(argv)
+    assert done.value.code == 2
+    assert capsys.readouterr().err == line
+    assert parser.parse_args(["check", "--run-dir", "x"]).run_dir == "x"

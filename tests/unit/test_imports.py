@@ -4,7 +4,7 @@ functions are only of heavy optional dependencies.
 
 The layers, in data-flow order (a module may import its own package and any layer below it):
 
-    base        rlaunch/__init__, errors, firecli, progress: used by every stage
+    base        rlaunch/__init__, errors, firecli, cmdline, progress: used by every stage
     registry    what rlaunch launches and where, as declarations: registry/ (the frameworks' registry
                 and the infrastructures': their descriptors, found on disk, and what each loads by
                 name) and frameworks/accel (the framework/accelerator rules, which the rendered
@@ -42,7 +42,7 @@ TOOLS = Path(__file__).resolve().parents[2] / "tools"
 
 LAYERS = ["base", "registry", "config", "validate", "job", "plan", "verify", "rehearsal", "frameworks",
           "backends", "runs", "cli"]
-BASE = {"rlaunch", "rlaunch.errors", "rlaunch.firecli", "rlaunch.progress", "rlaunch.__main__"}
+BASE = {"rlaunch", "rlaunch.errors", "rlaunch.firecli", "rlaunch.cmdline", "rlaunch.progress", "rlaunch.__main__"}
 MODULE_LAYER = {"rlaunch.__main__": "cli"}
 # Registry-layer modules outside registry/: the framework/accelerator rules (the rendered job.sh
 # names rlaunch.frameworks.accel, so it stays where the goldens say).

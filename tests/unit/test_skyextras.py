@@ -105,8 +105,11 @@ def test_a_broken_install_puts_the_venv_back_to_the_launchers_lock(monkeypatch, 
 
 
 def test_cli_rejects_an_unknown_extra(capsys):
-    assert skyextras.main(["install", "gpc"]) == 2
-    assert "allowed: aws, azure, gcp, kubernetes" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        skyextras.main(["install", "gpc"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == ("python -m rlaunch.backends.skypilot.extras: unknown extra 'gpc'; "
+                                       "allowed: aws, azure, gcp, kubernetes\n")
 
 
 def test_plan_says_a_launch_to_azure_installs_its_extra_first(monkeypatch):

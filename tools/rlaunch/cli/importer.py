@@ -15,7 +15,6 @@ into framework.overrides. Every mapped and every dropped key is printed with why
 
 from __future__ import annotations
 
-import argparse
 import re
 import shlex
 import sys
@@ -25,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from rlaunch import CONFIGS
+from rlaunch import CONFIGS, cmdline
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import value as parse_value
 from rlaunch.registry import frameworks
@@ -202,7 +201,7 @@ def preset_name(script: Path, name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlaunch.cli.importer", description=__doc__.split("\n")[0])
+    parser = cmdline.parser("python -m rlaunch.cli.importer", __doc__.split("\n")[0])
     parser.add_argument("script")
     parser.add_argument("--name", default="")
     parser.add_argument("--out", default=str(CONFIGS / "presets"))

@@ -25,6 +25,7 @@ import shlex
 import sys
 from typing import Callable, Literal, Mapping, get_args
 
+from rlaunch import cmdline
 from rlaunch.errors import ConfigError
 from rlaunch.registry import backends
 
@@ -198,28 +199,23 @@ RULES: dict[str, Callable[[str], str | None]] = {
 # Not fire (rlaunch.firecli): the workflows run this on the runner's bare python3, before `make
 # setup`, with the standard library only. One verb and its flags, read here.
 def main(argv: list[str]) -> int:
-    prefix, as_inputs, names = "knobs: ", False, []
-    if not argv or argv[0] != "check":
-        print(__doc__.split("CLI:\n", 1)[1].rstrip(), file=sys.stderr)
-        return 2
-    for arg in argv[1:]:
-        if arg.startswith("--prefix="):
-            prefix = arg.split("=", 1)[1]
-        elif arg == "--inputs":
-            as_inputs = True
-        elif arg in RULES:
-            names.append(arg)
-        else:
-            print(f"knobs: no rule for {arg!r}; rules: {', '.join(RULES)}", file=sys.stderr)
-            return 2
-    for name in names:
+    parser = cmdline.parser("knobs", __doc__.split("\n\n")[0], epilog=__doc__.split("CLI:\n", 1)[1].rstrip())
+    parser.add_argument("command", choices=["check"])
+    parser.add_argument("--prefix", default="knobs: ", help="what the error line starts with")
+    parser.add_argument("--inputs", action="store_true", help="name them as the workflow inputs do")
+    parser.add_argument("names", nargs="*", metavar="NAME", help="one of " + ", ".join(RULES))
+    args = parser.parse_intermixed_args(argv)  # NAMEs may come before or after the options
+    unknown = [name for name in args.names if name not in RULES]
+    if unknown:
+        parser.error(f"no rule for {unknown[0]!r}; rules: {', '.join(RULES)}")
+    for name in args.names:
         value = os.environ.get(name, "")
         problem = RULES[name](value) if value != "" else None
         if problem:
             # repr(): one line whatever the value holds (a newline could start a workflow command).
             # A workflow reads its commands (::error::) from stdout.
-            print(f"{prefix}{name.lower() if as_inputs else name} {value!r} not allowed: {problem}",
-                  file=sys.stdout if as_inputs else sys.stderr)
+            print(f"{args.prefix}{name.lower() if args.inputs else name} {value!r} not allowed: {problem}",
+                  file=sys.stdout if args.inputs else sys.stderr)
             return 2
     return 0
 

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlaunch import cmdline
 from rlaunch.errors import EXIT_USAGE
 
 # tools/rlaunch/config/pins.py -> the repository (or /opt/rlaunch inside an image).
@@ -102,32 +103,32 @@ def constraints(versions: dict[str, Any] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-USAGE = """usage: python -m rlaunch.config.pins get DOTTED.KEY   print one pin, e.g. images.verl.official
-       python -m rlaunch.config.pins keys [DOTTED.KEY] list the keys of a mapping
-       python -m rlaunch.config.pins constraints       pip constraints for ray and python.*
+USAGE = """commands:
+  get DOTTED.KEY      print one pin, e.g. images.verl.official
+  keys [DOTTED.KEY]   list the keys of a mapping
+  constraints         pip constraints for ray and python.*
 env: RLAUNCH_VERSIONS (default: configs/versions.yaml)"""
 
 
 # Not fire (rlaunch.firecli): scripts/setup reads the pins to build .venv, so this runs on a bare
-# python3 with pyyaml alone, where fire is not installed. Three fixed verbs, read here.
+# python3 with pyyaml alone, where fire is not installed.
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
-        return 0 if argv else EXIT_USAGE
-    cmd, args = argv[0], argv[1:]
+    parser = cmdline.parser("pins", "The pins of configs/versions.yaml, for scripts.", epilog=USAGE)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("get").add_argument("key", metavar="DOTTED.KEY")
+    commands.add_parser("keys").add_argument("key", metavar="DOTTED.KEY", nargs="?")
+    commands.add_parser("constraints")
+    args = parser.parse_args(argv)
     try:
-        if cmd == "get" and len(args) == 1:
-            print(get_str(args[0]))
-        elif cmd == "constraints" and not args:
+        if args.command == "get":
+            print(get_str(args.key))
+        elif args.command == "constraints":
             sys.stdout.write(constraints())
-        elif cmd == "keys" and len(args) <= 1:
-            node = get(args[0]) if args else load_versions()
-            if not isinstance(node, dict):
-                raise PinError(f"pin '{args[0]}' is a value, not a mapping")
-            print("\n".join(map(str, node)))
         else:
-            print(f"pins: bad arguments {argv!r}\n{USAGE}", file=sys.stderr)
-            return EXIT_USAGE
+            node = get(args.key) if args.key else load_versions()
+            if not isinstance(node, dict):
+                raise PinError(f"pin '{args.key}' is a value, not a mapping")
+            print("\n".join(map(str, node)))
     except PinError as err:
         print(f"pins: {err}", file=sys.stderr)
         return EXIT_USAGE

@@ -19,7 +19,6 @@ Exit: 0; 2 bad arguments.
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import json
 import os
@@ -28,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlaunch import cmdline
 from rlaunch.config import specjson
 from rlaunch.job import checkpoints
 from rlaunch.job.files import read_jsonl
@@ -130,7 +130,7 @@ def end(run_dir: Path, exit_code: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rlaunch.job.attempts", description=__doc__.split("\n\n")[0])
+    parser = cmdline.parser("rlaunch.job.attempts", __doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("start", "end"))
     parser.add_argument("--run-dir", required=True, type=Path)
     parser.add_argument("--spec", type=Path)

@@ -40,6 +40,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from rlaunch import cmdline
 from rlaunch.config import hub, pins
 from rlaunch.config.inputs import CONVERTED, MANIFEST
 from rlaunch.errors import ConfigError, MissingPrerequisite
@@ -292,7 +293,7 @@ def _hub_of(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlaunch.job.data", description=__doc__.split("\n")[0])
+    parser = cmdline.parser("python -m rlaunch.job.data", __doc__.split("\n")[0])
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--dataset", help="gsm8k | math | boba (pinned in configs/versions.yaml)")
     what.add_argument("--model", help="a model key of configs/versions.yaml models:")

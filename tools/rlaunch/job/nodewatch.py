@@ -26,7 +26,6 @@ Exit: CMD's exit code; 75 when a node was lost (EX_TEMPFAIL: the run can resume 
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import signal
@@ -37,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlaunch import cmdline
 from rlaunch.errors import EXIT_NODE_LOST
 from rlaunch.job import attempts
 
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.split("Usage:")[1].split("\n")[0].strip(), file=sys.stderr)
         return 2
     sep = argv.index("--")
-    parser = argparse.ArgumentParser(prog=PROG)
+    parser = cmdline.parser(PROG)
     parser.add_argument("--run-dir", required=True, type=Path)
     args = parser.parse_args(argv[:sep])
     cmd = argv[sep + 1:]

@@ -25,7 +25,6 @@ Exit: 0; 2 bad arguments.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlaunch import cmdline
 from rlaunch.job.files import read_jsonl
 
 FILE = "phases.jsonl"
@@ -178,7 +178,7 @@ def report(run_dir: Path, quiet: bool = False) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rlaunch.job.phases", description=__doc__.split("\n")[0])
+    parser = cmdline.parser("rlaunch.job.phases", __doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
     fs = sub.add_parser("first-step")
     fs.add_argument("--run-dir", type=Path, required=True)

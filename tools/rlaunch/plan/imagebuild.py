@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from rlaunch import cmdline
 from rlaunch.config import pins
 from rlaunch.config.images import platform, ref, rlaunch_ref
 from rlaunch.config.pins import PinError
@@ -277,40 +278,50 @@ def tag_problems(framework: str, versions: dict[str, Any]) -> list[str]:
     return problems
 
 
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(__doc__.split("CLI (scripts/image calls these):\n", 1)[1].rstrip())
-        return 0 if argv else EXIT_USAGE
-    cmd, args = argv[0], argv[1:]
+def main(argv: list[str] | None = None) -> int:
+    parser = cmdline.parser("python -m rlaunch.plan.imagebuild", __doc__.split("\n\n", 1)[0],
+                            epilog=__doc__.split("CLI (scripts/image calls these):\n", 1)[1].rstrip())
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verb = verbs.add_parser("ref")
+    verb.add_argument("framework")
+    verb.add_argument("registry", nargs="?", default="")
+    verb.add_argument("tag", nargs="?", default="")
+    for name in ("base", "platform"):
+        verbs.add_parser(name).add_argument("framework")
+    verb = verbs.add_parser("build-args")
+    verb.add_argument("framework")
+    verb.add_argument("dockerfile", type=Path)
+    verb = verbs.add_parser("standin")
+    verb.add_argument("framework")
+    verb.add_argument("dir", type=Path)
+    verb = verbs.add_parser("pip-conf")
+    verb.add_argument("out", type=Path)
+    verb.add_argument("pip_conf", nargs="?", type=Path)
+    args = parser.parse_args(argv)
+    accelerator = os.environ.get("ACCELERATOR", "")
     try:
-        accelerator = os.environ.get("ACCELERATOR", "")
-        if cmd == "ref" and 1 <= len(args) <= 3:
-            registry, tag = (args[1] if len(args) > 1 else ""), (args[2] if len(args) > 2 else "")
-            print(rlaunch_ref(args[0], registry=registry, tag=tag) if tag else
-                  ref(args[0], "rlaunch", None, accelerator, registry))
-        elif cmd == "base" and len(args) == 1:
-            print(ref(args[0], "official", None, accelerator))
-        elif cmd == "platform" and len(args) == 1:
-            print(platform(args[0], None, accelerator))
-        elif cmd == "build-args" and len(args) == 2:
-            for name, value in build_args(args[0], Path(args[1]).read_text(encoding="utf-8"),
+        if args.verb == "ref":
+            print(rlaunch_ref(args.framework, registry=args.registry, tag=args.tag) if args.tag else
+                  ref(args.framework, "rlaunch", None, accelerator, args.registry))
+        elif args.verb == "base":
+            print(ref(args.framework, "official", None, accelerator))
+        elif args.verb == "platform":
+            print(platform(args.framework, None, accelerator))
+        elif args.verb == "build-args":
+            for name, value in build_args(args.framework, args.dockerfile.read_text(encoding="utf-8"),
                                           accelerator=accelerator).items():
                 print(f"{name}={value}")
-        elif cmd == "standin" and len(args) == 2:
-            recipe = standin(args[0])
-            out = Path(args[1])
-            (out / "Containerfile").write_text(recipe["containerfile"], encoding="utf-8")
-            (out / "constraints.txt").write_text(recipe["constraints"], encoding="utf-8")
+        elif args.verb == "standin":
+            recipe = standin(args.framework)
+            (args.dir / "Containerfile").write_text(recipe["containerfile"], encoding="utf-8")
+            (args.dir / "constraints.txt").write_text(recipe["constraints"], encoding="utf-8")
             print(f"id={recipe['id']}\nfor={recipe['for']}\ndebian={recipe['debian']}\n"
                   f"packages={','.join(recipe['packages'])}")
-        elif cmd == "pip-conf" and len(args) in (1, 2):
-            listing = config_list_of(Path(args[1]).read_text(encoding="utf-8")) if len(args) == 2 else sys.stdin.read()
-            text, paths = pip_conf(listing)
-            Path(args[0]).write_text(text, encoding="utf-8")
-            print("\n".join(paths))
         else:
-            print(f"images: bad arguments {argv!r} (see --help)", file=sys.stderr)
-            return EXIT_USAGE
+            listing = config_list_of(args.pip_conf.read_text(encoding="utf-8")) if args.pip_conf else sys.stdin.read()
+            text, paths = pip_conf(listing)
+            args.out.write_text(text, encoding="utf-8")
+            print("\n".join(paths))
     except PinError as err:
         print(f"images: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -321,4 +332,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlaunch import cmdline
 from rlaunch.config import load as config
 from rlaunch.config import pins
 from rlaunch.config.knobs import INFRAS
@@ -67,27 +68,33 @@ def lock(index: MetadataIndex | None = None) -> list[str]:
     return lines
 
 
-def main(argv: list[str]) -> int:
-    """python -m rlaunch.plan.imagelock lock            resolve every pinned preset's image check into
+USAGE = """\
+  python -m rlaunch.plan.imagelock lock              resolve every pinned preset's image check into
                                                      configs/locks/imagecheck/ (needs the index once)
-       python -m rlaunch.plan.imagelock record DIR [KEY...]  resolve them again (those KEYs only) and
+  python -m rlaunch.plan.imagelock record DIR [KEY...]  resolve them again (those KEYs only) and
                                                      LEGACY_VERL, then write the metadata pip read,
                                                      trimmed, to DIR (the tests' offline index)"""
-    if argv[:1] == ["lock"] and len(argv) == 1:
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = cmdline.parser("python -m rlaunch.plan.imagelock", __doc__.split("\n\n", 1)[0], epilog=USAGE)
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs.add_parser("lock")
+    verb = verbs.add_parser("record")
+    verb.add_argument("dir", type=Path)
+    verb.add_argument("keys", nargs="*", metavar="KEY")
+    args = parser.parse_args(argv)
+    if args.verb == "lock":
         print("\n".join(lock()))
         return 0
-    if argv[:1] == ["record"] and len(argv) >= 2:
-        keys = argv[2:]
-        with imagecheck._index() as index:
-            for key, inputs in sorted(pinned_inputs().items()):
-                if not keys or key in keys:
-                    imagecheck.resolve(inputs, index, fresh=True)
-            for inputs in RECORDED_EXTRA:
+    with imagecheck._index() as index:
+        for key, inputs in sorted(pinned_inputs().items()):
+            if not args.keys or key in args.keys:
                 imagecheck.resolve(inputs, index, fresh=True)
-            index.record(Path(argv[1]))
-        return 0
-    print(main.__doc__, file=sys.stderr)
-    return 2
+        for inputs in RECORDED_EXTRA:
+            imagecheck.resolve(inputs, index, fresh=True)
+        index.record(args.dir)
+    return 0
 
 
 # Resolutions the tests run from the recorded index besides the pinned ones: verl 0.9.1 with vLLM
@@ -99,4 +106,4 @@ RECORDED_EXTRA = [LEGACY_VERL]
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

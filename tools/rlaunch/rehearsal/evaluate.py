@@ -8,12 +8,12 @@ held-out "copy the digit" prompt greedily and counts answers whose first token i
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from rlaunch import cmdline
 from rlaunch.rehearsal import tiny
 
 PROG = "rlaunch.rehearsal.evaluate"
@@ -53,8 +53,7 @@ def score_checkpoint(path: str, n: int, max_new_tokens: int = 6) -> dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cmdline.parser(PROG, __doc__)
     parser.add_argument("checkpoint", help="HF-format model directory")
     parser.add_argument("--n", type=int, default=10, help="held-out prompts to score (default 10)")
     parser.add_argument("--out", help="write the result JSON here instead of stdout")

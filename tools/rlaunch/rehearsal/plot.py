@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlaunch import cmdline
+
 
 def _rows(metrics_path: Path) -> list[dict[str, Any]]:
     rows = []
@@ -59,11 +61,11 @@ def plot_reward(metrics_path: Path | str, out_path: Path | str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m rlaunch.rehearsal.plot METRICS_JSONL OUT_PNG", file=sys.stderr)
-        return 2
-    plot_reward(args[0], args[1])
+    parser = cmdline.parser("python -m rlaunch.rehearsal.plot", __doc__.split("\n\n")[0])
+    parser.add_argument("metrics", metavar="METRICS_JSONL")
+    parser.add_argument("out", metavar="OUT_PNG")
+    args = parser.parse_args(argv)
+    plot_reward(args.metrics, args.out)
     return 0
 
 

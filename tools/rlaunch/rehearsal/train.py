@@ -37,7 +37,6 @@ or fewer usable Ray nodes than num_workers by node_wait_s.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -50,6 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from rlaunch import cmdline
 from rlaunch.job import attempts, checkpoints
 from rlaunch.progress import seconds
 from rlaunch.rehearsal import plot
@@ -363,8 +363,7 @@ def closing_line(summary: dict[str, Any], run_dir: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     keys = "\n".join(f"  {f.name:<22} {'(required)' if f.default is dataclasses.MISSING else f.default}"
                      for f in dataclasses.fields(RehearsalConfig))
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__, epilog=f"config keys:\n{keys}",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cmdline.parser(PROG, __doc__, epilog=f"config keys:\n{keys}")
     parser.add_argument("--config", required=True, help="JSON file with the config keys below")
     args = parser.parse_args(argv)
     try:

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from rlaunch import cmdline
 from rlaunch.verify import cluster
 from rlaunch.verify.report import check
 
@@ -409,14 +410,14 @@ def run(spec: Spec, nodes: list[dict[str, Any]], env: dict[str, str], timeout_s:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or argv[0] != "exports":
-        print("usage: python -m rlaunch.verify.collective exports PREFLIGHT.json", file=sys.stderr)
-        return 2
+    parser = cmdline.parser("python -m rlaunch.verify.collective", __doc__.split("CLI (used by job.sh): ")[1])
+    parser.add_argument("command", choices=["exports"])
+    parser.add_argument("report", metavar="PREFLIGHT.json")
+    args = parser.parse_args(argv)
     try:
-        report = json.loads(open(argv[1], encoding="utf-8").read())
+        report = json.loads(open(args.report, encoding="utf-8").read())
     except (OSError, ValueError) as err:
-        print(f"collective: cannot read {argv[1]}: {err}", file=sys.stderr)
+        print(f"collective: cannot read {args.report}: {err}", file=sys.stderr)
         return 2
     for key, value in job_env(report.get("network", {}).get("exports", {})).items():
         sys.stdout.write(f"{key}={value}\0")

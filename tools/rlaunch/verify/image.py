@@ -15,12 +15,12 @@ Exit: 0 every step passed; 1 a step failed (its line says which and why); 2 bad 
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from collections.abc import Callable
 
+from rlaunch import cmdline
 from rlaunch.errors import ConfigError, EXIT_FAILED, EXIT_USAGE
 from rlaunch.registry import frameworks
 
@@ -91,9 +91,7 @@ def step_ray_version(want: str) -> tuple[bool, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser = cmdline.parser(PROG, __doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument("framework")
     parser.add_argument("--ray", required=True, help="the pinned Ray version")
     parser.add_argument("--framework-version", default="", help="the pinned framework version")

@@ -16,10 +16,11 @@ Usage: python -m rlaunch.verify.markers --run-dir DIR --exit-code RC
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
+
+from rlaunch import cmdline
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -50,7 +51,7 @@ def lines(run_dir: Path, exit_code: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="markers", description="seed 003's log markers from a run directory")
+    parser = cmdline.parser("markers", "seed 003's log markers from a run directory")
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--exit-code", type=int, required=True)
     args = parser.parse_args(argv)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlaunch import cmdline
 from rlaunch.config import specjson
 # Exit codes of `preflight` and `postflight`: 0 passed, EXIT_FAILED a check failed, EXIT_USAGE bad arguments.
 from rlaunch.errors import EXIT_FAILED, EXIT_USAGE, UsageError
@@ -125,9 +126,7 @@ def stage_main(prog: str, doc: str, arguments: list[tuple[tuple[Any, ...], dict[
     (the usage from its docstring), `run(args)` -> (report, lines to print before its checks, the
     closing line when they pass). A UsageError is one line and exit 2; a failed check prints the
     table, then the first failure, exit 1."""
-    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=doc.split("Usage:")[1])
+    parser = cmdline.parser(prog, doc.split("\n\n")[0], epilog=doc.split("Usage:")[1])
     for flags, options in arguments:
         parser.add_argument(*flags, **options)
     args = parser.parse_args(argv)

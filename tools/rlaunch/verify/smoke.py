@@ -13,12 +13,12 @@ Exit: 0 (the numbers are a report, never a verdict: postflight gives that); 2 ba
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlaunch import cmdline
 from rlaunch.errors import EXIT_USAGE, UsageError
 from rlaunch.registry import frameworks
 from rlaunch.verify.report import load_spec, write_json
@@ -72,7 +72,7 @@ def lines(got: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = cmdline.parser(PROG, __doc__.split("\n\n")[0])
     parser.add_argument("--spec", required=True, type=Path)
     parser.add_argument("--run-dir", required=True, type=Path)
     args = parser.parse_args(argv)

@@ -21,6 +21,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from rlaunch import cmdline
 from rlaunch.config import pins
 from rlaunch.errors import MissingPrerequisite
 
@@ -117,17 +118,18 @@ def ensure(cloud: str) -> bool:
     return True
 
 
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("missing", "install") or (argv[0] == "install" and len(argv) < 2):
-        print(__doc__.split("CLI:", 1)[1].rstrip(), file=sys.stderr)
-        return 2
-    names = argv[1:] or sorted(set(EXTRAS.values()))
+def main(argv: list[str] | None = None) -> int:
+    parser = cmdline.parser("python -m rlaunch.backends.skypilot.extras", __doc__.split("\n\n", 1)[0],
+                            epilog=__doc__.split("CLI:\n", 1)[1].rstrip())
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs.add_parser("missing").add_argument("extras", nargs="*", metavar="EXTRA")
+    verbs.add_parser("install").add_argument("extras", nargs="+", metavar="EXTRA")
+    args = parser.parse_args(argv)
+    names = args.extras or sorted(set(EXTRAS.values()))
     unknown = [n for n in names if n not in EXTRAS.values()]
     if unknown:
-        print(f"skyextras: unknown extra {unknown[0]!r}; allowed: {', '.join(sorted(EXTRAS.values()))}",
-              file=sys.stderr)
-        return 2
-    if argv[0] == "missing":
+        parser.error(f"unknown extra {unknown[0]!r}; allowed: {', '.join(sorted(EXTRAS.values()))}")
+    if args.verb == "missing":
         unmet = {n: missing(n) for n in names}
         for name, reqs in unmet.items():
             print(f"{name}: {', '.join(reqs) if reqs else 'installed'}")
@@ -143,4 +145,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

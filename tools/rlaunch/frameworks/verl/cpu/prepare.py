@@ -9,7 +9,6 @@ Usage (the rehearsal's job.sh runs it; idempotent: what is there is kept):
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import shlex
@@ -17,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlaunch import cmdline
 from rlaunch.frameworks.verl.cpu import model
 from rlaunch.job.data import to_row
 from rlaunch.rehearsal import tiny
@@ -70,7 +70,7 @@ def line(spec: Spec) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlaunch.frameworks.verl.cpu.prepare")
+    parser = cmdline.parser("python -m rlaunch.frameworks.verl.cpu.prepare")
     parser.add_argument("--model", required=True)
     parser.add_argument("--data", required=True)
     parser.add_argument("--dataset", required=True)

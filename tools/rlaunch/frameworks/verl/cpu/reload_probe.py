@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from rlaunch import cmdline
 from rlaunch.frameworks.verl.cpu.model import write_tiny_model
 
 # The model runner in this process, where the probe can reach it (verl's own servers run vLLM's
@@ -51,4 +52,6 @@ def main(workdir: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
+    parser = cmdline.parser("python -m rlaunch.frameworks.verl.cpu.reload_probe", __doc__)
+    parser.add_argument("dir", nargs="?", default=".", help="where the tiny model is written (default: .)")
+    sys.exit(main(parser.parse_args().dir))

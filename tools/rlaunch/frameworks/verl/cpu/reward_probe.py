@@ -12,7 +12,6 @@ Prints one JSON object: {"ok": true, "function": ..., "scores": [...]} or {"ok":
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import inspect
 import json
@@ -22,6 +21,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from rlaunch import cmdline
 from rlaunch.frameworks.verl.cpu import prepare
 
 
@@ -81,7 +81,7 @@ def probe(dataset: str, data_source: str, path: str = "", name: str = "",
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlaunch.frameworks.verl.cpu.reward_probe")
+    parser = cmdline.parser("python -m rlaunch.frameworks.verl.cpu.reward_probe")
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--data-source", required=True)
     parser.add_argument("--path", default="")
