@@ -111,7 +111,7 @@ api info -o json" ]
   run mk down INFRA=gcp RUN_ID=exp-7
   [ "${status}" -eq 2 ] # make's own exit for a failed recipe
   [[ "${output}" == *"rlaunch: missing an answer from SkyPilot"*"Failed to connect"* ]]
-  # The front door that keeps rlaunch's own code (README): exit 3.
+  # The front door that keeps rlaunch's own code (docs/configuration.md): exit 3.
   run front down INFRA=gcp RUN_ID=exp-7
   [ "${status}" -eq 3 ]
   [ "$(stub_calls sky | grep -c '^down')" -eq 0 ]
