@@ -35,8 +35,11 @@ CLUSTER_E2E_BUDGET_S = 1500.0
 # The calibration's time on the reference machine (median of 5 sessions there, idle).
 CALIBRATION_REFERENCE_S = 0.60
 
-# build/ entries the tests share by design: caches written atomically or under a lock by their owners.
-SHARED_BUILD = {"mypy", "model-facts", "crds", "upstream", "locks", "imagecheck", "bench", "storage"}
+# build/ entries the tests share by design: caches written atomically or under a lock by their owners,
+# the records of what a harness or benchmark owns (one file per owner), the local shared storage
+# (runs/<preset>/<run id>), and the last launch's pointer, which the end-to-end tests set as a user does.
+SHARED_BUILD = {"mypy", "model-facts", "crds", "upstream", "locks", "imagecheck", "bench", "storage",
+                "kuberay-harness", "last-run"}
 NETNS = Path("/run/netns")
 # Set by a library inside the test's process, once, for the process: not the test's to restore.
 LIBRARY_ENV = {

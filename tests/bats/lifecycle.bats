@@ -9,6 +9,8 @@
 bats_require_minimum_version 1.5.0
 
 setup_file() {
+  # One fixture for the whole file, its tests in order: never two of them at once (bats --jobs).
+  export BATS_NO_PARALLELIZE_WITHIN_FILE=true
   REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
   export CLONE="${BATS_FILE_TMPDIR}/clone" LOCAL_RUN="lc-local-$$"
   mkdir -p "${CLONE}"
