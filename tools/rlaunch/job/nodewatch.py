@@ -304,7 +304,7 @@ def evidence(spec_path: Path, run_dir: Path, attempt: int, driver: int) -> dict:
     return {"stacks": str(out), "evidence_s": round(time.monotonic() - started, 1), **found}
 
 
-def stalled(record: dict, child: subprocess.Popen, run_dir: Path, spec_path: Path) -> int:
+def stalled(record: dict, child: subprocess.Popen, run_dir: Path, spec_path: Path, seen: dict | None = None) -> int:
     """Name the stall, keep its evidence, stop the framework: 75."""
     detected = time.time()
     say(stall.describe(record))
@@ -312,7 +312,8 @@ def stalled(record: dict, child: subprocess.Popen, run_dir: Path, spec_path: Pat
     say(f"keeping the evidence in {Path(run_dir) / 'stacks' / f'attempt-{attempt}'} (stacks of every "
         "framework process on every node, their logs' last lines)")
     found = evidence(spec_path, run_dir, attempt, child.pid)
-    rec = {"event": "stalled", "attempt": attempt, **record, "detected_at": attempts.now_iso(detected), **found}
+    rec = {"event": "stalled", "attempt": attempt, **record, "detected_at": attempts.now_iso(detected), **found,
+           "watch": seen or {}}  # what the watch saw before: the gap nearest its timeout until then
     try:
         attempts.append(run_dir, rec)
     except OSError as err:
@@ -358,7 +359,7 @@ def run(cmd: list[str], run_dir: Path, spec_path: Path | None = None) -> int:
                 break
         found = progress.look() if progress is not None else None
         if found is not None and spec_path is not None:
-            return stalled(found, child, run_dir, spec_path)
+            return stalled(found, child, run_dir, spec_path, progress.summary() if progress is not None else None)
         time.sleep(watch.poll_s if watch is not None else 0.5)
     if progress is not None and rc is not None:
         progress.look()  # the last steps it wrote before exiting

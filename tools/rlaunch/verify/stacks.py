@@ -23,6 +23,7 @@ Exit: 0 written (a node or a process without a stack is recorded, not an error);
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -39,9 +40,11 @@ from rlaunch.verify.report import write_json
 PROG = "rlaunch-stacks"
 TAIL_LINES = 40
 PYSPY_S = 15.0
-# Ray's own processes under a raylet: not the framework's.
-RAY_OWN = ("ray::IDLE", "dashboard/agent.py", "runtime_env/agent", "log_monitor.py", "ray/_private/",
-           "raylet", "gcs_server", "monitor.py", "ray_client_server")
+# Ray's and rlaunch's own processes under a raylet (a Ray job's supervisor runs job.sh there): not the
+# framework's.
+RAY_OWN = ("ray::IDLE", "ray::DashboardAgent", "ray::RuntimeEnvAgent", "ray::JobSupervisor", "dashboard/agent.py",
+           "runtime_env/agent", "log_monitor.py", "ray/_private/", "gcs_server", "monitor.py", "ray_client_server",
+           "rlaunch.verify.stacks", "rlaunch.job.nodewatch", "rlaunch.job.phases")
 
 
 # ---------------------------------------------------------------- on each node (shipped by value)
@@ -86,6 +89,12 @@ def _raylet(table: dict[int, tuple[int, str]]) -> int | None:
     return None
 
 
+def _python(cmd: str) -> bool:
+    """A Python process (what py-spy can read): a Ray worker (ray::...) or a python* executable."""
+    word = cmd.split(" ")[0]
+    return cmd.startswith("ray::") or bool(re.match(r"python[\d.]*$", os.path.basename(word)))
+
+
 def _logs_dir(raylet_cmd: str) -> str:
     found = re.search(r"--log_dir=(\S+)", raylet_cmd) or re.search(r"--session_dir=(\S+)", raylet_cmd)
     if not found:
@@ -124,7 +133,7 @@ def node_evidence(ctx: dict) -> dict:
     me = os.getpid()
     raylet = _raylet(table)
     pids = [p for p in (_descendants(raylet, table) if raylet else []) if p != me and p not in _descendants(me, table)]
-    pids = [p for p in pids if not any(mark in table[p][1] for mark in ctx["ray_own"]) and table[p][1]]
+    pids = [p for p in pids if not any(mark in table[p][1] for mark in ctx["ray_own"]) and _python(table[p][1])]
     driver = ctx.get("driver_pid") or 0
     if ctx.get("is_head") and driver and driver in table:
         pids += [driver] + _descendants(driver, table)
@@ -132,16 +141,21 @@ def node_evidence(ctx: dict) -> dict:
     logs = _logs_dir(table[raylet][1]) if raylet else ""
     out: dict = {"hostname": socket.gethostname(), "raylet": raylet, "processes": [], "logs_dir": logs}
     deadline = time.monotonic() + ctx["budget_s"]
-    for pid in sorted(set(pids)):
+
+    def dump(pid: int) -> tuple[bool, str]:
+        if time.monotonic() > deadline:
+            return False, f"not dumped: the node's {ctx['budget_s']:.0f} s were spent"
+        if not os.path.exists(pyspy):
+            return False, f"no py-spy on this node ({pyspy}; Ray's `ray[default]` installs it)"
+        return _run([pyspy, "dump", "--nonblocking", "--pid", str(pid)], ctx["pyspy_s"])
+
+    pids = sorted(set(pids))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:  # each dump waits on its own process
+        stacks = dict(zip(pids, pool.map(dump, pids)))
+    for pid in pids:
         cmd = table.get(pid, (0, ""))[1]
         entry: dict = {"pid": pid, "cmdline": cmd[:500]}
-        if time.monotonic() > deadline:
-            entry.update(ok=False, stack=f"not dumped: the node's {ctx['budget_s']:.0f} s were spent")
-        elif not os.path.exists(pyspy):
-            entry.update(ok=False, stack=f"no py-spy on this node ({pyspy}; Ray's `ray[default]` installs it)")
-        else:
-            ok, text = _run([pyspy, "dump", "--nonblocking", "--pid", str(pid)], ctx["pyspy_s"])
-            entry.update(ok=ok, stack=text)
+        entry["ok"], entry["stack"] = stacks[pid]
         tails = {}
         if logs and os.path.isdir(logs):
             for name in sorted(os.listdir(logs)):
