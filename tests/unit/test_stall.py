@@ -48,6 +48,9 @@ def test_the_default_timeout_is_the_floor_five_medians_a_save_s_write_or_the_fir
     assert p.timeout(19, [1.0], 400.0) == (400.0, "first step")
     assert p.timeout(100, [1.0], 400.0) == (400.0, "first step (after the last step)")
     assert stall.Policy(fixed_s=30).timeout(19, [100.0], 400.0) == (30.0, "train.stall_timeout_s")
+    # A run of epochs (no train.steps) may end after any step: its final save and validation.
+    assert stall.Policy(save_freq=-1, write_s=457.0).timeout(7, [60.0], 300.0) == (457.0, "checkpoint write")
+    assert stall.Policy(save_freq=-1).timeout(7, [1.0], 300.0) == (300.0, "first step (a run of epochs may end here)")
     assert stall.Policy(fixed_s=-1).off
 
 
@@ -144,7 +147,7 @@ def test_a_stall_is_named_at_its_timeout_not_before_and_not_before_the_first_ste
 
 def test_a_slow_run_gets_five_medians_and_the_summary_keeps_the_gap_nearest_its_timeout(tmp_path):
     steps = Steps(tmp_path / "metrics.jsonl")
-    watch = stall.Watch(stall.Source("jsonl", str(steps.path)), stall.Policy(), started=0.0)
+    watch = stall.Watch(stall.Source("jsonl", str(steps.path)), stall.Policy(last_step=100), started=0.0)
     t = 100.0
     for i in range(1, 12):
         steps.write(i)

@@ -20,6 +20,7 @@ for the timeout is a stall:
                                        and after the last step (the final save, evaluation and
                                        exit): the first step loaded all of it once, verl's
                                        validation before training included
+  (a run of epochs, without train.steps, may end after any step: every gap gets the last two)
   train.stall_timeout_s = -1   never
 
 A stall is then what `Watch.look` returns: nodewatch names it (`stalled at step S: no step for N s
@@ -218,12 +219,14 @@ class Policy:
             return self.fixed_s, "train.stall_timeout_s"
         median = statistics.median(recent) if recent else 0.0
         terms = [(self.floor_s, "floor"), (self.multiple * median, f"{self.multiple:g} x median step")]
-        last = self.last_step > 0 and step >= self.last_step
-        if self.write_s and (self._ends_with(self.save_freq, step) or last or
-                             (self.last_step > 0 and step + 1 >= self.last_step)):
+        # Without train.steps (a run of epochs) any gap may hold the end: the final save and validation.
+        last = step >= self.last_step if self.last_step > 0 else True
+        if self.write_s and (self._ends_with(self.save_freq, step) or last or step + 1 >= self.last_step):
             terms.append((self.write_s, "checkpoint write"))
         if first_step_s and (self._ends_with(self.test_freq, step) or last):
-            terms.append((first_step_s, "first step" if not last else "first step (after the last step)"))
+            why = ("first step" if not last else "first step (after the last step)" if self.last_step > 0
+                   else "first step (a run of epochs may end here)")
+            terms.append((first_step_s, why))
         seconds, why = max(terms, key=lambda t: t[0])
         return round(seconds, 1), why
 
