@@ -8,15 +8,19 @@ directory, a launch lock of its own) stays as it was through every case.
   a worker killed mid-run              named (IP, rank, when, from Ray's GCS) in the summary and
                                        verification.json; non-zero exit; every node freed
   the same RUN_ID again                refused; with RESUME=1 the run continues from its last
-                                       checkpoint, loses at most save_freq steps, and postflight
-                                       passes on the whole run (one metrics history, one TensorBoard)
+                                       checkpoint, loses at most save_freq steps
+  its trainers frozen (SIGSTOP) after  the stall named within its timeout + 15 s, both nodes'
+  step 100                             trainers' stacks in the run directory, every node freed,
+                                       exit 75; RESUME=1 again continues from step 100 and
+                                       postflight passes on the whole run (one metrics history,
+                                       one TensorBoard), with no stall at the default timeout
   the head killed mid-run              fails naming the head; the workers leave
   a worker that never arrives          the formation deadline names it (IP, rank); every node freed
   the storage full at a checkpoint     named, with what the storage had left (a small tmpfs)
   Ctrl-C during `make launch`          the job stopped and the cluster taken down, and it says so
 
-Shared: the first four are one run (its first attempt loses a worker, its second resumes), so the
-table costs five short trainings. Seconds from a loss to the launch's exit are printed, not
+Shared: the first five are one run (its first attempt loses a worker, its second resumes and is
+frozen, its third finishes), so the table costs five short trainings and two resumes. Seconds from a loss to the launch's exit are printed, not
 asserted: `make bench` measures them (build/bench/recovery.json). `make test` runs that one run;
 the other four cases are marked `full` (`make test-all`), to keep CI within its hour.
 """
@@ -33,7 +37,7 @@ from pathlib import Path
 
 import pytest
 from needs import missing
-from faults_support import (ROOT, Launch, attempts, kill_node, last_step, make, namespaces, run_dir,
+from faults_support import (ROOT, Launch, attempts, freeze, kill_node, last_step, make, namespaces, run_dir,
                             steps, wait_for_step)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.slow]
@@ -41,6 +45,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.slow]
 SAVE_FREQ = 20
 TRAIN = f"train.steps=120 train.save_freq={SAVE_FREQ}"  # learned by ~100 steps: postflight's thresholds hold
 KILL_AT = SAVE_FREQ + 5  # after the first checkpoint: the resumed attempt redoes a few steps
+FREEZE_AFTER = 100  # the resumed attempt's trainers are frozen once step 100 (a checkpoint) is done
+STALL_S = 30  # the frozen attempt's train.stall_timeout_s (RESUME=1 may change it; the others: the default)
 DEADLINE_S = 600  # one attempt, formation to postflight, on a loaded 2-core machine
 
 
@@ -176,7 +182,7 @@ def test_a_worker_killed_mid_run_is_named_and_every_node_freed(lost_worker):
     lost_worker["bystander"]["untouched"]()
 
 
-def test_the_same_run_id_is_refused_and_resume_continues_it_to_a_verified_end(lost_worker):
+def test_the_same_run_id_is_refused_and_resume_continues_it_until_its_trainers_freeze(lost_worker):
     run_id = lost_worker["run_id"]
     run = run_dir(run_id)
     again = make("launch", f"RUN_ID={run_id}", f"SET={TRAIN}")
@@ -184,13 +190,50 @@ def test_the_same_run_id_is_refused_and_resume_continues_it_to_a_verified_end(lo
     assert f"a new run id: run {run_id} already has {run}" in again.stderr
     assert f"`make launch RUN_ID={run_id} RESUME=1` continues the run from step {SAVE_FREQ}" in again.stderr
 
-    resumed = Launch(f"RUN_ID={run_id}", "RESUME=1", f"SET={TRAIN}")
-    resumed.wait(DEADLINE_S)
+    resumed = Launch(f"RUN_ID={run_id}", "RESUME=1", f"SET={TRAIN} train.stall_timeout_s={STALL_S}")
+    try:
+        wait_for_step(run / "metrics.jsonl", FREEZE_AFTER + 1, DEADLINE_S, resumed.alive)
+        frozen_at, frozen = freeze(run_id, "RayTrainWorker")
+        resumed.wait(DEADLINE_S)
+    finally:
+        if resumed.alive():
+            resumed.interrupt()
+            resumed.wait(120)
     out = resumed.output
-    assert resumed.rlaunch_rc == 0, out[-6000:]
+    assert resumed.rlaunch_rc == 75, out[-6000:]  # EX_TEMPFAIL: RESUME=1 continues
     assert f"rlaunch-job: attempt 2 of run {run_id}: resuming from step {SAVE_FREQ}" in out
     start = next(r for r in attempts(run) if r["event"] == "start" and r["attempt"] == 2)
     assert start["resume_step"] == SAVE_FREQ and 0 < start["steps_lost"] <= SAVE_FREQ, start
+    stalled = next(r for r in attempts(run) if r["event"] == "stalled")
+    named = resumed.first("rlaunch-nodewatch: stalled at step")
+    assert named is not None and named - frozen_at <= STALL_S + 15, (named and named - frozen_at, out[-4000:])
+    assert stalled["attempt"] == 2 and stalled["step"] > FREEZE_AFTER and stalled["timeout_s"] == STALL_S, stalled
+    # Both nodes' trainers, frozen, dumped from their own node's Ray task: their stacks in the run directory.
+    index = json.loads((Path(stalled["stacks"]) / "index.json").read_text())
+    assert stalled["stacks"] == str(run / "stacks" / "attempt-2") and stalled["nodes"] == 2, stalled
+    for node in index["nodes"]:
+        workers = [p for p in node["processes"] if "RayTrainWorker" in p["cmdline"]]
+        assert len(workers) == 1 and workers[0]["stack"], node
+        text = (Path(stalled["stacks"]) / workers[0]["file"]).read_text()
+        assert "py-spy dump --nonblocking\n" in text and "train_loop" in text, text[:2000]
+    assert {n["ip"] for n in index["nodes"]} == {n["ip"] for n in cluster_nodes(run)}
+    assert f"stalled       attempt 2: at step {stalled['step']}: no step for" in out, out  # the closing summary
+    report = json.loads((run / "verification.json").read_text())
+    first_failed = next(c for c in report["checks"] if not c["passed"])
+    assert first_failed["name"] == "progress" and first_failed["detail"].startswith(
+        f"stalled at step {stalled['step']}: no step for"), first_failed
+    assert "local: the run stalled: took the cluster down, every node freed" in out, out
+    assert f"`make launch RUN_ID={run_id} RESUME=1` continues the run from step {FREEZE_AFTER}" in out, out
+    assert namespaces(f"rl-{run_id}-") == [] and not any(_alive(pid) for pid in frozen)
+    print(f"trainers frozen after step {FREEZE_AFTER} ({len(frozen)} processes): "
+          + resumed.timeline(frozen_at, "rlaunch-nodewatch: stalled at step", "stopping the framework",
+                             "local: the run stalled", "every node freed"))
+
+    finished = Launch(f"RUN_ID={run_id}", "RESUME=1", f"SET={TRAIN}")
+    finished.wait(DEADLINE_S)
+    out = finished.output
+    assert finished.rlaunch_rc == 0, out[-6000:]
+    assert f"rlaunch-job: attempt 3 of run {run_id}: resuming from step {FREEZE_AFTER}" in out
     assert steps(run / "metrics.jsonl") == list(range(1, 121)), "one metrics history, each step once"
     from rlaunch.verify.postflight import read_scalars
 
@@ -199,13 +242,26 @@ def test_the_same_run_id_is_refused_and_resume_continues_it_to_a_verified_end(lo
     assert {p.parent for p in (run / "tensorboard").rglob("events.out.tfevents.*")} == {run / "tensorboard"}
     report = json.loads((run / "verification.json").read_text())
     assert report["passed"] is True, [c for c in report["checks"] if not c["passed"]]
-    assert [a["attempt"] for a in report["facts"]["attempts"]] == [1, 2]
-    assert "attempt       2: resumed from step 20" in out and "verification  passed" in out
-    resumed_at = resumed.first(f"rlaunch-job: attempt 2 of run {run_id}")
-    first_step = next(t for t, line in resumed.lines if line.startswith("step "))
-    print(f"resumed: {start['steps_lost']} step(s) redone; {first_step - resumed.started:.1f} s from "
-          f"`make launch RESUME=1` to the first progress line ({resumed_at - resumed.started:.1f} s to the job)")
+    assert [a["attempt"] for a in report["facts"]["attempts"]] == [1, 2, 3]
+    progress = next(c for c in report["checks"] if c["name"] == "progress")
+    assert progress["detail"].startswith("attempt 3: no stall in"), progress  # the default timeout
+    assert "attempt       3: resumed from step 100" in out and "verification  passed" in out
+    first_step = next(t for t, line in finished.lines if line.startswith("step "))
+    print(f"resumed after the stall: {first_step - finished.started:.1f} s from `make launch RESUME=1` to the "
+          f"first progress line; {progress['detail']}")
     lost_worker["bystander"]["untouched"]()
+
+
+def cluster_nodes(run: Path) -> list[dict]:
+    """The nodes preflight saw (the cluster is gone by now)."""
+    return json.loads((run / "preflight.json").read_text())["nodes"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] not in "ZX"
+    except (OSError, IndexError):
+        return False
 
 
 # ---------------------------------------------------------------- the other faults, one run each

@@ -42,6 +42,22 @@ def test_launch_exits_0_and_verification_passed(rehearsal):
     assert "verification  passed" in proc.stdout
 
 
+def test_the_whole_rehearsal_ran_without_a_false_stall_at_the_default_timeout(rehearsal, capsys):
+    """Its first step, six checkpoint saves, the final save, evaluation and exit: the stall watch saw
+    them all at train.stall_timeout_s=0 and named none; its record says how near one came."""
+    run_id, _, _ = rehearsal
+    run_dir = run_dir_of(run_id)
+    records = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    assert not [r for r in records if r["event"] == "stalled"]
+    watch = next(r for r in records if r["event"] == "progress")
+    assert watch["last_step"] == 300 and watch["steps_seen"] > 0 and watch["margin"] >= 2, watch
+    with capsys.disabled():
+        print(f"\nrehearsal at the default stall timeout: {watch['steps_seen']} steps watched, median "
+              f"{watch['median_step_s']} s, first step {watch['first_step_s']} s; the gap nearest its timeout "
+              f"{watch['worst_gap_s']} s after step {watch['worst_at_step']} of {watch['worst_timeout_s']} s "
+              f"({watch['margin']}x)")
+
+
 def test_no_secret_value_in_outputs(rehearsal):
     run_id, _, proc = rehearsal
     assert "sekret-value" not in proc.stdout + proc.stderr

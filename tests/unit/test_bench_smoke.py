@@ -52,10 +52,11 @@ def test_plan_smoke(tmp_path):
     assert schema.problems(data, bench_schema("plan")) == [] and data["presets"] >= 1 and data["failed"] == []
 
 
-# What the smallest size must still show: a 2-node formation; a resume from save_freq 2.
+# What the smallest size must still show: a 2-node formation; a resume from save_freq 2, its trainers
+# frozen and the stall named (exit 75) with no false stall under the CPU-stress neighbour before.
 CLUSTER_BENCHES = {
     "formation": lambda d: d["nodes"] == 2 and d["runs"] == 1 and d["rlaunch_s"] >= d["limit_s"] > 0,
-    "recovery": lambda d: d["save_freq"] == 2 and d["resumed"] is True,
+    "recovery": lambda d: d["save_freq"] == 2 and d["resumed"] is True and d["stall_rc"] == 75 and d["false_stalls"] == 0,
     # Both paths reached a first step, and rlaunch's phases account for the time to it (within 5%: the
     # command's own start, and the gaps between phases, are outside them).
     "launch": lambda d: d["runs"] == 1 and d["bare_first_step_s"] > 0 and sum(
@@ -65,13 +66,13 @@ CLUSTER_BENCHES = {
 
 
 @pytest.mark.cluster
-# recovery's smoke is two whole launches (the loss, then RESUME=1) of the rehearsal: e2e too.
+# recovery's smoke is two whole launches (the loss, then RESUME=1, frozen) of the rehearsal: e2e too.
 @pytest.mark.parametrize("name", ["formation", pytest.param("recovery", marks=pytest.mark.e2e),
                                   pytest.param("launch", marks=pytest.mark.e2e)])
 def test_cluster_bench_smoke(tmp_path, name):
     need_namespaces()
     out = tmp_path / f"{name}.json"
-    proc = smoke(name, out, 1200 if name == "launch" else 600)
+    proc = smoke(name, out, 1200 if name in ("launch", "recovery") else 600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     assert schema.problems(data, bench_schema(name)) == []

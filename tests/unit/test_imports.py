@@ -10,12 +10,12 @@ The layers, in data-flow order (a module may import its own package and any laye
                 __init__) and the infrastructures' (backends/__init__, each backends/<name>/__init__).
                 Standard library only; a registry finds its packages on disk and loads an adapter or
                 a backend by name, so adding one is its package plus its config layer
-    config      load, spec, knobs, dotted, pins, images: the experiment's inputs as data
+    config      load, spec, knobs, dotted, pins, images, modelfacts, ckptsize: the experiment's inputs as data
     validate    offline validators of what a backend renders (CRDs, the API server, SkyPilot)
     job         what runs on the cluster head and the records it leaves: attempts, checkpoints,
-                nodewatch, data, phases, layouts, files
+                nodewatch, stall, data, phases, layouts, files
     plan        rules, render, artifacts, memory, inputs, imagecheck, tracking: what a launch will be
-    verify      cluster, probes, preflight, postflight, collective, accel, smoke, image, report, summary:
+    verify      cluster, probes, preflight, postflight, collective, accel, smoke, image, report, summary, stacks:
                 the checks and the closing summary
     rehearsal   the CPU training stand-in (the TRL framework's program)
     frameworks  each framework's adapter, memory model and postflight checks (they use the libraries

@@ -234,6 +234,7 @@ class Train(Section):
     epochs: Int(ge=1)
     save_freq: Int()
     test_freq: Int()
+    stall_timeout_s: Int(ge=-1)
     offload: Bool
     smoke: Bool
     smoke_steps: Int(ge=2)

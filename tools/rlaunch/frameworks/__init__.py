@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rlaunch.errors import ConfigError
 from rlaunch.frameworks import topology
-from rlaunch.frameworks.base import ARTIFACTS, CpuRule, Descriptor, Framework, Images, Validator
+from rlaunch.frameworks.base import ARTIFACTS, CpuRule, Descriptor, Framework, Images, Saves, StepSource, Validator
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,5 +62,5 @@ def check(spec) -> None:
     fw.adapter().check(spec)
 
 
-__all__ = ["ARTIFACTS", "CpuRule", "Descriptor", "Framework", "Images", "Validator", "check", "descriptor",
-           "get", "names"]
+__all__ = ["ARTIFACTS", "CpuRule", "Descriptor", "Framework", "Images", "Saves", "StepSource", "Validator", "check",
+           "descriptor", "get", "names"]

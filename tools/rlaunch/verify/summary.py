@@ -35,6 +35,8 @@ def _facts(spec: dict, run_dir: Path, out: Path) -> tuple[list[tuple[str, str]],
     for entry in history:
         rows += [("node lost", f"attempt {entry['attempt']}: {attempts.describe_loss(loss)}")
                  for loss in entry["nodes_lost"]]
+        if entry.get("stalled"):
+            rows.append(("stalled", f"attempt {entry['attempt']}: {attempts.describe_stall(entry['stalled'])}"))
     if preflight:
         rows.append(("preflight", f"{'passed' if preflight.get('passed') else 'FAILED'} on "
                                   f"{len(preflight.get('nodes', []))} nodes"))
