@@ -50,6 +50,10 @@ Env:
   RLAUNCH_BENCH_SMOKE       1: check the benchmark still runs: the same scenario at the smallest size,
                             without the second (Ray's defaults) launch, then the JSON's keys and types
   RLAUNCH_BENCH_OUT         result file (default build/bench/recovery.json)
+  RLAUNCH_BENCH_SAMPLE      smoke only: a JSON file with steps 1-3b's figures, as lose_worker,
+                            resume_after and stalled_attempt measured them in an end-to-end test that
+                            ran the same scenario (tests/e2e/test_faults.py): the smoke then runs the
+                            false alarms only, and checks the whole JSON
   RLAUNCH_BENCH_STRICT      1: exit 1 when a target is missed (default 0)
 Exit: 0 done, 1 a target missed (strict) or the JSON lacks a key or type (smoke), 2 bad input or no root / ip, 3 the scenario failed.
 """
@@ -142,7 +146,8 @@ def burn(ns: str) -> list[subprocess.Popen]:
 
 
 def stalled_attempt(run_id: str, launch: Launch, freeze_at: int) -> dict:
-    """3b: the resumed attempt under a CPU-stress neighbour up to step freeze_at, then its trainers frozen."""
+    """3b: the resumed attempt under a CPU-stress neighbour up to step freeze_at, then its trainers
+    frozen; its part of the result, with `frozen_at` and `frozen` (the pids) for a test."""
     metrics = run_dir(run_id) / "metrics.jsonl"
     burners = burn(f"rl-{run_id}-1")
     try:
@@ -164,66 +169,84 @@ def stalled_attempt(run_id: str, launch: Launch, freeze_at: int) -> dict:
 
     named = datetime.datetime.fromisoformat(record["detected_at"].replace("Z", "+00:00")).timestamp()
     watch = record.get("watch") or {}
-    return {"stall_named_s": round(named - frozen_at, 2), "stall_freed_s": freed_s,
-            "stall_timeout_s": record["timeout_s"], "stall_rc": launch.rlaunch_rc, "stall_stacks": record.get("processes") or 0,
-            "false_stalls": len(false_stalls), "stall_margin": watch.get("margin"),
-            "stress_steps": max(freeze_at - start, 0)}
+    stalled = {"stall_named_s": round(named - frozen_at, 2), "stall_freed_s": freed_s,
+               "stall_timeout_s": record["timeout_s"], "stall_rc": launch.rlaunch_rc,
+               "stall_stacks": record.get("processes") or 0, "false_stalls": len(false_stalls),
+               "stall_margin": watch.get("margin"), "stress_steps": max(freeze_at - start, 0),
+               "frozen_at": frozen_at, "frozen": frozen}
+    log(f"stall: named {stalled['stall_named_s']:.1f} s after the freeze (timeout {stalled['stall_timeout_s']} s), "
+        f"every node freed {stalled['stall_freed_s']:.1f} s; {stalled['false_stalls']} false stall(s) over "
+        f"{stalled['stress_steps']} steps under stress (margin {stalled['stall_margin']}x)")
+    return stalled
 
 
 def scenario(run_id: str, steps: int, save_freq: int, stall_s: int) -> dict:
     train = f"SET=train.steps={steps} train.save_freq={save_freq}"
+    lost = lose_worker(run_id, Launch(f"RUN_ID={run_id}", train), save_freq)
+    resumed = Launch(f"RUN_ID={run_id}", "RESUME=1", train + (f" train.stall_timeout_s={stall_s}" if stall_s else ""))
+    try:
+        both = {**lost, **resume_after(run_id, resumed, lost), **stalled_attempt(run_id, resumed, steps - 20)}
+        return {k: v for k, v in both.items() if k in SCHEMA}
+    finally:
+        if resumed.alive():
+            resumed.interrupt()
+            resumed.wait(180)
+
+
+def lose_worker(run_id: str, first: Launch, save_freq: int, before_kill=None) -> dict:
+    """The first attempt of a launch already started: its first step, the worker's node killed at
+    step save_freq + 5 (after before_kill(), if given), every node freed, the launch exited. Its part
+    of the result, with `killed_at`, `kill_step` and `stale` (the inode of its metrics file) for
+    resume_after."""
     metrics = run_dir(run_id) / "metrics.jsonl"
-    first = Launch(f"RUN_ID={run_id}", train)
-    started = first.started
     first_step = first_row_after(metrics, 0, DEADLINE_S, first.alive, tail=first.tail)
-    log(f"first start: {first_step - started:.1f} s to step 1")
+    log(f"first start: {first_step - first.started:.1f} s to step 1")
     kill_step = wait_for_step(metrics, save_freq + 5, DEADLINE_S, first.alive)
+    if before_kill:
+        before_kill()
     killed = kill_node(f"rl-{run_id}-1")
     log("worker killed; waiting for every node to be freed")
     freed_s = wait_freed(run_id, first, killed)
     verdict, named = loss_s(run_id, killed, "declared_dead_at"), detect_s(run_id, killed)
     log(f"the GCS's verdict {verdict} s after the loss, the node named {named:.1f} s, every node freed "
         f"{freed_s:.1f} s; the launch exited {first.ended - killed:.1f} s after it (exit {first.rlaunch_rc})")
-
-    stale = _inode(metrics)  # the lost attempt's metrics: its steps after the checkpoint are redone
-    resumed = Launch(f"RUN_ID={run_id}", "RESUME=1", train + (f" train.stall_timeout_s={stall_s}" if stall_s else ""))
-    stalled: dict = {}
-    try:
-        resume_step = None
-        end = time.monotonic() + DEADLINE_S
-        while resume_step is None and time.monotonic() < end and resumed.alive():
-            starts = [r for r in attempts(run_dir(run_id)) if r.get("event") == "start" and r.get("attempt") == 2]
-            resume_step = starts[0]["resume_step"] if starts else None
-            time.sleep(0.1)
-        if resume_step is None:
-            raise RuntimeError(f"the RESUME=1 launch recorded no attempt 2:\n{resumed.tail()}")
-        resumed_step = first_row_after(metrics, resume_step, DEADLINE_S, resumed.alive, stale, tail=resumed.tail)
-        log(f"resumed from step {resume_step}: {resumed_step - resumed.started:.1f} s to the first resumed step")
-        stalled = stalled_attempt(run_id, resumed, steps - 20)
-        log(f"stall: named {stalled['stall_named_s']:.1f} s after the freeze (timeout {stalled['stall_timeout_s']} s), "
-            f"every node freed {stalled['stall_freed_s']:.1f} s; {stalled['false_stalls']} false stall(s) over "
-            f"{stalled['stress_steps']} steps under stress (margin {stalled['stall_margin']}x)")
-    finally:
-        if resumed.alive():
-            resumed.interrupt()
-            resumed.wait(180)
-    start = next(r for r in attempts(run_dir(run_id)) if r.get("event") == "start" and r.get("attempt") == 2)
     return {
         "detect_s": named,
         "freed_s": freed_s,
         "verdict_s": verdict,
         "seed_detect_s": SEED_DETECT_S,
-        "resume_s": round(resumed_step - resumed.started, 2),
-        "first_start_s": round(first_step - started, 2),
-        "steps_lost": start["steps_lost"],
+        "first_start_s": round(first_step - first.started, 2),
         "save_freq": save_freq,
+        "exit_s": round(first.ended - killed, 2),
+        "seed_detect_source": SEED_SOURCE,
+        "killed_at": killed, "kill_step": kill_step,
+        "stale": _inode(metrics),  # the lost attempt's metrics: its steps after the checkpoint are redone
+    }
+
+
+def resume_after(run_id: str, resumed: Launch, lost: dict) -> dict:
+    """A RESUME=1 launch already started after lose_worker: seconds to its first resumed step, and
+    what it resumed from. The launch is left running."""
+    metrics = run_dir(run_id) / "metrics.jsonl"
+    resume_step = None
+    end = time.monotonic() + DEADLINE_S
+    while resume_step is None and time.monotonic() < end and resumed.alive():
+        starts = [r for r in attempts(run_dir(run_id)) if r.get("event") == "start" and r.get("attempt") == 2]
+        resume_step = starts[0]["resume_step"] if starts else None
+        time.sleep(0.1)
+    if resume_step is None:
+        raise RuntimeError(f"the RESUME=1 launch recorded no attempt 2:\n{resumed.tail()}")
+    resumed_step = first_row_after(metrics, resume_step, DEADLINE_S, resumed.alive, lost["stale"], tail=resumed.tail)
+    log(f"resumed from step {resume_step}: {resumed_step - resumed.started:.1f} s to the first resumed step")
+    start = next(r for r in attempts(run_dir(run_id)) if r.get("event") == "start" and r.get("attempt") == 2)
+    save_freq = lost["save_freq"]
+    return {
+        "resume_s": round(resumed_step - resumed.started, 2),
+        "steps_lost": start["steps_lost"],
         # From a checkpoint the lost attempt saved (a multiple of save_freq, at most the step it reached).
         "resumed": start["checkpoint"] is not None and start["resume_step"] >= save_freq
-        and start["resume_step"] % save_freq == 0 and start["resume_step"] <= kill_step,
-        "exit_s": round(first.ended - killed, 2),
+        and start["resume_step"] % save_freq == 0 and start["resume_step"] <= lost["kill_step"],
         "resume_step": start["resume_step"],
-        "seed_detect_source": SEED_SOURCE,
-        **stalled,
     }
 
 
@@ -416,6 +439,9 @@ def main() -> int:
         die(f"RLAUNCH_BENCH_STRICT='{strict}' is not allowed: need 0 or 1")
     out = Path(os.environ.get("RLAUNCH_BENCH_OUT") or REPO / "build" / "bench" / "recovery.json")
     stress_s = env_int("RLAUNCH_BENCH_STRESS_S", 3 if smoke == "1" else 180, 1)
+    sample = os.environ.get("RLAUNCH_BENCH_SAMPLE", "")
+    if sample and smoke != "1":
+        die("RLAUNCH_BENCH_SAMPLE is for the smoke run only (RLAUNCH_BENCH_SMOKE=1): a full run measures its own")
     from rlaunch.config import load as config
 
     health = dict(config.read_defaults()["cluster"]["health_check"])
@@ -425,7 +451,12 @@ def main() -> int:
     for rid in (run_id, ray_run):
         owned.claim("run", rid)
     try:
-        result = scenario(run_id, steps, save_freq, stall_s)
+        if sample:  # the scenario as an end-to-end test ran it (tests/e2e/test_faults.py)
+            result = {k: v for k, v in json.loads(Path(sample).read_text()).items() if k in SCHEMA}
+            save_freq = result["save_freq"]
+            log(f"the lost worker, the resume and the stall: from {sample}")
+        else:
+            result = scenario(run_id, steps, save_freq, stall_s)
         result["detect_s_default_ray"], result["verdict_s_default_ray"], result["freed_s_default_ray"] = \
             (None, None, None) if smoke == "1" else detection(ray_run, steps, save_freq, RAY_DEFAULT_CHECK)
         result["false_alarms"] = false_alarms(f"bench-fa-{os.getpid()}", stress_s, health)
