@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import needs  # noqa: E402 - from tests/, just put on the path
+import budget  # noqa: E402 - from tests/, just put on the path
+import needs  # noqa: E402
 
 
 def _offline_imagecheck() -> None:
@@ -56,6 +57,72 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a minute")
     config.addinivalue_line("markers", "full: only in `make test-all` (RLAUNCH_TEST_ALL=1): a second case of what a "
                             "test of `make test` already runs for real, left out to keep CI under its hour")
+
+
+# ---------------------------------------------------------------- budget and isolation (tests/budget.py)
+
+_durations: dict[str, float] = {}  # cluster and e2e tests: seconds, every phase
+_calibrations: list[float] = []
+_shared: dict[str, list[str]] = {}
+_report: list[tuple[str, bool]] = []  # (line, whether it fails the session)
+
+
+def _controller(config) -> bool:
+    """The process that sees the whole session: pytest itself, or xdist's controller."""
+    return not hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session):
+    if _controller(session.config):
+        _shared.update(budget.shared_state(ROOT, netns=needs.in_ci()))
+
+
+def pytest_runtest_logreport(report):
+    if "cluster" in report.keywords or "e2e" in report.keywords:
+        if not _calibrations:
+            _calibrations.append(budget.calibration())  # at the first cluster test: the machine as they found it
+        _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not _controller(session.config):
+        return
+    left = budget.left_behind(_shared, budget.shared_state(ROOT, netns=needs.in_ci()))
+    if left:
+        _report.append(("isolation: the tests left behind " + "; ".join(left), True))
+    if _durations:
+        _calibrations.append(budget.calibration())
+        factor = budget.speed_factor(_calibrations)
+        message = budget.over_budget(_durations, factor)
+        _report.append((message, True) if message else (budget.within(_durations, factor), False))
+    if any(fails for _, fails in _report):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line, fails in _report:
+        terminalreporter.write_line(line, red=fails, bold=fails)
+
+
+@pytest.fixture(autouse=True)
+def _own_process_state(request, tmp_path_factory):
+    """A test that may run beside others leaves its environment and working directory as it found
+    them, and a launch it makes records itself as the last run in a file of its own (RLAUNCH_LAST_RUN),
+    not in the build/last-run another test, or the developer, reads."""
+    if request.node.get_closest_marker("cluster") or request.node.get_closest_marker("e2e"):
+        yield
+        return
+    was = os.environ.get("RLAUNCH_LAST_RUN")
+    os.environ["RLAUNCH_LAST_RUN"] = str(tmp_path_factory.mktemp("last-run", numbered=True) / "last-run")
+    before = budget.process_state()
+    yield
+    problems = budget.process_changes(before, budget.process_state())
+    if was is None:
+        os.environ.pop("RLAUNCH_LAST_RUN", None)
+    else:
+        os.environ["RLAUNCH_LAST_RUN"] = was
+    if problems:
+        pytest.fail("isolation: " + "; ".join(problems), pytrace=False)
 
 
 def need_crds(*kinds: str) -> dict:

@@ -67,17 +67,38 @@ def netns_pids(ns: str) -> list[int]:
     return [int(p) for p in out.stdout.split()]
 
 
+def signal_all(pids: list[int], sig: int) -> float:
+    """`sig` to every pid in one pass (one already gone is skipped); the time it happened."""
+    when = time.time()
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    return when
+
+
 def kill_node(ns: str) -> float:
     """A machine dying: SIGKILL to every process in the namespace, in one pass; the time it happened."""
     pids = netns_pids(ns)
     assert pids, f"nothing runs in {ns}"
-    when = time.time()
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return when
+    return signal_all(pids, signal.SIGKILL)
+
+
+def freeze(run_id: str, marker: str) -> tuple[float, list[int]]:
+    """A stall: SIGSTOP to every process of the run's nodes whose command line holds `marker` (the
+    trainers: Ray Train's RayTrainWorker actors, one per node), in one pass; when, and which."""
+    found = []
+    for ns in namespaces(f"rl-{run_id}-"):
+        for pid in netns_pids(ns):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmd:
+                found.append(pid)
+    assert found, f"no process with {marker!r} in the namespaces of run {run_id}"
+    return signal_all(found, signal.SIGSTOP), found
 
 
 def namespaces(prefix: str) -> list[str]:

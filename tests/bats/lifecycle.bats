@@ -9,6 +9,8 @@
 bats_require_minimum_version 1.5.0
 
 setup_file() {
+  # One fixture for the whole file, its tests in order: never two of them at once (bats --jobs).
+  export BATS_NO_PARALLELIZE_WITHIN_FILE=true
   REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
   export CLONE="${BATS_FILE_TMPDIR}/clone" LOCAL_RUN="lc-local-$$"
   mkdir -p "${CLONE}"
@@ -111,7 +113,7 @@ api info -o json" ]
   run mk down INFRA=gcp RUN_ID=exp-7
   [ "${status}" -eq 2 ] # make's own exit for a failed recipe
   [[ "${output}" == *"rlaunch: missing an answer from SkyPilot"*"Failed to connect"* ]]
-  # The front door that keeps rlaunch's own code (README): exit 3.
+  # The front door that keeps rlaunch's own code (docs/configuration.md): exit 3.
   run front down INFRA=gcp RUN_ID=exp-7
   [ "${status}" -eq 3 ]
   [ "$(stub_calls sky | grep -c '^down')" -eq 0 ]

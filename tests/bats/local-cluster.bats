@@ -7,6 +7,8 @@
 bats_require_minimum_version 1.5.0
 
 setup_file() {
+  # One fixture for the whole file, its tests in order: never two of them at once (bats --jobs).
+  export BATS_NO_PARALLELIZE_WITHIN_FILE=true
   load test_helper
   need_netns
   export RLAUNCH_CLUSTER_NAME="lct$$" RLAUNCH_NODES=2 RLAUNCH_NUM_CPUS=1 \

@@ -17,17 +17,9 @@ setup() {
   OUT="${BATS_TEST_TMPDIR}/out"
   RUN_ID="bats-sky-$$"
   stub_reply sky check '{"default": {"GCP": ["compute", "storage"], "Kubernetes": ["compute"]}}'
-  # `rlaunch launch` records the last run in build/last-run: keep the developer's pointer.
-  LAST_RUN="${REPO}/build/last-run"
-  if [[ -f "${LAST_RUN}" ]]; then cp "${LAST_RUN}" "${BATS_TEST_TMPDIR}/last-run.saved"; fi
-}
-
-teardown() {
-  if [[ -f "${BATS_TEST_TMPDIR}/last-run.saved" ]]; then
-    cp "${BATS_TEST_TMPDIR}/last-run.saved" "${LAST_RUN}"
-  else
-    rm -f "${LAST_RUN}"
-  fi
+  # `rlaunch launch` records the last run: in this test's own file, not the developer's build/last-run
+  # (and not another test's, with bats --jobs).
+  export RLAUNCH_LAST_RUN="${BATS_TEST_TMPDIR}/last-run"
 }
 
 # rl VERB ARGS...: python -m rlaunch as the Makefile runs it.

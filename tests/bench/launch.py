@@ -21,6 +21,9 @@ Env:
   RLAUNCH_BENCH_STEPS       train.steps of every run (default 4)
   RLAUNCH_BENCH_SMOKE       1: check the benchmark still runs (one run per path), then the JSON's keys
   RLAUNCH_BENCH_OUT         result file (default build/bench/launch.json)
+  RLAUNCH_BENCH_SAMPLE      smoke only: a JSON file with rlaunch's path as measure() measured it in an
+                            end-to-end test's own launch of the rehearsal (tests/e2e/conftest.py):
+                            the smoke then runs the bare path only
   RLAUNCH_BENCH_STRICT      1: exit 1 when the target is missed (default 0)
 Exit: 0 done, 1 the target missed (strict) or the JSON lacks a key or type (smoke), 2 bad input or no
   root / ip, 3 a path failed to reach its first step.
@@ -77,18 +80,26 @@ def rlaunch_run(run_id: str, steps: int) -> dict:
     t0 = time.time()
     launch = Launch(f"RUN_ID={run_id}", f"SET=train.steps={steps} {NO_LEARNING}")
     try:
-        first = first_row(run_dir(run_id) / "metrics.jsonl", t0, DEADLINE_S, launch.alive)
-        rc = launch.wait(DEADLINE_S)
+        got = measure(run_id, t0, launch.alive, launch.wait, lambda: launch.ended)
     except (RuntimeError, AssertionError):
         log(launch.tail())
         raise
-    if rc != 0:
-        raise RuntimeError(f"make launch RUN_ID={run_id} exited {rc}:\n{launch.tail()}")
-    report = json.loads((run_dir(run_id) / "verification.json").read_text())
     t1 = time.time()
     down = owned.take_down("run", run_id)
-    return {"first_step_s": first, "launch_s": round(launch.ended - t0, 2), "phases": report.get("phases", {}),
-            "down_s": round(time.time() - t1, 2) if down else None}
+    return {**got, "down_s": round(time.time() - t1, 2) if down else None}
+
+
+def measure(run_id: str, t0: float, alive, wait, ended, preset: str = "rehearsal") -> dict:
+    """rlaunch's path of one launch started at t0 (a rehearsal of `preset`): the first step (polled
+    on the shared storage while alive()), then wait(deadline) for its exit code (0, else a
+    RuntimeError) and ended() its time, and the phases of its verification.json."""
+    first = first_row(run_dir(run_id, preset) / "metrics.jsonl", t0, DEADLINE_S, alive)
+    rc = wait(DEADLINE_S)
+    if rc != 0:
+        raise RuntimeError(f"make launch RUN_ID={run_id} exited {rc}")
+    report = json.loads((run_dir(run_id, preset) / "verification.json").read_text())
+    return {"first_step_s": first, "launch_s": round(ended() - t0, 2), "phases": report.get("phases", {}),
+            "down_s": None}
 
 
 def bare_run(run_id: str) -> dict:
@@ -157,15 +168,22 @@ def main() -> int:
     runs = env_int("RLAUNCH_BENCH_RUNS", 1 if smoke == "1" else 2, 1)
     steps = env_int("RLAUNCH_BENCH_STEPS", 4, 1)
     out = Path(os.environ.get("RLAUNCH_BENCH_OUT") or REPO / "build" / "bench" / "launch.json")
+    sample = os.environ.get("RLAUNCH_BENCH_SAMPLE", "")
+    if sample and smoke != "1":
+        die("RLAUNCH_BENCH_SAMPLE is for the smoke run only (RLAUNCH_BENCH_SMOKE=1): a full run measures its own")
     owned.sweep("launch-bench")
     load_start = loadavg()
     samples: dict[str, list] = {"rlaunch": [], "bare": []}
+    if sample:  # rlaunch's path as an end-to-end test launched and measured it (tests/e2e/conftest.py)
+        samples["rlaunch"].append(json.loads(Path(sample).read_text()))
+        log(f"rlaunch's path: from {sample}")
     ids = []
     try:
         for i in range(runs):
             rid, bid = f"bench-l{os.getpid()}-{i}", f"bench-b{os.getpid()}-{i}"
-            ids += [rid, bid]
-            owned.claim("run", rid)
+            ids += [bid] if sample else [rid, bid]
+            if not sample:
+                owned.claim("run", rid)
             owned.claim("cluster", bid)
             # The bare run's files: an rlaunch plan of its own id (its trl.json and spec.json).
             planned = subprocess.run([str(REPO / "scripts" / "rlaunch"), "plan", f"RUN_ID={bid}",
@@ -173,6 +191,8 @@ def main() -> int:
             if planned.returncode != 0:
                 raise RuntimeError(f"make plan RUN_ID={bid}: {planned.stderr.strip()[-500:]}")
             order = (("rlaunch", rid), ("bare", bid)) if i % 2 == 0 else (("bare", bid), ("rlaunch", rid))
+            if sample:
+                order = (("bare", bid),)
             for path, run_id in order:
                 log(f"run {i + 1}/{runs}: {path}")
                 got = rlaunch_run(run_id, steps) if path == "rlaunch" else bare_run(run_id)

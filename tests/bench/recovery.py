@@ -14,8 +14,15 @@ One run, two attempts, through `make launch` as a user runs it:
   3. `make launch RUN_ID=<id> RESUME=1`. resume_s: from the command to the first resumed step (a
      step after the checkpoint it resumed from); steps_lost: the steps after that checkpoint that
      were done before the loss and are done again (attempts.jsonl); resumed: it continued from the
-     a checkpoint the lost attempt saved (a multiple of F, at most the step it reached). The resumed attempt is then stopped with Ctrl-C (its time to the end
-     is the rehearsal's, not recovery's).
+     a checkpoint the lost attempt saved (a multiple of F, at most the step it reached).
+  3b. A stall, in that resumed attempt: a CPU-stress neighbour (a busy-loop process per host CPU in
+     the worker's namespace, the cpu_100 load below) from its first resumed step to step S-20:
+     false_stalls, the stalls named meanwhile (0 expected), and the watch's nearest gap to its
+     timeout (stall_margin); then both nodes' trainers frozen (SIGSTOP to Ray Train's workers). From
+     the freeze: stall_named_s until the stall watch named it (attempts.jsonl's stalled
+     detected_at), stall_freed_s until every node is freed, stall_timeout_s the timeout it ran under
+     (the default; smoke: RLAUNCH_BENCH_STALL_S, a RESUME=1 may change it), stall_rc the launch's
+     exit (75), stall_stacks the processes dumped. Beside the node watch's detect_s and freed_s.
   4. detect_s_default_ray, verdict_s_default_ray, freed_s_default_ray: steps 1-2 again in a
      second launch with Ray's own health-check settings (SET cluster.health_check.*=3000/5/10000),
      the same run: what rlaunch's default (configs/defaults.yaml cluster.health_check) gains.
@@ -37,11 +44,16 @@ other work the figures are noisy: loadavg_start/end say how busy it was.
 Usage: tests/bench/recovery.py        (as root, with iproute2; after `make setup`)
 Env:
   RLAUNCH_BENCH_SAVE_FREQ   save_freq of the run (default 20; smoke 2)
-  RLAUNCH_BENCH_STEPS       train.steps (default 120; smoke save_freq + 10)
+  RLAUNCH_BENCH_STEPS       train.steps (default 120; smoke save_freq + 40)
   RLAUNCH_BENCH_STRESS_S    seconds of each false-alarm window (default 180; smoke 3)
+  RLAUNCH_BENCH_STALL_S     the stalled attempt's train.stall_timeout_s (default 0: the run's own; smoke 20)
   RLAUNCH_BENCH_SMOKE       1: check the benchmark still runs: the same scenario at the smallest size,
                             without the second (Ray's defaults) launch, then the JSON's keys and types
   RLAUNCH_BENCH_OUT         result file (default build/bench/recovery.json)
+  RLAUNCH_BENCH_SAMPLE      smoke only: a JSON file with steps 1-3b's figures, as lose_worker,
+                            resume_after and stalled_attempt measured them in an end-to-end test that
+                            ran the same scenario (tests/e2e/test_faults.py): the smoke then runs the
+                            false alarms only, and checks the whole JSON
   RLAUNCH_BENCH_STRICT      1: exit 1 when a target is missed (default 0)
 Exit: 0 done, 1 a target missed (strict) or the JSON lacks a key or type (smoke), 2 bad input or no root / ip, 3 the scenario failed.
 """
@@ -68,7 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402 - tests/bench/, just put on the path
 import owned  # noqa: E402
 from schema import NUM, OPT, check  # noqa: E402
-from faults_support import (Launch, attempts, kill_node, namespaces, netns_pids,  # noqa: E402
+from faults_support import (Launch, attempts, freeze, kill_node, namespaces, netns_pids,  # noqa: E402
                             run_dir, wait_for_step)
 
 STALL_S = 2.0  # stall_2s: how long the worker's raylet is stopped at a time
@@ -87,6 +99,8 @@ SCHEMA = {
     "save_freq": int, "resumed": bool, "exit_s": NUM, "resume_step": (int, type(None)), "seed_detect_source": str,
     "seed_over_detect": NUM, "resume_over_first_start": OPT, "steps_lost_over_save_freq": OPT,
     "loadavg_start": list, "loadavg_end": list, "cpus": int, "targets_met": dict,
+    "stall_named_s": NUM, "stall_freed_s": NUM, "stall_timeout_s": NUM, "stall_rc": int, "stall_stacks": int,
+    "false_stalls": int, "stall_margin": OPT, "stress_steps": int,
 }
 
 
@@ -125,54 +139,114 @@ def freed(run_id: str) -> bool:
     return not any(netns_pids(ns) for ns in namespaces(f"rl-{run_id}-")) and not namespaces(f"rl-{run_id}-")
 
 
-def scenario(run_id: str, steps: int, save_freq: int) -> dict:
-    train = f"SET=train.steps={steps} train.save_freq={save_freq}"
+def burn(ns: str) -> list[subprocess.Popen]:
+    """The cpu_100 load: a busy-loop process per host CPU in that node's namespace."""
+    return [subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", "while True: pass"])
+            for _ in range(os.cpu_count() or 1)]
+
+
+def stalled_attempt(run_id: str, launch: Launch, freeze_at: int) -> dict:
+    """3b: the resumed attempt under a CPU-stress neighbour up to step freeze_at, then its trainers
+    frozen; its part of the result, with `frozen_at` and `frozen` (the pids) for a test."""
     metrics = run_dir(run_id) / "metrics.jsonl"
-    first = Launch(f"RUN_ID={run_id}", train)
-    started = first.started
+    burners = burn(f"rl-{run_id}-1")
+    try:
+        start = wait_for_step(metrics, 0, DEADLINE_S, launch.alive)
+        log(f"stall: the worker at 100% CPU from step {start} to step {freeze_at}")
+        wait_for_step(metrics, freeze_at, DEADLINE_S, launch.alive)
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
+    false_stalls = [r for r in attempts(run_dir(run_id)) if r.get("event") == "stalled"]
+    frozen_at, frozen = freeze(run_id, "RayTrainWorker")
+    log(f"stall: {len(frozen)} trainers frozen at step {freeze_at}; waiting for the stall to be named and every node freed")
+    freed_s = wait_freed(run_id, launch, frozen_at)
+    record = next((r for r in attempts(run_dir(run_id)) if r.get("event") == "stalled" and r not in false_stalls), None)
+    if record is None:
+        raise RuntimeError(f"the frozen run was never named stalled:\n{launch.tail()}")
+    import datetime
+
+    named = datetime.datetime.fromisoformat(record["detected_at"].replace("Z", "+00:00")).timestamp()
+    watch = record.get("watch") or {}
+    stalled = {"stall_named_s": round(named - frozen_at, 2), "stall_freed_s": freed_s,
+               "stall_timeout_s": record["timeout_s"], "stall_rc": launch.rlaunch_rc,
+               "stall_stacks": record.get("processes") or 0, "false_stalls": len(false_stalls),
+               "stall_margin": watch.get("margin"), "stress_steps": max(freeze_at - start, 0),
+               "frozen_at": frozen_at, "frozen": frozen}
+    log(f"stall: named {stalled['stall_named_s']:.1f} s after the freeze (timeout {stalled['stall_timeout_s']} s), "
+        f"every node freed {stalled['stall_freed_s']:.1f} s; {stalled['false_stalls']} false stall(s) over "
+        f"{stalled['stress_steps']} steps under stress (margin {stalled['stall_margin']}x)")
+    return stalled
+
+
+def scenario(run_id: str, steps: int, save_freq: int, stall_s: int) -> dict:
+    train = f"SET=train.steps={steps} train.save_freq={save_freq}"
+    lost = lose_worker(run_id, Launch(f"RUN_ID={run_id}", train), save_freq)
+    resumed = Launch(f"RUN_ID={run_id}", "RESUME=1", train + (f" train.stall_timeout_s={stall_s}" if stall_s else ""))
+    try:
+        both = {**lost, **resume_after(run_id, resumed, lost), **stalled_attempt(run_id, resumed, steps - 20)}
+        return {k: v for k, v in both.items() if k in SCHEMA}
+    finally:
+        if resumed.alive():
+            resumed.interrupt()
+            resumed.wait(180)
+
+
+def lose_worker(run_id: str, first: Launch, save_freq: int, before_kill=None) -> dict:
+    """The first attempt of a launch already started: its first step, the worker's node killed at
+    step save_freq + 5 (after before_kill(), if given), every node freed, the launch exited. Its part
+    of the result, with `killed_at`, `kill_step` and `stale` (the inode of its metrics file) for
+    resume_after."""
+    metrics = run_dir(run_id) / "metrics.jsonl"
     first_step = first_row_after(metrics, 0, DEADLINE_S, first.alive, tail=first.tail)
-    log(f"first start: {first_step - started:.1f} s to step 1")
+    log(f"first start: {first_step - first.started:.1f} s to step 1")
     kill_step = wait_for_step(metrics, save_freq + 5, DEADLINE_S, first.alive)
+    if before_kill:
+        before_kill()
     killed = kill_node(f"rl-{run_id}-1")
     log("worker killed; waiting for every node to be freed")
     freed_s = wait_freed(run_id, first, killed)
     verdict, named = loss_s(run_id, killed, "declared_dead_at"), detect_s(run_id, killed)
     log(f"the GCS's verdict {verdict} s after the loss, the node named {named:.1f} s, every node freed "
         f"{freed_s:.1f} s; the launch exited {first.ended - killed:.1f} s after it (exit {first.rlaunch_rc})")
-
-    stale = _inode(metrics)  # the lost attempt's metrics: its steps after the checkpoint are redone
-    resumed = Launch(f"RUN_ID={run_id}", "RESUME=1", train)
-    try:
-        resume_step = None
-        end = time.monotonic() + DEADLINE_S
-        while resume_step is None and time.monotonic() < end and resumed.alive():
-            starts = [r for r in attempts(run_dir(run_id)) if r.get("event") == "start" and r.get("attempt") == 2]
-            resume_step = starts[0]["resume_step"] if starts else None
-            time.sleep(0.1)
-        if resume_step is None:
-            raise RuntimeError(f"the RESUME=1 launch recorded no attempt 2:\n{resumed.tail()}")
-        resumed_step = first_row_after(metrics, resume_step, DEADLINE_S, resumed.alive, stale, tail=resumed.tail)
-        log(f"resumed from step {resume_step}: {resumed_step - resumed.started:.1f} s to the first resumed step")
-    finally:
-        if resumed.alive():
-            resumed.interrupt()
-            resumed.wait(180)
-    start = next(r for r in attempts(run_dir(run_id)) if r.get("event") == "start" and r.get("attempt") == 2)
     return {
         "detect_s": named,
         "freed_s": freed_s,
         "verdict_s": verdict,
         "seed_detect_s": SEED_DETECT_S,
-        "resume_s": round(resumed_step - resumed.started, 2),
-        "first_start_s": round(first_step - started, 2),
-        "steps_lost": start["steps_lost"],
+        "first_start_s": round(first_step - first.started, 2),
         "save_freq": save_freq,
+        "exit_s": round(first.ended - killed, 2),
+        "seed_detect_source": SEED_SOURCE,
+        "killed_at": killed, "kill_step": kill_step,
+        "stale": _inode(metrics),  # the lost attempt's metrics: its steps after the checkpoint are redone
+    }
+
+
+def resume_after(run_id: str, resumed: Launch, lost: dict) -> dict:
+    """A RESUME=1 launch already started after lose_worker: seconds to its first resumed step, and
+    what it resumed from. The launch is left running."""
+    metrics = run_dir(run_id) / "metrics.jsonl"
+    resume_step = None
+    end = time.monotonic() + DEADLINE_S
+    while resume_step is None and time.monotonic() < end and resumed.alive():
+        starts = [r for r in attempts(run_dir(run_id)) if r.get("event") == "start" and r.get("attempt") == 2]
+        resume_step = starts[0]["resume_step"] if starts else None
+        time.sleep(0.1)
+    if resume_step is None:
+        raise RuntimeError(f"the RESUME=1 launch recorded no attempt 2:\n{resumed.tail()}")
+    resumed_step = first_row_after(metrics, resume_step, DEADLINE_S, resumed.alive, lost["stale"], tail=resumed.tail)
+    log(f"resumed from step {resume_step}: {resumed_step - resumed.started:.1f} s to the first resumed step")
+    start = next(r for r in attempts(run_dir(run_id)) if r.get("event") == "start" and r.get("attempt") == 2)
+    save_freq = lost["save_freq"]
+    return {
+        "resume_s": round(resumed_step - resumed.started, 2),
+        "steps_lost": start["steps_lost"],
         # From a checkpoint the lost attempt saved (a multiple of save_freq, at most the step it reached).
         "resumed": start["checkpoint"] is not None and start["resume_step"] >= save_freq
-        and start["resume_step"] % save_freq == 0 and start["resume_step"] <= kill_step,
-        "exit_s": round(first.ended - killed, 2),
+        and start["resume_step"] % save_freq == 0 and start["resume_step"] <= lost["kill_step"],
         "resume_step": start["resume_step"],
-        "seed_detect_source": SEED_SOURCE,
     }
 
 
@@ -359,12 +433,16 @@ def main() -> int:
     if smoke not in ("0", "1"):
         die(f"RLAUNCH_BENCH_SMOKE='{smoke}' is not allowed: need 0 or 1")
     save_freq = env_int("RLAUNCH_BENCH_SAVE_FREQ", 2 if smoke == "1" else 20, 1)
-    steps = env_int("RLAUNCH_BENCH_STEPS", save_freq + 10 if smoke == "1" else 120, save_freq + 10)
+    steps = env_int("RLAUNCH_BENCH_STEPS", save_freq + 40 if smoke == "1" else 120, save_freq + 30)
+    stall_s = env_int("RLAUNCH_BENCH_STALL_S", 20 if smoke == "1" else 0, 0)
     strict = os.environ.get("RLAUNCH_BENCH_STRICT", "0")
     if strict not in ("0", "1"):
         die(f"RLAUNCH_BENCH_STRICT='{strict}' is not allowed: need 0 or 1")
     out = Path(os.environ.get("RLAUNCH_BENCH_OUT") or REPO / "build" / "bench" / "recovery.json")
     stress_s = env_int("RLAUNCH_BENCH_STRESS_S", 3 if smoke == "1" else 180, 1)
+    sample = os.environ.get("RLAUNCH_BENCH_SAMPLE", "")
+    if sample and smoke != "1":
+        die("RLAUNCH_BENCH_SAMPLE is for the smoke run only (RLAUNCH_BENCH_SMOKE=1): a full run measures its own")
     from rlaunch.config import load as config
 
     health = dict(config.read_defaults()["cluster"]["health_check"])
@@ -374,7 +452,12 @@ def main() -> int:
     for rid in (run_id, ray_run):
         owned.claim("run", rid)
     try:
-        result = scenario(run_id, steps, save_freq)
+        if sample:  # the scenario as an end-to-end test ran it (tests/e2e/test_faults.py)
+            result = {k: v for k, v in json.loads(Path(sample).read_text()).items() if k in SCHEMA}
+            save_freq = result["save_freq"]
+            log(f"the lost worker, the resume and the stall: from {sample}")
+        else:
+            result = scenario(run_id, steps, save_freq, stall_s)
         result["detect_s_default_ray"], result["verdict_s_default_ray"], result["freed_s_default_ray"] = \
             (None, None, None) if smoke == "1" else detection(ray_run, steps, save_freq, RAY_DEFAULT_CHECK)
         result["false_alarms"] = false_alarms(f"bench-fa-{os.getpid()}", stress_s, health)
@@ -402,6 +485,8 @@ def main() -> int:
         "steps lost <= save_freq": result["steps_lost"] is not None and result["steps_lost"] <= save_freq,
         "resume <= 1.5x the first start": (result["resume_over_first_start"] or 99) <= 1.5,
         "resumed from a checkpoint of the lost attempt": result["resumed"],
+        "0 false stalls under stress": result["false_stalls"] == 0,
+        "stall named within its timeout + 15 s": result["stall_named_s"] <= result["stall_timeout_s"] + 15,
     }
     result["targets_met"] = checks
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -417,6 +502,11 @@ def main() -> int:
     print(f"  health check {health}: named {result['detect_s']:.1f} s, freed {result['freed_s']:.1f} s; "
           f"Ray's own {RAY_DEFAULT_CHECK}: named {result['detect_s_default_ray']} s, freed "
           f"{result['freed_s_default_ray']} s (verdict {result['verdict_s_default_ray']} s; None: not run)")
+    print(f"  trainers frozen -> the stall named {result['stall_named_s']:.1f} s (timeout {result['stall_timeout_s']} s), "
+          f"every node freed {result['stall_freed_s']:.1f} s (exit {result['stall_rc']}, {result['stall_stacks']} stacks); "
+          f"a lost node: named {result['detect_s']:.1f} s, freed {result['freed_s']:.1f} s")
+    print(f"  false stalls under a CPU-stress neighbour: {result['false_stalls']} in {result['stress_steps']} steps "
+          f"(the nearest gap {result['stall_margin']}x within its timeout)")
     for case, got in result["false_alarms"].items():
         print(f"  false alarms, {case}: " + (f"{got['false_alarms']} in {got['duration_s']:.0f} s" if got["measured"]
                                              else f"not measured: {got['why']}"))

@@ -1,5 +1,6 @@
 """The keys and types of a benchmark's JSON, checked by its smoke mode (RLAUNCH_BENCH_SMOKE=1,
 `tests/bench/run --smoke`): a benchmark that stops writing what its readers expect fails the suite.
+smoke() runs one benchmark's smoke as the tests do.
 
 A schema maps each key to a type, a tuple of types, or a nested schema (a dict that must be there).
 NUM is a number (never a bool); OPT adds None (a figure the run could not measure, e.g. a style the
@@ -8,6 +9,8 @@ smoke mode leaves out)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -46,3 +49,17 @@ def check(path: Path, schema: dict, prog: str) -> int:
     for line in found:
         print(f"{prog}: smoke: {path}: {line}", file=sys.stderr)
     return 1 if found else 0
+
+
+def smoke(name: str, out: Path, timeout: int, sample: dict | None = None) -> subprocess.CompletedProcess[str]:
+    """`tests/bench/run --smoke NAME` writing its JSON to `out`, outside any make or bench settings of
+    the caller; `sample`: the figures of an end-to-end test's own run of the same path
+    (RLAUNCH_BENCH_SAMPLE), for the benchmarks that take one."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLAUNCH_KNOB_", "RLAUNCH_BENCH_"))}
+    env["RLAUNCH_BENCH_OUT"] = str(out)
+    if sample is not None:
+        path = out.with_name(f"{out.stem}-sample.json")
+        path.write_text(json.dumps(sample))
+        env["RLAUNCH_BENCH_SAMPLE"] = str(path)
+    return subprocess.run([str(Path(__file__).resolve().parent / "run"), "--smoke", name], env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)

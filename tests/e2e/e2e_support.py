@@ -14,3 +14,9 @@ SECRET = "sekret-value"
 def make(*args: str, timeout: int) -> subprocess.CompletedProcess:
     return subprocess.run(["make", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "WANDB_API_KEY": SECRET})
+
+
+def start_make(*args: str, stdout, stderr) -> subprocess.Popen:
+    """make, as make() runs it, without waiting for it."""
+    return subprocess.Popen(["make", *args], cwd=ROOT, stdout=stdout, stderr=stderr, text=True,
+                            env={**os.environ, "WANDB_API_KEY": SECRET})

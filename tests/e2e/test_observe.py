@@ -139,7 +139,7 @@ def test_tty_shows_formation_then_one_live_training_line(tty_run):
 
 
 def test_pipe_gets_plain_progress_lines(rehearsal):
-    _, name, proc = rehearsal
+    _, name, proc, _ = rehearsal
     out, name = proc.stdout, re.escape(name)
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
     assert re.search(rf"^cluster {name}: starting Ray on 2 node\(s\) \(0 s of 10m00s\)$", out, re.M), out[:3000]

@@ -9,12 +9,16 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from e2e_support import make
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+import launch as launch_bench  # noqa: E402 - tests/bench/, just put on the path
+import schema  # noqa: E402
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 
 
@@ -27,7 +31,7 @@ def run_dir_of(run_id: str) -> Path:
 
 
 def test_launch_exits_0_and_verification_passed(rehearsal):
-    run_id, _, proc = rehearsal
+    run_id, _, proc, _ = rehearsal
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     run_dir = ROOT / "build" / "storage" / "runs" / "rehearsal" / run_id
     report = json.loads((run_dir / "verification.json").read_text())
@@ -42,8 +46,24 @@ def test_launch_exits_0_and_verification_passed(rehearsal):
     assert "verification  passed" in proc.stdout
 
 
+def test_the_whole_rehearsal_ran_without_a_false_stall_at_the_default_timeout(rehearsal, capsys):
+    """Its first step, six checkpoint saves, the final save, evaluation and exit: the stall watch saw
+    them all at train.stall_timeout_s=0 and named none; its record says how near one came."""
+    run_id, _, _, _ = rehearsal
+    run_dir = run_dir_of(run_id)
+    records = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    assert not [r for r in records if r["event"] == "stalled"]
+    watch = next(r for r in records if r["event"] == "progress")
+    assert watch["last_step"] == 300 and watch["steps_seen"] > 0 and watch["margin"] >= 2, watch
+    with capsys.disabled():
+        print(f"\nrehearsal at the default stall timeout: {watch['steps_seen']} steps watched, median "
+              f"{watch['median_step_s']} s, first step {watch['first_step_s']} s; the gap nearest its timeout "
+              f"{watch['worst_gap_s']} s after step {watch['worst_at_step']} of {watch['worst_timeout_s']} s "
+              f"({watch['margin']}x)")
+
+
 def test_no_secret_value_in_outputs(rehearsal):
-    run_id, _, proc = rehearsal
+    run_id, _, proc, _ = rehearsal
     assert "sekret-value" not in proc.stdout + proc.stderr
     for path in [*(ROOT / "build" / run_id).rglob("*"), *run_dir_of(run_id).rglob("*")]:
         if path.is_file():
@@ -51,7 +71,7 @@ def test_no_secret_value_in_outputs(rehearsal):
 
 
 def test_the_run_directory_holds_spec_plan_reports_and_the_log(rehearsal):
-    run_id, _, proc = rehearsal
+    run_id, _, proc, _ = rehearsal
     run_dir = run_dir_of(run_id)
     for name in ("spec.json", "preflight.json", "verification.json", "metrics.jsonl", "reward.png"):
         assert (run_dir / name).is_file(), name
@@ -65,8 +85,25 @@ def test_the_run_directory_holds_spec_plan_reports_and_the_log(rehearsal):
     assert "rlaunch-job: preflight on every node" in log and "postflight: passed" in log
 
 
+def test_the_launch_benchmark_runs_on_this_launch(rehearsal, tmp_path):
+    """`make bench`'s launch benchmark still runs (its smoke): rlaunch's path is this launch, measured
+    by the benchmark's own measure() (tests/e2e/conftest.py), so the smoke runs the bare path alone;
+    rlaunch's phases account for its time to the first step (within 5%: the command's own start and
+    the gaps between phases are outside them), and its JSON's keys and types are checked."""
+    assert "error" not in rehearsal[3], rehearsal[3]
+    out = tmp_path / "launch.json"
+    proc = schema.smoke("launch", out, 900, sample=rehearsal[3])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    assert schema.problems(data, launch_bench.SCHEMA) == []
+    first_step = sum(data["phases"][k] for k in ("plan", "formation", "job_start", "preflight", "first_step"))
+    assert data["runs"] == 1 and data["bare_first_step_s"] > 0, data
+    assert first_step == pytest.approx(data["rlaunch_first_step_s"], rel=0.05), data
+    print(proc.stdout.strip())
+
+
 def test_without_the_launch_cache_status_and_verify_work_from_the_id(rehearsal):
-    run_id, _, _ = rehearsal
+    run_id, _, _, _ = rehearsal
     shutil.rmtree(ROOT / "build" / run_id)
     status = make("status", "INFRA=local", f"RUN_ID={run_id}", timeout=120)
     assert status.returncode == 0, status.stdout + status.stderr
@@ -76,7 +113,7 @@ def test_without_the_launch_cache_status_and_verify_work_from_the_id(rehearsal):
 
 
 def test_down_from_the_id_leaves_nothing_and_is_idempotent(rehearsal):
-    run_id, name, _ = rehearsal
+    run_id, name, _, _ = rehearsal
     pids = [p for ns in (f"rl-{name}-0", f"rl-{name}-1") for p in
             subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()]
     assert pids

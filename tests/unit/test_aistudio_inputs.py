@@ -107,6 +107,7 @@ def test_too_little_free_space_stops_the_prepare_step_before_any_download(platfo
     with FakeHub(tmp / "hub") as hub, FakeModelScope(tmp / "modelscope") as ms:
         proc = prepare(launch, hub, ms, tmp, path=f"{stub}:")
         assert proc.returncode == 3
-        assert f"has 1 GiB free; seed 003 asks for {aistudio.FREE_GIB} GiB a run" in proc.stderr
+        need, why = aistudio.space_needed(spec)
+        assert f"has 1 GiB free, the run needs {need} GiB: {why}: free some space" in proc.stderr
         assert hub.requests == [] and ms.requests == []
     assert not Path(spec.paths.data_dir).exists()

@@ -83,7 +83,7 @@ PACKAGE = {
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    """The copy, with the toy added the way the README says an infrastructure is added."""
+    """The copy, with the toy added the way docs/development.md says an infrastructure is added."""
     repo = tmp_path_factory.mktemp("toy-infra-repo")
     for top in ("tools", "configs", "templates"):
         shutil.copytree(ROOT / top, repo / top, ignore=shutil.ignore_patterns("__pycache__"))

@@ -90,7 +90,7 @@ PACKAGE = {
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    """The copy, with the toy added the way the README says a framework is added."""
+    """The copy, with the toy added the way docs/development.md says a framework is added."""
     repo = tmp_path_factory.mktemp("toy-repo")
     for top in ("tools", "configs", "templates"):
         shutil.copytree(ROOT / top, repo / top, ignore=shutil.ignore_patterns("__pycache__"))

@@ -10,14 +10,14 @@ The layers, in data-flow order (a module may import its own package and any laye
                 name) and frameworks/accel (the framework/accelerator rules, which the rendered
                 job.sh names). Standard library only; adding a framework or an infrastructure is its
                 package plus its config layer
-    config      load, spec, knobs, dotted, pins, images, topology: the experiment's inputs as data and
-                the rules over them
+    config      load, spec, knobs, dotted, pins, images, modelfacts, ckptsize, topology: the
+                experiment's inputs as data and the rules over them
     validate    offline validators of what a backend renders (CRDs, the API server, SkyPilot) and
                 the frameworks' own config loaders (loaders)
     job         what runs on the cluster head and the records it leaves: attempts, checkpoints,
-                nodewatch, data, phases, layouts, files
+                nodewatch, stall, data, phases, layouts, files
     plan        rules, render, artifacts, memory, inputs, imagecheck, tracking: what a launch will be
-    verify      cluster, probes, preflight, postflight, collective, accel, smoke, image, report, summary:
+    verify      cluster, probes, preflight, postflight, collective, accel, smoke, image, report, summary, stacks:
                 the checks and the closing summary
     rehearsal   the CPU training stand-in (the TRL framework's program)
     frameworks  base (the adapter interface), then one package per framework, loaded by name by the

@@ -6,7 +6,8 @@
 # flash-attn-4 from the job's Python; preflight then checks compute capability 8.0 and
 # that transformer_engine.pytorch and sglang import there.
 # Every start is an attempt (rlaunch.job.attempts): a restarted run resumes from its last checkpoint on the
-# shared storage, and rlaunch.job.nodewatch stops the entrypoint at once, naming the node, if one is lost.
+# shared storage, and rlaunch.job.nodewatch stops the entrypoint at once, naming the node, if one is lost,
+# or naming the step, with every node's stacks in $RUN_DIR/stacks/, if it stalls (train.stall_timeout_s).
 #
 # Env:
 #   RLAUNCH_HOME       directory holding rlaunch's tools/ (default: two levels above this file's dir,
@@ -15,7 +16,7 @@
 #   RLAUNCH_SKIP_PREFLIGHT=1  skip preflight (debugging only: no preflight.json is written)
 #   RLAUNCH_LAUNCH_PHASES     the launcher's phases as JSON (rlaunch.job.phases; local launches set it)
 # Exit: 0 when postflight verified the run; otherwise non-zero, and postflight names the failed check
-# (a failed framework exit code is one of them; 75, a lost node, is the first it names).
+# (a failed framework exit code is one of them; 75, a lost node or a stall, is the first it names).
 set -Eeuo pipefail
 
 RLAUNCH_ARTIFACTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -82,7 +83,7 @@ job() {
   say 'starting rlinf: python /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839/examples/reasoning/main_grpo.py --config-path ${RLAUNCH_ARTIFACTS}/rlinf --config-name rlaunch-grpo'
   set +e
   phase framework start
-  "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" -- \
+  "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" --spec "$SPEC" -- \
     python /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839/examples/reasoning/main_grpo.py --config-path "${RLAUNCH_ARTIFACTS}/rlinf" --config-name rlaunch-grpo 2>&1 | tee -a "$RUN_DIR/logs/train.log"
   rc=${PIPESTATUS[0]}
   phase framework end
@@ -96,7 +97,7 @@ job() {
   phase postflight end
   # Seconds per phase: into verification.json and this log (the closing summary reads them).
   "$RLAUNCH_PYTHON" -m rlaunch.job.phases report --run-dir "$RUN_DIR" || true
-  # A lost node stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
+  # A lost node or a stall stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
   # a RayJob's backoffLimit, RESUME=1) can tell it from a failure that would only happen again.
   if ((rc == 75)); then verified=75; fi
   "$RLAUNCH_PYTHON" -m rlaunch.job.attempts end --run-dir "$RUN_DIR" --exit-code "$verified"

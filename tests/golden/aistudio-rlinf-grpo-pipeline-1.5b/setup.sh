@@ -11,7 +11,7 @@ set -Eeuo pipefail
 
 RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
-free_kib="$(df --output=avail -k /mnt/rlinf-reproduction | tail -n 1)"; if ((free_kib < 25 * 1024 * 1024)); then echo "setup: /mnt/rlinf-reproduction has $((free_kib / 1024 / 1024)) GiB free; seed 003 asks for 25 GiB a run: free some space" >&2; exit 3; fi
+free_kib="$(df --output=avail -k /mnt/rlinf-reproduction | tail -n 1)"; if ((free_kib < 25 * 1024 * 1024)); then echo "setup: /mnt/rlinf-reproduction has $((free_kib / 1024 / 1024)) GiB free, the run needs 25 GiB: "'seed 003 asks for 25 GiB a run (its checkpoints are not estimated offline): free some space, or a larger train.save_freq' >&2; exit 3; fi
 if [[ ! -d /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839/.git ]]; then git clone --quiet https://github.com/RLinf/RLinf /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839 && git -C /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839 checkout --quiet --detach 7d07a4212ee6858cc333e1d4fab7a37256d1f839; fi
 test "$(git -C /mnt/rlinf-reproduction/code/checkouts/7d07a4212ee6858cc333e1d4fab7a37256d1f839 rev-parse HEAD)" = 7d07a4212ee6858cc333e1d4fab7a37256d1f839
 if ! (cd /mnt/rlinf-reproduction/data/boba/1799c00be3f1 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=boba --out=/mnt/rlinf-reproduction/data/boba/1799c00be3f1; else echo 'inputs: dataset /mnt/rlinf-reproduction/data/boba/1799c00be3f1 matches its SHA256SUMS: kept'; fi

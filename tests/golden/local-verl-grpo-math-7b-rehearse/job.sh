@@ -3,7 +3,8 @@
 # rlaunch job for run golden: preflight on every node, the verl entrypoint
 # once, postflight on its outputs. Runs on the Ray head (the driver), with RAY_ADDRESS reaching the cluster.
 # Every start is an attempt (rlaunch.job.attempts): a restarted run resumes from its last checkpoint on the
-# shared storage, and rlaunch.job.nodewatch stops the entrypoint at once, naming the node, if one is lost.
+# shared storage, and rlaunch.job.nodewatch stops the entrypoint at once, naming the node, if one is lost,
+# or naming the step, with every node's stacks in $RUN_DIR/stacks/, if it stalls (train.stall_timeout_s).
 #
 # Env:
 #   RLAUNCH_HOME       directory holding rlaunch's tools/ (default: two levels above this file's dir,
@@ -12,7 +13,7 @@
 #   RLAUNCH_SKIP_PREFLIGHT=1  skip preflight (debugging only: no preflight.json is written)
 #   RLAUNCH_LAUNCH_PHASES     the launcher's phases as JSON (rlaunch.job.phases; local launches set it)
 # Exit: 0 when postflight verified the run; otherwise non-zero, and postflight names the failed check
-# (a failed framework exit code is one of them; 75, a lost node, is the first it names).
+# (a failed framework exit code is one of them; 75, a lost node or a stall, is the first it names).
 set -Eeuo pipefail
 
 RLAUNCH_ARTIFACTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -87,7 +88,7 @@ job() {
   # The first step: the first line this attempt adds to the framework's metrics file.
   "$RLAUNCH_PYTHON" -m rlaunch.job.phases first-step --run-dir "$RUN_DIR" --metrics <repo>/build/storage/runs/verl-grpo-math-7b/golden/logs/metrics.jsonl &
   local watch=$!
-  "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" -- \
+  "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" --spec "$SPEC" -- \
     python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo data.train_files=<repo>/build/storage/rehearsal/verl-cpu-1/math/train.parquet data.val_files=<repo>/build/storage/rehearsal/verl-cpu-1/math/test.parquet data.train_batch_size=4 data.max_prompt_length=128 data.max_response_length=8 data.filter_overlong_prompts=True data.truncation=error actor_rollout_ref.model.path=<repo>/build/storage/rehearsal/verl-cpu-1/model actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=4 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.actor.use_kl_loss=False actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=8 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 algorithm.kl_ctrl.kl_coef=0.001 algorithm.use_kl_in_reward=False trainer.critic_warmup=0 'trainer.logger=[console,file]' trainer.project_name=rlaunch trainer.experiment_name=verl-grpo-math-7b trainer.nnodes=2 trainer.default_local_dir=<repo>/build/storage/runs/verl-grpo-math-7b/golden/checkpoints trainer.save_freq=1 trainer.test_freq=-1 trainer.total_epochs=1 trainer.val_before_train=False hydra.run.dir=<repo>/build/storage/runs/verl-grpo-math-7b/golden/hydra trainer.total_training_steps=3 trainer.resume_mode=auto trainer.device=cpu trainer.n_gpus_per_node=1 actor_rollout_ref.actor.strategy=fsdp2 actor_rollout_ref.ref.strategy=fsdp2 actor_rollout_ref.model.use_remove_padding=False +actor_rollout_ref.model.override_config.attn_implementation=sdpa +actor_rollout_ref.rollout.enable_sleep_mode=False actor_rollout_ref.rollout.free_cache_engine=False actor_rollout_ref.rollout.dtype=float32 actor_rollout_ref.rollout.enforce_eager=True data.dataloader_num_workers=0 actor_rollout_ref.rollout.agent.num_workers=1 reward.num_workers=1 2>&1 | tee -a "$RUN_DIR/logs/train.log"
   rc=${PIPESTATUS[0]}
   phase framework end
@@ -103,7 +104,7 @@ job() {
   phase postflight end
   # Seconds per phase: into verification.json and this log (the closing summary reads them).
   "$RLAUNCH_PYTHON" -m rlaunch.job.phases report --run-dir "$RUN_DIR" || true
-  # A lost node stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
+  # A lost node or a stall stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
   # a RayJob's backoffLimit, RESUME=1) can tell it from a failure that would only happen again.
   if ((rc == 75)); then verified=75; fi
   "$RLAUNCH_PYTHON" -m rlaunch.job.attempts end --run-dir "$RUN_DIR" --exit-code "$verified"

@@ -3,7 +3,8 @@
 # rlaunch job for run golden: preflight on every node, the areal entrypoint
 # once, postflight on its outputs. Runs on the Ray head (the driver), with RAY_ADDRESS reaching the cluster.
 # Every start is an attempt (rlaunch.job.attempts): a restarted run resumes from its last checkpoint on the
-# shared storage, and rlaunch.job.nodewatch stops the entrypoint at once, naming the node, if one is lost.
+# shared storage, and rlaunch.job.nodewatch stops the entrypoint at once, naming the node, if one is lost,
+# or naming the step, with every node's stacks in $RUN_DIR/stacks/, if it stalls (train.stall_timeout_s).
 #
 # Env:
 #   RLAUNCH_HOME       directory holding rlaunch's tools/ (default: two levels above this file's dir,
@@ -12,7 +13,7 @@
 #   RLAUNCH_SKIP_PREFLIGHT=1  skip preflight (debugging only: no preflight.json is written)
 #   RLAUNCH_LAUNCH_PHASES     the launcher's phases as JSON (rlaunch.job.phases; local launches set it)
 # Exit: 0 when postflight verified the run; otherwise non-zero, and postflight names the failed check
-# (a failed framework exit code is one of them; 75, a lost node, is the first it names).
+# (a failed framework exit code is one of them; 75, a lost node or a stall, is the first it names).
 set -Eeuo pipefail
 
 RLAUNCH_ARTIFACTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -74,7 +75,7 @@ job() {
   say 'starting areal: python3 /AReaL/examples/math/gsm8k_rl.py --config ${RLAUNCH_ARTIFACTS}/areal.yaml scheduler.type=local experiment_name=areal-grpo-gsm8k trial_name=golden cluster.n_nodes=1 cluster.n_gpus_per_node=2 rollout.backend=sglang:d1 actor.backend=fsdp:d1'
   set +e
   phase framework start
-  "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" -- \
+  "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" --spec "$SPEC" -- \
     python3 /AReaL/examples/math/gsm8k_rl.py --config "${RLAUNCH_ARTIFACTS}/areal.yaml" scheduler.type=local experiment_name=areal-grpo-gsm8k trial_name=golden cluster.n_nodes=1 cluster.n_gpus_per_node=2 rollout.backend=sglang:d1 actor.backend=fsdp:d1 2>&1 | tee -a "$RUN_DIR/logs/train.log"
   rc=${PIPESTATUS[0]}
   phase framework end
@@ -88,7 +89,7 @@ job() {
   phase postflight end
   # Seconds per phase: into verification.json and this log (the closing summary reads them).
   "$RLAUNCH_PYTHON" -m rlaunch.job.phases report --run-dir "$RUN_DIR" || true
-  # A lost node stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
+  # A lost node or a stall stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
   # a RayJob's backoffLimit, RESUME=1) can tell it from a failure that would only happen again.
   if ((rc == 75)); then verified=75; fi
   "$RLAUNCH_PYTHON" -m rlaunch.job.attempts end --run-dir "$RUN_DIR" --exit-code "$verified"

@@ -3,7 +3,8 @@
 # rlaunch job for run golden: preflight on every node, the trl entrypoint
 # once, postflight on its outputs. Runs on the Ray head (the driver), with RAY_ADDRESS reaching the cluster.
 # Every start is an attempt (rlaunch.job.attempts): a restarted run resumes from its last checkpoint on the
-# shared storage, and rlaunch.job.nodewatch stops the entrypoint at once, naming the node, if one is lost.
+# shared storage, and rlaunch.job.nodewatch stops the entrypoint at once, naming the node, if one is lost,
+# or naming the step, with every node's stacks in $RUN_DIR/stacks/, if it stalls (train.stall_timeout_s).
 #
 # Env:
 #   RLAUNCH_HOME       directory holding rlaunch's tools/ (default: two levels above this file's dir,
@@ -12,7 +13,7 @@
 #   RLAUNCH_SKIP_PREFLIGHT=1  skip preflight (debugging only: no preflight.json is written)
 #   RLAUNCH_LAUNCH_PHASES     the launcher's phases as JSON (rlaunch.job.phases; local launches set it)
 # Exit: 0 when postflight verified the run; otherwise non-zero, and postflight names the failed check
-# (a failed framework exit code is one of them; 75, a lost node, is the first it names).
+# (a failed framework exit code is one of them; 75, a lost node or a stall, is the first it names).
 set -Eeuo pipefail
 
 RLAUNCH_ARTIFACTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -75,7 +76,7 @@ job() {
   # The first step: the first line this attempt adds to the framework's metrics file.
   "$RLAUNCH_PYTHON" -m rlaunch.job.phases first-step --run-dir "$RUN_DIR" --metrics /storage/runs/rehearsal/golden/metrics.jsonl &
   local watch=$!
-  "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" -- \
+  "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" --spec "$SPEC" -- \
     "${RLAUNCH_PYTHON}" -m rlaunch.rehearsal.train --config "${RLAUNCH_ARTIFACTS}/trl.json" 2>&1 | tee -a "$RUN_DIR/logs/train.log"
   rc=${PIPESTATUS[0]}
   phase framework end
@@ -91,7 +92,7 @@ job() {
   phase postflight end
   # Seconds per phase: into verification.json and this log (the closing summary reads them).
   "$RLAUNCH_PYTHON" -m rlaunch.job.phases report --run-dir "$RUN_DIR" || true
-  # A lost node stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
+  # A lost node or a stall stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
   # a RayJob's backoffLimit, RESUME=1) can tell it from a failure that would only happen again.
   if ((rc == 75)); then verified=75; fi
   "$RLAUNCH_PYTHON" -m rlaunch.job.attempts end --run-dir "$RUN_DIR" --exit-code "$verified"

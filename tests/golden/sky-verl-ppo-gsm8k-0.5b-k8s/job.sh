@@ -3,7 +3,8 @@
 # rlaunch job for run golden: preflight on every node, the verl entrypoint
 # once, postflight on its outputs. Runs on the Ray head (the driver), with RAY_ADDRESS reaching the cluster.
 # Every start is an attempt (rlaunch.job.attempts): a restarted run resumes from its last checkpoint on the
-# shared storage, and rlaunch.job.nodewatch stops the entrypoint at once, naming the node, if one is lost.
+# shared storage, and rlaunch.job.nodewatch stops the entrypoint at once, naming the node, if one is lost,
+# or naming the step, with every node's stacks in $RUN_DIR/stacks/, if it stalls (train.stall_timeout_s).
 #
 # Env:
 #   RLAUNCH_HOME       directory holding rlaunch's tools/ (default: two levels above this file's dir,
@@ -12,7 +13,7 @@
 #   RLAUNCH_SKIP_PREFLIGHT=1  skip preflight (debugging only: no preflight.json is written)
 #   RLAUNCH_LAUNCH_PHASES     the launcher's phases as JSON (rlaunch.job.phases; local launches set it)
 # Exit: 0 when postflight verified the run; otherwise non-zero, and postflight names the failed check
-# (a failed framework exit code is one of them; 75, a lost node, is the first it names).
+# (a failed framework exit code is one of them; 75, a lost node or a stall, is the first it names).
 set -Eeuo pipefail
 
 RLAUNCH_ARTIFACTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -77,7 +78,7 @@ job() {
   # The first step: the first line this attempt adds to the framework's metrics file.
   "$RLAUNCH_PYTHON" -m rlaunch.job.phases first-step --run-dir "$RUN_DIR" --metrics /storage/runs/verl-ppo-gsm8k-0-5b/golden/logs/metrics.jsonl &
   local watch=$!
-  "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" -- \
+  "$RLAUNCH_PYTHON" -m rlaunch.job.nodewatch --run-dir "$RUN_DIR" --spec "$SPEC" -- \
     python3 -m verl.trainer.main_ppo algorithm.adv_estimator=gae data.train_files=/storage/data/gsm8k/cc7b047b6e5b/train.parquet data.val_files=/storage/data/gsm8k/cc7b047b6e5b/test.parquet data.train_batch_size=256 data.max_prompt_length=512 data.max_response_length=256 data.filter_overlong_prompts=True data.truncation=error actor_rollout_ref.model.path=/storage/models/qwen2.5-0.5b-instruct/7ae557604adf actor_rollout_ref.actor.optim.lr=1e-06 actor_rollout_ref.actor.ppo_mini_batch_size=64 actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 actor_rollout_ref.actor.use_kl_loss=False actor_rollout_ref.actor.kl_loss_coef=0.001 actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n=1 actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.4 actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8 actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 algorithm.kl_ctrl.kl_coef=0.001 algorithm.use_kl_in_reward=True critic.optim.lr=1e-05 critic.model.path=/storage/models/qwen2.5-0.5b-instruct/7ae557604adf critic.ppo_micro_batch_size_per_gpu=4 'trainer.logger=[console,file]' trainer.project_name=rlaunch trainer.experiment_name=verl-ppo-gsm8k-0-5b trainer.nnodes=2 trainer.n_gpus_per_node=1 trainer.default_local_dir=/storage/runs/verl-ppo-gsm8k-0-5b/golden/checkpoints trainer.save_freq=20 trainer.test_freq=20 trainer.total_epochs=2 trainer.val_before_train=False hydra.run.dir=/storage/runs/verl-ppo-gsm8k-0-5b/golden/hydra trainer.resume_mode=auto 2>&1 | tee -a "$RUN_DIR/logs/train.log"
   rc=${PIPESTATUS[0]}
   phase framework end
@@ -93,7 +94,7 @@ job() {
   phase postflight end
   # Seconds per phase: into verification.json and this log (the closing summary reads them).
   "$RLAUNCH_PYTHON" -m rlaunch.job.phases report --run-dir "$RUN_DIR" || true
-  # A lost node stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
+  # A lost node or a stall stays 75 (EX_TEMPFAIL): what restarts the run (a managed job's recover_on_exit_codes,
   # a RayJob's backoffLimit, RESUME=1) can tell it from a failure that would only happen again.
   if ((rc == 75)); then verified=75; fi
   "$RLAUNCH_PYTHON" -m rlaunch.job.attempts end --run-dir "$RUN_DIR" --exit-code "$verified"

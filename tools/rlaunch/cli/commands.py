@@ -26,7 +26,7 @@ from typing import Any
 from rlaunch import ROOT, firecli
 from rlaunch.backends.base import Backend, LaunchPlan, Place, RunHandle
 from rlaunch.backends.local import jobs
-from rlaunch.config import inputs, modelfacts
+from rlaunch.config import ckptsize, inputs, modelfacts
 from rlaunch.config import load as config
 from rlaunch.config.knobs import KNOBS, RULES, from_env
 from rlaunch.config.load import available
@@ -211,7 +211,7 @@ class Cli:
         """The LaunchPlan: rendered, checked offline, written to OUT with plan.txt, printed."""
         backend, files = _render(spec)
         # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
-        checks = [modelfacts.check(spec), memory.check(spec), *backend.check(spec, files)]
+        checks = [modelfacts.check(spec), memory.check(spec), ckptsize.plan_line(spec), *backend.check(spec, files)]
         # The framework's own config loader, on the files every infrastructure renders alike.
         checks.append(frameworks.get(spec.framework.name).loader_check(spec, files))
         checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise

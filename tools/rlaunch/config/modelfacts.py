@@ -260,9 +260,8 @@ def _hub(repo: str, rev: str) -> tuple[dict[str, Any], str] | str:
     return cfg, _page(hub.DEFAULT, repo, rev, endpoint)
 
 
-@functools.lru_cache(maxsize=32)
-def read(model: str, rev: str = "") -> Facts | str:
-    """The facts of an HF id at a revision, or of a directory; a reason string when none are readable."""
+def local(model: str, rev: str = "") -> Facts | str:
+    """The facts from what this machine holds (the directory, the pin, the facts cache), never a hub."""
     if not model:
         return "no model (model.path and model.name are empty)"
     if model.startswith("/"):
@@ -281,6 +280,17 @@ def read(model: str, rev: str = "") -> Facts | str:
             cfg = _read(path) if r else None
             if cfg is not None:
                 return from_config(cfg, shown, str(path))
+    return f"config.json of {shown} is not on this machine (no pin, not in {', '.join(map(str, _cache_dirs()))})"
+
+
+@functools.lru_cache(maxsize=32)
+def read(model: str, rev: str = "") -> Facts | str:
+    """The facts of an HF id at a revision, or of a directory; a reason string when none are readable."""
+    found = local(model, rev)
+    if not isinstance(found, str) or not model or model.startswith("/"):
+        return found
+    shown = f"{model}@{rev}" if rev else model
+    name = model.replace(":", "--").replace("/", "--")
     got = _modelscope(model.split(":", 1)[1], rev) if model.startswith("modelscope:") else _hub(model, rev)
     if isinstance(got, str):
         dirs = ", ".join(str(d) for d in _cache_dirs())

@@ -248,6 +248,7 @@ class Train(Section):
     epochs: Positive
     save_freq: int
     test_freq: int
+    stall_timeout_s: Annotated[int, Field(ge=-1)]
     offload: Bool
     smoke: Bool
     smoke_steps: Annotated[int, Field(ge=2)]

@@ -6,6 +6,11 @@ per line, which postflight, the closing summary and the benchmarks read:
    "last_step_before": 47, "steps_lost": 7, "save_freq": 20, "skipped": [...], "quarantined": [...]}
   {"event": "node_lost", "attempt": 1, "ip": ..., "rank": 1, "node_id": ..., "declared_dead_at": ISO,
    "reason": ..., "detected_at": ISO}                                      (rlaunch.job.nodewatch)
+  {"event": "stalled", "attempt": 1, "step": 100, "idle_s": 121.3, "median_step_s": 0.31, "timeout_s": 120,
+   "timeout_from": "floor", "detected_at": ISO, "stacks": DIR, "nodes": 2, "processes": 5, ...}
+                                                                           (rlaunch.job.nodewatch's stall watch)
+  {"event": "progress", "attempt": 2, "steps_seen": ..., "median_step_s": ..., "longest_gap_s": ...,
+   "timeout_then_s": ..., "margin": ...}    what the stall watch saw, when the framework exited
   {"event": "end", "attempt": 2, "at": ISO, "exit_code": 0}
 
 `start` also prints the attempt's first line, which marks job.log and train.log: postflight reads the
@@ -79,6 +84,9 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         elif r.get("event") == "node_lost":
             entry["nodes_lost"].append({k: r.get(k) for k in ("ip", "rank", "declared_dead_at", "reason",
                                                                "detected_at", "node_id")})
+        elif r.get("event") == "stalled":
+            entry["stalled"] = {k: r.get(k) for k in ("step", "idle_s", "median_step_s", "timeout_s", "timeout_from",
+                                                       "detected_at", "stacks", "nodes", "processes", "error")}
         elif r.get("event") == "end":
             entry["exit_code"] = r.get("exit_code")
             entry["ended_at"] = r.get("at")
@@ -91,6 +99,18 @@ def describe_loss(loss: dict[str, Any]) -> str:
     where = f"{loss.get('ip')} ({'rank ' + str(rank) if rank is not None else 'rank unknown'})"
     when = loss.get("declared_dead_at") or loss.get("detected_at")
     return f"{where}, {'declared dead at ' + when if when else 'lost'}: {loss.get('reason') or 'no reason given'}"
+
+
+def describe_stall(stall: dict[str, Any]) -> str:
+    """`at step 100: no step for 121 s (median step 0.31 s, timeout 120 s); stacks of 5 processes on
+    2 nodes in DIR`."""
+    median = stall.get("median_step_s")
+    text = (f"at step {stall.get('step')}: no step for {stall.get('idle_s') or 0:.0f} s (median step "
+            f"{'%.2f s' % median if median is not None else 'not known yet'}, timeout "
+            f"{stall.get('timeout_s') or 0:.0f} s)")
+    if stall.get("error"):
+        return f"{text}; the evidence is incomplete ({stall['error']}): {stall.get('stacks')}"
+    return f"{text}; stacks of {stall.get('processes')} processes on {stall.get('nodes')} nodes in {stall.get('stacks')}"
 
 
 def start(spec: Spec, run_dir: Path) -> dict[str, Any]:

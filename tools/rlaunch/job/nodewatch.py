@@ -9,7 +9,16 @@ at once). When the entrypoint exits non-zero, each node's raylet is probed (a TC
 node manager port); one that no longer answers is waited for, up to RLAUNCH_CONFIRM_S, until the
 GCS declares it dead, so the failure is still named after the node, not after its symptom.
 
-Usage: python -m rlaunch.job.nodewatch --run-dir DIR -- CMD [ARGS...]
+Beside it, the stall watch (rlaunch.job.stall, with --spec): after this attempt's first step, no new
+step in the framework's own outputs for the run's stall timeout is a stall. It is named
+(`stalled at step S: no step for N s (median step M s, timeout T s)`), the evidence is kept under
+<run_dir>/stacks/attempt-N/ (rlaunch.verify.stacks: every framework process's Python stack on every
+node, nvidia-smi, the last lines of their logs; at most RLAUNCH_STACKS_TIMEOUT_S), recorded in
+attempts.jsonl, and the framework is stopped: exit 75, as for a lost node, so a restart resumes from
+the last checkpoint. When the watch ends, what it saw (steps, median step, the gap nearest its
+timeout) is recorded too.
+
+Usage: python -m rlaunch.job.nodewatch --run-dir DIR [--spec SPEC] -- CMD [ARGS...]
 Env:
   RAY_ADDRESS           the cluster's GCS, host:port (set on the head by every launch path); unset:
                         CMD runs unwatched, and this says so
@@ -20,12 +29,14 @@ Env:
   RLAUNCH_CONFIRM_S     after CMD failed: how long to wait for the GCS to declare an unreachable
                         node dead (default 30)
   RLAUNCH_GCS_GRACE_S   the GCS not answering for this long counts as losing the head (default 20)
-Exit: CMD's exit code; 75 when a node was lost (EX_TEMPFAIL: the run can resume on a new cluster);
-  2 bad arguments.
+  RLAUNCH_STACKS_TIMEOUT_S  after a stall: how long collecting the evidence may take (default 90)
+Exit: CMD's exit code; 75 when a node was lost or the run stalled (EX_TEMPFAIL: the run can resume on
+  a new cluster); 2 bad arguments.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -37,8 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from rlaunch import cmdline
+from rlaunch.config import ckptsize, specjson
 from rlaunch.errors import EXIT_NODE_LOST
-from rlaunch.job import attempts
+from rlaunch.job import attempts, stall
 
 PROG = "rlaunch-nodewatch"
 STOP_GRACE_S = 5.0
@@ -151,15 +163,17 @@ def _tree(pid: int) -> list[Any]:
 
 
 def stop(child: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
-    """TERM the framework and everything it started, KILL what is left after grace_s."""
+    """TERM the framework and everything it started, KILL what is left after grace_s. A stopped
+    process (a frozen one) is continued after the TERM, so it can take it."""
     procs = _tree(child.pid)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         targets = procs or [child]
         for proc in targets:
-            try:
-                proc.send_signal(sig)
-            except Exception:  # noqa: BLE001 - exited meanwhile
-                pass
+            for each in (sig, signal.SIGCONT):
+                try:
+                    proc.send_signal(each)
+                except Exception:  # noqa: BLE001 - exited meanwhile
+                    pass
         try:
             child.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
@@ -247,25 +261,114 @@ class Watch:
                            f"it dead after {self.confirm_s:.0f} s"} for n in suspects]
 
 
-def run(cmd: list[str], run_dir: Path) -> int:
+STACKS_S = 90.0
+
+
+def stall_watch(spec_path: Path | None, run_dir: Path, started: float) -> stall.Watch | None:
+    """The stall watch for this attempt (None: no spec, no step source, or train.stall_timeout_s=-1)."""
+    if spec_path is None:
+        return None
+    try:
+        spec = specjson.read(spec_path)
+        source = stall.source(spec, run_dir)
+        if source is None:
+            say(f"{spec.framework.name} declares no step source: running without the stall watch")
+            return None
+        write_s = 0.0
+        if not stall.policy(spec).off and spec.train.stall_timeout_s == 0:
+            est = ckptsize.of(spec, offline=True)
+            write_s = est.write_s(spec.derived.ray_nodes) if not isinstance(est, str) else 0.0
+        starts = [r for r in attempts.read(run_dir) if r.get("event") == "start"]
+        resume = int(starts[-1].get("resume_step") or 0) if starts else 0
+        return stall.Watch(source, stall.policy(spec, write_s), resume_step=resume, started=started)
+    except Exception as err:  # noqa: BLE001 - the watch must never stop the run it watches
+        say(f"running without the stall watch: {type(err).__name__}: {err}")
+        return None
+
+
+def evidence(spec_path: Path, run_dir: Path, attempt: int, driver: int) -> dict[str, Any]:
+    """rlaunch.verify.stacks into <run_dir>/stacks/attempt-N, bounded; what it wrote (or why not)."""
+    out = Path(run_dir) / "stacks" / f"attempt-{attempt}"
+    limit = _float_env("RLAUNCH_STACKS_TIMEOUT_S", STACKS_S)
+    argv = [sys.executable, "-m", "rlaunch.verify.stacks", "--spec", str(spec_path), "--out", str(out),
+            "--driver-pid", str(driver), "--timeout", str(max(limit - 10, 5))]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=limit, check=False)
+        found = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
+        if done.returncode != 0 and not found:
+            found = {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1][:300]}
+    except subprocess.TimeoutExpired:
+        found = {"error": f"not finished after {limit:.0f} s"}
+    except (OSError, ValueError) as err:
+        found = {"error": f"{type(err).__name__}: {err}"}
+    return {"stacks": str(out), "evidence_s": round(time.monotonic() - started, 1), **found}
+
+
+def stalled(record: dict[str, Any], child: subprocess.Popen[bytes], run_dir: Path, spec_path: Path,
+            seen: dict[str, Any] | None = None) -> int:
+    """Name the stall, keep its evidence, stop the framework: 75."""
+    detected = time.time()
+    say(stall.describe(record))
+    attempt = attempts.current(run_dir)
+    say(f"keeping the evidence in {Path(run_dir) / 'stacks' / f'attempt-{attempt}'} (stacks of every "
+        "framework process on every node, their logs' last lines)")
+    found = evidence(spec_path, run_dir, attempt, child.pid)
+    rec = {"event": "stalled", "attempt": attempt, **record, "detected_at": attempts.now_iso(detected), **found,
+           "watch": seen or {}}  # what the watch saw before: the gap nearest its timeout until then
+    try:
+        attempts.append(run_dir, rec)
+    except OSError as err:
+        say(f"could not record the stall in {Path(run_dir) / attempts.FILE}: {err}")
+    what = f"{found.get('processes', 0)} stacks from {found.get('nodes', 0)} node(s)" if "error" not in found \
+        else f"the evidence is incomplete: {found['error']}"
+    say(f"stopping the framework (pid {child.pid}): it stalled; {what} in {found['stacks']}")
+    if child.poll() is None:
+        stop(child)
+    return EXIT_NODE_LOST
+
+
+def record_watch(run_dir: Path, progress: stall.Watch | None) -> None:
+    if progress is None:
+        return
+    try:
+        attempts.append(run_dir, {"event": "progress", "attempt": attempts.current(run_dir), **progress.summary()})
+    except OSError:
+        pass
+
+
+def run(cmd: list[str], run_dir: Path, spec_path: Path | None = None) -> int:
     address = os.environ.get("RAY_ADDRESS", "")
     address = re.sub(r"^(ray|https?)://", "", address)
+    started = time.monotonic()
     child = subprocess.Popen(cmd)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda s, _f: child.send_signal(s))
+    progress = stall_watch(spec_path, run_dir, started)
+    watch: Watch | None = None
     if not address or address == "auto":
         say("RAY_ADDRESS is not host:port: running without the node watch")
-        return child.wait()
-    watch = Watch(run_dir, address)
+    else:
+        watch = Watch(run_dir, address)
     lost: list[dict[str, Any]] = []
     while (rc := child.poll()) is None:
-        lost = watch.look()
-        gone = watch.gcs_gone()
-        if gone:
-            lost = [gone]
-        if lost:
-            break
-        time.sleep(watch.poll_s)
+        if watch is not None:
+            lost = watch.look()
+            gone = watch.gcs_gone()
+            if gone:
+                lost = [gone]
+            if lost:
+                break
+        found = progress.look() if progress is not None else None
+        if found is not None and spec_path is not None:
+            return stalled(found, child, run_dir, spec_path, progress.summary() if progress is not None else None)
+        time.sleep(watch.poll_s if watch is not None else 0.5)
+    if progress is not None and rc is not None:
+        progress.look()  # the last steps it wrote before exiting
+        progress.close()
+        record_watch(run_dir, progress)
+    if watch is None:
+        return rc if rc is not None else child.wait()
     if not lost and rc not in (None, 0):
         lost = watch.confirm()
     if not lost:
@@ -287,12 +390,13 @@ def main(argv: list[str] | None = None) -> int:
     sep = argv.index("--")
     parser = cmdline.parser(PROG)
     parser.add_argument("--run-dir", required=True, type=Path)
+    parser.add_argument("--spec", type=Path, help="the run's spec.json: with it, the stall watch")
     args = parser.parse_args(argv[:sep])
     cmd = argv[sep + 1:]
     if not cmd:
         print(f"{PROG}: no command after --", file=sys.stderr)
         return 2
-    return run(cmd, args.run_dir)
+    return run(cmd, args.run_dir, args.spec)
 
 
 if __name__ == "__main__":

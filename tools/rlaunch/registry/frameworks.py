@@ -66,6 +66,39 @@ class Images:
 
 
 @dataclass(frozen=True)
+class StepSource:
+    """Where the framework's own outputs record each step it finished, for the stall watch
+    (rlaunch.job.stall). `path`: a location of its postflight layout in braces ({metrics}), or a glob
+    built from them; kind: "jsonl" (one JSON object per step with an integer "step"), "log" (the
+    first group of `pattern` on each matching line), "tfevents" (TensorBoard event files under the
+    path: each event's step)."""
+
+    kind: str
+    path: str
+    pattern: str = ""
+
+
+@dataclass(frozen=True)
+class Saves:
+    """What one checkpoint of the framework holds, per trained parameter summed over its ranks, for
+    the storage check (rlaunch.config.ckptsize): the weights at `weights_bytes` (the precision of its
+    master copy; `weights_key`, an override that names another dtype), `optimizer_states` Adam states
+    at `optimizer_bytes` each; a critic (PPO) saved as well when `critic`. `keep`: how many it keeps
+    (0: every one; `keep_key`, an override that says otherwise); `once_bytes` per parameter:
+    what it writes once besides them (a final export, a recover checkpoint overwritten in place)."""
+
+    weights_bytes: int = 4
+    weights_key: str = ""
+    optimizer_states: int = 2
+    optimizer_bytes: int = 4
+    critic: bool = False
+    keep: int = 0
+    keep_key: str = ""
+    once_bytes: int = 0
+    how: str = ""
+
+
+@dataclass(frozen=True)
 class Descriptor:
     """Everything rlaunch asks of a framework, in one place (frameworks/<name>/__init__.py)."""
 
@@ -83,6 +116,10 @@ class Descriptor:
     # True: it calls wandb.init without an id, so every attempt logs into one W&B run only when the
     # job's env carries WANDB_RUN_ID and WANDB_RESUME (rlaunch.plan.tracking).
     wandb_id_from_env: bool = False
+    # Where each step it finished shows (the stall watch); None: not watched for stalls.
+    steps: StepSource | None = None
+    # What its checkpoints hold (the storage check before the run); None: not estimated.
+    saves: Saves | None = None
 
     def module(self, part: str) -> ModuleType:
         return importlib.import_module(f"rlaunch.frameworks.{self.name}.{part}")

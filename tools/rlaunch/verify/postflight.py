@@ -163,6 +163,27 @@ def check_nodes(run_dir: Path, facts: dict[str, Any]) -> dict[str, Any]:
                  + (f" (earlier, {'; '.join(earlier)})" if earlier else ""))
 
 
+def check_progress(run_dir: Path) -> dict[str, Any]:
+    """No stall during the last attempt, as the stall watch (rlaunch.job.stall) recorded it: the step,
+    the timeout and where its evidence (every node's stacks) is."""
+    history = _attempts.summary(_attempts.read(run_dir))["attempts"]
+    if not history:
+        return skipped("progress", f"no {_attempts.FILE} (the job did not record its attempts)")
+    last = history[-1]
+    if last.get("stalled"):
+        return check("progress", False, "stalled " + _attempts.describe_stall(last["stalled"]))
+    seen = [r for r in _attempts.read(run_dir) if r.get("event") == "progress" and r.get("attempt") == last["attempt"]]
+    if not seen:
+        return check("progress", True, f"attempt {last['attempt']}: no stall")
+    watch = seen[-1]
+    closest = ""
+    if watch.get("worst_gap_s"):
+        closest = (f"; the gap nearest its timeout {watch['worst_gap_s']:.1f} s after step {watch.get('worst_at_step')} "
+                   f"of {watch.get('worst_timeout_s'):.0f} s ({watch.get('margin')}x margin)")
+    return check("progress", True, f"attempt {last['attempt']}: no stall in {watch.get('steps_seen')} steps "
+                                   f"(median step {watch.get('median_step_s')} s){closest}")
+
+
 STORAGE_FULL_BYTES = 1 << 20  # less than this free on the run directory's filesystem is full
 
 
@@ -301,8 +322,8 @@ def run(spec: Spec, run_dir: Path, report_path: Path, *, exit_code: int | None,
     where = layouts.resolve(spec, run_dir, paths)
     facts: dict[str, Any] = {}
     exit_check = check_exit_code(exit_code, run_dir, Path(where["log_dir"]))
-    # What ended the run first: a lost node, then a full disk, then the framework's exit code.
-    checks = [check_nodes(run_dir, facts), check_storage(run_dir, exit_check), exit_check,
+    # What ended the run first: a lost node, a stall, then a full disk, then the framework's exit code.
+    checks = [check_nodes(run_dir, facts), check_progress(run_dir), check_storage(run_dir, exit_check), exit_check,
               check_logs(run_dir, [Path(where["log_dir"])])]
     checks += frameworks.descriptor(name).postflight.checks(spec, run_dir, where, facts)
     report = {

@@ -16,7 +16,10 @@ cluster.gpus_per_node > 0, CUDA usable; NCCL_IB_DISABLE=1 without RDMA; the fram
 rules (rlaunch.frameworks.accel: their hidden packages hidden, each GPU's compute capability, their
 modules importable in the job's Python; the GPU parts skipped on nodes without GPUs); inputs
 present, non-empty, consistent with their SHA256SUMS and identical on every node; the shared
-storage shared. Env vars reach the probes only through their runtime_env (the framework
+storage shared, with room for every checkpoint the run keeps (rlaunch.config.ckptsize: one checkpoint's
+size from the model's facts and what the framework saves, times those it keeps; the run is refused,
+naming the sizes and the fixes, when the least free space a node sees cannot hold them). Env vars reach
+the probes only through their runtime_env (the framework
 adapter's env(spec)), exactly as they reach the job; nothing is assumed from the driver.
 
 Paths may contain {node_ip}, replaced on each node by that node's IP: a per-node disk (or a test
@@ -53,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rlaunch import verify
+from rlaunch.config import ckptsize
 from rlaunch.errors import UsageError
 from rlaunch.frameworks import accel as accel_rules
 from rlaunch.registry import frameworks
@@ -347,6 +351,36 @@ def check_storage(probes: dict[str, dict[str, Any]], peers: dict[str, dict[str, 
                  if probes else "no node answered")
 
 
+def _held(spec: Spec) -> int:
+    """Bytes of this run's checkpoints already on the storage (a resumed run's): they count as room."""
+    total = 0
+    for root in {spec.paths.ckpt_dir, str(Path(spec.paths.run_dir) / "checkpoint")}:
+        for base, _, names in os.walk(root):
+            for name in names:
+                try:
+                    total += os.lstat(os.path.join(base, name)).st_size
+                except OSError:
+                    pass
+    return total
+
+
+def check_space(spec: Spec, probes: dict[str, dict[str, Any]], estimate: ckptsize.Estimate | str,
+                held: int = 0) -> dict[str, Any]:
+    """The shared storage holds every checkpoint the run keeps (rlaunch.config.ckptsize's estimate
+    from the model's facts); the least free space any node sees counts."""
+    name = "checkpoint space"
+    if isinstance(estimate, str):
+        return skipped(name, f"no estimate: {estimate}")
+    seen = {ip: p["storage"] for ip, p in probes.items() if "free" in p.get("storage", {})}
+    if not seen:
+        return skipped(name, f"no node measured its free space; {estimate.line()}")
+    ip = min(seen, key=lambda k: seen[k]["free"])
+    problem = ckptsize.shortfall(estimate, seen[ip]["free"], held, f"the storage at {seen[ip]['free_at']}")
+    if problem:
+        return check(name, False, problem, node=ip)
+    return check(name, True, f"{ckptsize.gb(seen[ip]['free'])} free at {seen[ip]['free_at']}; {estimate.line()}")
+
+
 def evaluate(spec: Spec, nodes: list[dict[str, Any]], probes: dict[str, dict[str, Any]],
              peers: dict[str, dict[str, Any]], expected: int, inputs: list[str]) -> list[dict[str, Any]]:
     """All checks from what the nodes reported; pure, so every rule is testable without Ray."""
@@ -367,6 +401,7 @@ def evaluate(spec: Spec, nodes: list[dict[str, Any]], probes: dict[str, dict[str
     checks += check_rules(spec, ok)
     checks += check_inputs(inputs, ok)
     checks.append(check_storage(ok, {k: v for k, v in peers.items() if ip_of[k] in ok}, ip_of))
+    checks.append(check_space(spec, ok, ckptsize.of(spec, offline=True), _held(spec)))
     return checks
 
 
@@ -395,6 +430,7 @@ def collect(spec: Spec, inputs: list[str], timeout_s: float) -> tuple[
         tokens = {n["node_id"]: secrets.token_hex(16) for n in nodes}
         env = verify.task_env(spec)
         ctx = {"framework": spec.framework.name, "inputs": inputs, "run_dir": spec.paths.run_dir,
+               "ckpt_dir": spec.paths.ckpt_dir,
                "tokens": tokens, "expect_gpus": spec.cluster.gpus_per_node > 0,
                "nvlink": nvlink_expected(spec),
                "rules": [r.as_dict() for r in accel_rules.rules_for(spec.framework.name, spec.cluster.accelerator)], "child_timeout_s": max(timeout_s - 10, 5)}

@@ -80,6 +80,8 @@ class GpuInfo(TypedDict, total=False):
 class Storage(TypedDict, total=False):
     path: Required[str]  # this node's token file
     error: str
+    free: int            # bytes free on the filesystem that holds the checkpoints (ctx["ckpt_dir"])
+    free_at: str         # the nearest existing directory to it, where that was measured
 
 
 class Probe(TypedDict, total=False):
@@ -318,6 +320,15 @@ def probe(ctx: dict[str, Any]) -> Probe:
             os.fsync(fh.fileno())  # the peers read it next; do not leave it in a page cache only
     except OSError as err:
         out["storage"]["error"] = f"{type(err).__name__}: {err}"
+    where = _expand(ctx.get("ckpt_dir") or ctx["run_dir"], node_ip)
+    while where and not os.path.isdir(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    try:
+        stat = os.statvfs(where)
+        out["storage"]["free"] = stat.f_bavail * stat.f_frsize
+        out["storage"]["free_at"] = where
+    except OSError:
+        pass
     return out
 
 

@@ -41,6 +41,8 @@ def _facts(run_dir: Path | None, out: Path) -> tuple[list[tuple[str, str]], dict
     for entry in history:
         rows += [("node lost", f"attempt {entry['attempt']}: {attempts.describe_loss(loss)}")
                  for loss in entry["nodes_lost"]]
+        if entry.get("stalled"):
+            rows.append(("stalled", f"attempt {entry['attempt']}: {attempts.describe_stall(entry['stalled'])}"))
     if preflight:
         rows.append(("preflight", f"{'passed' if preflight.get('passed') else 'FAILED'} on "
                                   f"{len(preflight.get('nodes', []))} nodes"))

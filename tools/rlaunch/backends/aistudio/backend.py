@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import shlex
 import shutil
@@ -30,6 +31,7 @@ from typing import Any
 
 from rlaunch import ROOT, verify
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
+from rlaunch.config import ckptsize
 from rlaunch.config import inputs as run_inputs
 from rlaunch.config.spec import Config, Spec
 from rlaunch.errors import CheckError, MissingPrerequisite
@@ -303,11 +305,21 @@ def install(spec: Spec, files: dict[str, str]) -> tuple[Path, bool]:
 # ---------------------------------------------------------------- the backend
 
 
-# Seed 003 asks for at least 25 GiB free on the shared storage for each run ("每次运行建议至少预留 25 GiB").
+# Seed 003 asks for at least 25 GiB free on the shared storage for each run ("每次运行建议至少预留 25 GiB"):
+# what setup.sh asks for when the run's checkpoints cannot be estimated offline (rlaunch.config.ckptsize).
 FREE_GIB = 25
 SETUP_RUNNER = """On AIStudio you run it once, where the shared storage is mounted at
 # the same path and the network reaches {sites} (seed 003's AICoder), from the launch
 # directory: `cd home && bash ../setup.sh`. The task never downloads: run.sh checks what this left."""
+
+
+def space_needed(spec: Spec) -> tuple[int, str]:
+    """GiB setup.sh asks to be free, and why: the run's checkpoints, from the model's facts (offline:
+    its pin or the facts cache), else seed 003's 25 GiB."""
+    found = ckptsize.of(spec, offline=True)
+    if isinstance(found, str):
+        return FREE_GIB, f"seed 003 asks for {FREE_GIB} GiB a run (its checkpoints are not estimated offline)"
+    return max(1, math.ceil(found.need / 2**30)), found.line()
 
 
 def setup_script(spec: Spec) -> str:
@@ -318,9 +330,11 @@ def setup_script(spec: Spec) -> str:
     if not lines:
         return ""
     mount = shlex.quote(spec.storage.mount)
+    need, why = space_needed(spec)
+    message = shlex.quote(f"{why}: free some space, or a larger train.save_freq")
     free = (f'free_kib="$(df --output=avail -k {mount} | tail -n 1)"; '
-            f'if ((free_kib < {FREE_GIB} * 1024 * 1024)); then echo "setup: {spec.storage.mount} has '
-            f'$((free_kib / 1024 / 1024)) GiB free; seed 003 asks for {FREE_GIB} GiB a run: free some space" >&2; '
+            f'if ((free_kib < {need} * 1024 * 1024)); then echo "setup: {spec.storage.mount} has '
+            f'$((free_kib / 1024 / 1024)) GiB free, the run needs {need} GiB: "{message} >&2; '
             "exit 3; fi")
     return render_template("common/setup.sh.j2", spec=spec, lines=[free, *lines],
                            runner=SETUP_RUNNER.format(sites=run_inputs.sites(spec)))
@@ -354,7 +368,7 @@ class AIStudio(Backend):
             "form.json": render_template("aistudio/form.json.j2", form=values),
             "form.md": render_template("aistudio/form.md.j2", spec=spec, form=values, runtime_env=env,
                                        prepare=launch_dir(spec) if setup else "",
-                                       free_gib=FREE_GIB, sites=run_inputs.sites(spec),
+                                       free_gib=space_needed(spec)[0], sites=run_inputs.sites(spec),
                                        startup=startup),
         })
         return files
@@ -370,7 +384,7 @@ class AIStudio(Backend):
         prepare = ([f"(once) prepare the inputs where the storage is mounted and {run_inputs.sites(spec)} "
                     "are reachable "
                     f"(AICoder): cd {launch_dir(spec)}/home && bash ../setup.sh   "
-                    f"# checks {FREE_GIB} GiB free, clones the pinned checkout, prepares the inputs as listed "
+                    f"# checks {space_needed(spec)[0]} GiB free, clones the pinned checkout, prepares the inputs as listed "
                     "above (downloads, SHA256SUMS); a second run downloads nothing"]
                    if "setup.sh" in files else [])
         return [

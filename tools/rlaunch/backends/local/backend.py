@@ -11,7 +11,8 @@ A run id is used once: a launch holds /tmp/rl<hash>.lock (the cluster's name has
 second launch of the same RUN_ID is refused at once, and a RUN_ID whose run directory exists is
 refused unless RESUME=1, which continues it from its last checkpoint on a fresh cluster. When the
 launch cannot go on, it frees every node itself: a cluster that did not form, a lost node (named
-from Ray's GCS by the job's node watch, or, for the head, from the host), Ctrl-C.
+from Ray's GCS by the job's node watch, or, for the head, from the host), a stall (named by the job's
+stall watch, its evidence in the run directory), Ctrl-C.
 """
 
 from __future__ import annotations
@@ -261,6 +262,8 @@ class Local(Backend):
             last = ""
             if history and history[-1]["nodes_lost"]:
                 last = f" (attempt {history[-1]['attempt']} lost node {history[-1]['nodes_lost'][0].get('ip')})"
+            elif history and history[-1].get("stalled"):
+                last = f" (attempt {history[-1]['attempt']} stalled at step {history[-1]['stalled'].get('step')})"
             elif history and history[-1].get("exit_code") is not None:
                 last = f" (attempt {history[-1]['attempt']} ended with exit code {history[-1]['exit_code']})"
             raise ConfigError("RUN_ID", run_id, f"a new run id: run {run_id} already has {run_dir}{last}; "
@@ -274,8 +277,11 @@ class Local(Backend):
             old = json.loads((run_dir / "spec.json").read_text())
         except (OSError, ValueError):
             return  # the job never kept its spec: nothing to compare with
-        # Compared as spec.json holds it; keys starting with "_" are annotations, not config.
+        # Compared as spec.json holds it; keys starting with "_" are annotations, not config, and
+        # train.stall_timeout_s may change (after a false stall: RESUME=1 with a longer one).
         new = json.loads(artifacts.spec_json(spec))
+        for tree in (old, new):
+            tree.get("train", {}).pop("stall_timeout_s", None)
         diff = _first_diff({k: v for k, v in old.items() if not k.startswith("_")},
                            {k: v for k, v in new.items() if not k.startswith("_")})
         if diff:
@@ -336,6 +342,13 @@ class Local(Backend):
         except KeyboardInterrupt:
             return self._interrupted(spec, cluster, submitted)
         if rc != 0:
+            stalled = self._stalled(spec)
+            if stalled:
+                self._free(cluster, run_id, "the run stalled")
+                self._summary(spec, out)
+                print(f"local: stalled {stalled}", file=sys.stderr)
+                print(f"local: {_resume_hint(spec)}", file=sys.stderr)
+                return EXIT_NODE_LOST
             lost = self._lost_nodes(spec, cluster)
             if lost:
                 # Every node freed first: the summary reads the run directory, which outlives them.
@@ -347,6 +360,12 @@ class Local(Backend):
                 return EXIT_NODE_LOST
         self._summary(spec, out)
         return rc
+
+    def _stalled(self, spec: Spec) -> str:
+        """After a failed follow: the stall this attempt's stall watch named ('' if none)."""
+        history = attempts.summary(attempts.read(Path(spec.paths.run_dir)))["attempts"]
+        found = history[-1].get("stalled") if history else None
+        return attempts.describe_stall(found) if found else ""
 
     def _lost_nodes(self, spec: Spec, cluster: _Cluster) -> list[str]:
         """After a failed follow: the nodes this attempt lost, as the job's node watch recorded them

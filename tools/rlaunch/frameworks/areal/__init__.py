@@ -1,6 +1,6 @@
 """AReaL (1.0.4): examples/math/gsm8k_rl.py with an experiment YAML rlaunch renders."""
 
-from rlaunch.registry.frameworks import Descriptor, Images, Validator
+from rlaunch.registry.frameworks import Descriptor, Images, Saves, StepSource, Validator
 
 FRAMEWORK = Descriptor(
     name="areal",
@@ -16,4 +16,10 @@ FRAMEWORK = Descriptor(
     # --no-deps -e /AReaL, under uv's resolution): pip does not resolve its wheel's requirements
     # with the image's sglang (openai pins), so the check resolves what the run adds, not areal.
     images=Images(dockerfile="docker/areal/Dockerfile", why_none="areal {version} is in the image"),
+    # main.log: "Train step g/G done." per step (g from 1).
+    steps=StepSource("log", "{fileroot}/logs/*/{experiment}/{trial}/main.log", r"Train step (\d+)/\d+ done"),
+    # The saver's HF weights (bf16) at every save, kept; recover_info/ (weights + Adam, fp32) as often,
+    # overwritten in place: counted once more at its size.
+    saves=Saves(weights_bytes=2, optimizer_states=0, once_bytes=16,
+                how="HF weights (bf16) per save + one recover checkpoint (fp32 weights + Adam)"),
 )
