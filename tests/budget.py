@@ -40,6 +40,9 @@ CALIBRATION_REFERENCE_S = 0.60
 # (runs/<preset>/<run id>), and the last launch's pointer, which the end-to-end tests set as a user does.
 SHARED_BUILD = {"mypy", "model-facts", "crds", "upstream", "locks", "imagecheck", "bench", "storage",
                 "kuberay-harness", "last-run"}
+# The repository's top-level entries the test runner itself writes: pytest's cache (--lf, --ff), made by
+# the first pytest of a fresh clone.
+RUNNER_OWN = {".pytest_cache"}
 NETNS = Path("/run/netns")
 # Set by a library inside the test's process, once, for the process: not the test's to restore.
 LIBRARY_ENV = {
@@ -96,7 +99,7 @@ def shared_state(root: Path, netns: bool) -> dict[str, list[str]]:
     shared caches excepted) and, where the machine is the run's alone (CI), the network namespaces."""
     build = root / "build"
     state = {
-        "the repository": sorted(p.name for p in root.iterdir()),
+        "the repository": sorted(p.name for p in root.iterdir() if p.name not in RUNNER_OWN),
         "build/": sorted(p.name for p in build.iterdir() if p.name not in SHARED_BUILD) if build.is_dir() else [],
     }
     if netns:

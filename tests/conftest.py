@@ -129,18 +129,8 @@ def need_crds(*kinds: str) -> dict:
     """The pinned CRD files of these kinds (rlaunch.validate.crds: `make crds` or RLAUNCH_CRDS_DIR).
     Without one the test skips saying how to get it; under CI=true it fails, unless the last
     `make crds` recorded that this machine cannot reach that CRD's upstream (then it skips, saying so)."""
-    from rlaunch.errors import MissingPrerequisite
-    from rlaunch.validate import crds as pinned
-
-    found, missing = {}, []
-    for kind in kinds:
-        try:
-            found[kind] = pinned.locate(kind)
-        except MissingPrerequisite as err:
-            missing.append((kind, str(err), pinned.unreachable(kind)))
-    if missing:
-        offline = all(why for _, _, why in missing)
-        text = "; ".join(err + (f" (this machine cannot reach it: {why})" if why else "") for _, err, why in missing)
+    found, text, offline = needs.crd_gaps(*kinds)
+    if text:
         needs.missing(text, unreachable=offline)
     return found
 
@@ -148,9 +138,7 @@ def need_crds(*kinds: str) -> dict:
 @pytest.fixture
 def crds():
     """The KubeRay and PodMonitor CRDs (every KubeRay manifest but A4X's ComputeDomain): need_crds."""
-    from rlaunch.validate import crds as pinned
-
-    return need_crds(*(kind for kind, crd in pinned.pinned().items() if crd.group in ("kuberay", "prometheus-operator")))
+    return need_crds(*needs.kuberay_kinds())
 
 
 @pytest.fixture

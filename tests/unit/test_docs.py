@@ -364,7 +364,10 @@ def test_the_plans_exit_as_the_pages_say(commands, offline, tmp_path, monkeypatc
     if missing:
         import needs
 
-        needs.missing("; ".join(missing))
+        # Only the KubeRay CRDs are fetched from where a machine may not reach (GitHub): those skip
+        # everywhere when `make crds` recorded that, as the tests taking the crds fixture do.
+        _, _, offline = needs.crd_gaps(*needs.kuberay_kinds())
+        needs.missing("; ".join(missing), unreachable=offline and all(" CRD" in m for m in missing))
 
 
 def _imports(commands: list[Command]) -> list[str]:

@@ -72,7 +72,7 @@ def test_aistudio_takes_secrets_in_its_form_so_launch_does_not_need_them_here():
     backend("aistudio").require_secrets(spec)  # no error: the user types HF_TOKEN into the task form
 
 
-def test_plan_names_the_secrets_by_reference(tmp_path, monkeypatch):
+def test_plan_names_the_secrets_by_reference(tmp_path, monkeypatch, crds):
     monkeypatch.setenv("WANDB_API_KEY", VALUE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLAUNCH_KNOB_")}
     proc = subprocess.run([sys.executable, "-m", "rlaunch", "plan", "--PRESET=rehearsal", "--INFRA=kuberay",

@@ -63,9 +63,10 @@ def test_a_session_that_leaves_a_file_in_build_fails(suite, session, monkeypatch
     assert suite._report == [("isolation: the tests left behind build/: t-make-knobs", True)]
 
 
-def test_the_shared_state_leaves_out_builds_shared_caches(tmp_path):
+def test_the_shared_state_leaves_out_builds_shared_caches_and_pytests_own(tmp_path):
     (tmp_path / "build" / "mypy").mkdir(parents=True)
     (tmp_path / "build" / "r-1").mkdir()
+    (tmp_path / ".pytest_cache").mkdir()  # a fresh clone's first pytest makes it: not a test's leftover
     assert budget.shared_state(tmp_path, netns=False) == {"the repository": ["build"], "build/": ["r-1"]}
 
 
