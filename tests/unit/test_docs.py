@@ -390,9 +390,9 @@ def _prefetch(runs: list[dict[str, str]], monkeypatch) -> None:
     """The heavy checks of every plan at once, as the plan benchmark does: each framework's loader over
     all its requests (one process per framework, side by side) and SkyPilot's parser over every task
     (one process); each plan then finds its answers (the loaders' cache; SkyPilot's by task text)."""
-    from rlaunch import frameworks
     from rlaunch.cli import commands as cli
-    from rlaunch.frameworks import loaders
+    from rlaunch.registry import frameworks
+    from rlaunch.validate import loaders
     from rlaunch.validate import skypilot as sky_validate
 
     requests: dict[str, list[dict]] = {}
@@ -403,7 +403,7 @@ def _prefetch(runs: list[dict[str, str]], monkeypatch) -> None:
             _, files = cli._render(spec)
         except RlaunchError:
             continue  # refused before any check: its plan says so again, at once
-        fw = frameworks.get(spec["framework"]["name"])
+        fw = frameworks.get(spec.framework.name)
         request = fw.loader_request(spec) if hasattr(fw, "loader_request") else None
         if request is not None:
             requests.setdefault(fw.name, []).append(request)

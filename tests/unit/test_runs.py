@@ -168,7 +168,7 @@ def test_runs_asks_each_family_once_and_names_the_unreachable(monkeypatch):
     fakes = {"local": Fake(Answer("list")), "gcp": Fake(Answer("sky status", sky_runs, "a note")),
              "kuberay": Fake(error=MissingPrerequisite("a kubectl context", "...")),
              "aistudio": Fake(error=MissingPrerequisite("the storage", "..."))}
-    monkeypatch.setattr("rlaunch.backends.get", lambda infra: fakes[infra])
+    monkeypatch.setattr("rlaunch.registry.backends.get", lambda infra: fakes[infra])
     found = runs.collect("", Place)
     assert [f.asked for f in fakes.values()] == [["local"], ["gcp"], ["kuberay"], ["aistudio"]]
     text = runs.report(found, now=3700.0)
@@ -182,7 +182,7 @@ def test_runs_asks_each_family_once_and_names_the_unreachable(monkeypatch):
 
 def test_runs_for_one_cloud_asks_skypilot_and_keeps_that_cloud(monkeypatch):
     sky = Fake(Answer("sky status", (Run("a", "gcp", "UP", "x"), Run("b", "aws", "UP", "y"))))
-    monkeypatch.setattr("rlaunch.backends.get", lambda infra: sky)
+    monkeypatch.setattr("rlaunch.registry.backends.get", lambda infra: sky)
     assert [r.run_id for r in runs.collect("aws", Place).runs] == ["b"]
     assert [r.run_id for r in runs.collect("sky", Place).runs] == ["a", "b"]
     assert runs.report(runs.Collected()) == "no rlaunch runs"
