@@ -89,6 +89,12 @@ def within(durations: dict[str, float], factor: float) -> str:
     return f"budget: the cluster and e2e tests took {sum(durations.values()):.0f} s of {_budget(factor)}"
 
 
+def calibrated(measured: list[float]) -> str:
+    """The calibration's times this session, for the record that sets CALIBRATION_REFERENCE_S."""
+    return (f"budget: the calibration took {', '.join(f'{t:.3f}' for t in measured)} s "
+            f"(the reference machine: {CALIBRATION_REFERENCE_S:.3f} s)")
+
+
 def _budget(factor: float) -> str:
     return (f"their budget of {CLUSTER_E2E_BUDGET_S * factor:.0f} s ({CLUSTER_E2E_BUDGET_S:.0f} s on the "
             f"reference machine x {factor:.2f}, this run's speed against it; tests/budget.py)")

@@ -95,6 +95,7 @@ def pytest_sessionfinish(session, exitstatus):
         factor = budget.speed_factor(_calibrations)
         message = budget.over_budget(_durations, factor)
         _report.append((message, True) if message else (budget.within(_durations, factor), False))
+        _report.append((budget.calibrated(_calibrations), False))
     if any(fails for _, fails in _report):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

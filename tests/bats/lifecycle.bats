@@ -322,7 +322,7 @@ get --all-namespaces rayjobs.ray.io -l app.kubernetes.io/managed-by=rlaunch -o j
   run mk runs INFRA=local
   echo "${output}"
   [ "${status}" -eq 0 ]
-  [[ "${output}" =~ ${LOCAL_RUN}\ +local\ +up\ +2x\ CPU\ +[0-9]+s\ +namespaces\ rl-${LOCAL_RUN}-\* ]]
+  [[ "${output}" =~ ${LOCAL_RUN}\ +local\ +up\ +2x\ CPU\ +[0-9]+[smhd]\ +namespaces\ rl-${LOCAL_RUN}-\* ]]
   run mk status INFRA=local RUN_ID="${LOCAL_RUN}"
   echo "${output}"
   [[ "${output}" == *"${LOCAL_RUN} (netns): head "* ]]

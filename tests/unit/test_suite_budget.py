@@ -33,7 +33,8 @@ def test_cluster_tests_over_their_budget_fail_the_session_naming_the_slowest(sui
     suite._durations.update({"tests/e2e/test_new.py::test_slow": budget.CLUSTER_E2E_BUDGET_S, "tests/e2e/a.py::t": 60})
     suite.pytest_sessionfinish(session, 0)
     assert session.exitstatus == pytest.ExitCode.TESTS_FAILED
-    (line, fails), = suite._report
+    (line, fails), (calibrated, _) = suite._report
+    assert calibrated.startswith("budget: the calibration took ")
     assert fails and line.startswith(f"budget: the cluster and e2e tests took {budget.CLUSTER_E2E_BUDGET_S + 60:.0f} s")
     assert "Slowest: tests/e2e/test_new.py::test_slow" in line and "tests/budget.py" in line
 
@@ -44,7 +45,8 @@ def test_within_the_budget_the_session_passes_and_says_how_much_it_used(suite, s
     assert session.exitstatus == pytest.ExitCode.OK
     assert suite._report == [(f"budget: the cluster and e2e tests took 100 s of their budget of "
                               f"{budget.CLUSTER_E2E_BUDGET_S:.0f} s ({budget.CLUSTER_E2E_BUDGET_S:.0f} s on the "
-                              "reference machine x 1.00, this run's speed against it; tests/budget.py)", False)]
+                              "reference machine x 1.00, this run's speed against it; tests/budget.py)", False),
+                             (budget.calibrated([budget.CALIBRATION_REFERENCE_S]), False)]
 
 
 def test_a_slower_machine_gets_a_budget_in_proportion_never_a_tighter_one():
