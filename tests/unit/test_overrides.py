@@ -89,3 +89,21 @@ def test_verl_logger_override_turns_wandb_on_and_still_reaches_verl():
 def test_an_interpolated_value_of_an_owned_key_is_refused():
     with pytest.raises(ConfigError, match="a value, not an interpolation"):
         load("verl", ["data.train_batch_size=${data.val_batch_size}"])
+
+
+@pytest.mark.parametrize("override", ["trainer.resume_mode=auto", "++trainer.resume_mode=auto"])
+def test_an_override_equal_to_what_rlaunch_renders_is_accepted(override):
+    # verl's own examples (and `make import`'s source scripts) say trainer.resume_mode=auto: rlaunch's value
+    s = load("verl", [override])
+    argv = frameworks.get("verl").command(s)
+    assert [a for a in argv if "resume_mode" in a] == ["trainer.resume_mode=auto"]  # rendered once
+
+
+def test_another_value_of_a_fixed_key_is_refused_with_a_hint_that_plans():
+    with pytest.raises(ConfigError, match=r"always auto .*: remove this override") as err:
+        load("verl", ["trainer.resume_mode=disable", "trainer.val_before_train=True"])
+    assert "set storage.mount" not in str(err.value)
+    with pytest.raises(ConfigError, match="remove this override"):
+        load("verl", ["~trainer.resume_mode"])
+    s = load("verl", ["trainer.val_before_train=True"])  # the hint applied: the override removed
+    assert "trainer.resume_mode=auto" in frameworks.get("verl").command(s)

@@ -67,7 +67,7 @@ OWNED = {
     "trainer.total_training_steps": Owned("train.steps"),
     "trainer.logger": Owned("logging.wandb", convert=_wandb, keep=True),  # its other loggers still reach verl
     "trainer.default_local_dir": Owned("storage.mount", f"checkpoints are {_OURS}"),
-    "trainer.resume_mode": Owned("storage.mount", "auto: every restart resumes from the run's checkpoints"),
+    "trainer.resume_mode": Owned("storage.mount", "every restart resumes from the run's checkpoints", fixed="auto"),
 }
 
 
