@@ -62,7 +62,6 @@ def test_an_override_contradicting_a_knob_or_set_is_refused_naming_both():
 
 @pytest.mark.parametrize("fw, override, key", [
     ("verl", "trainer.default_local_dir=/storage/ck", "storage.mount"),
-    ("verl", "critic.model.path=/storage/m", "model.path"),
     ("areal", "experiment_name=x", "run.name"),
     ("areal", "actor.ppo_n_minibatches=4", "train.mini_batch_size"),
     ("rlinf", "runner.output_dir=/x", "storage.mount"),
