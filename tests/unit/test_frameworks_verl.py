@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from needs import missing
+from rlaunch.frameworks.verl import genvalues, values
 from rlaunch.plan import jobenv
 from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
@@ -166,3 +168,39 @@ def test_log_prob_micro_batches_default_to_the_actors_and_follow_the_config():
     o = dict(x.split("=", 1) for x in frameworks.get("verl").overrides(spec))
     assert (o["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"],
             o["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"]) == ("8", "4")  # seeds 001/002
+
+
+def test_verls_own_estimators_plan_and_another_is_refused():
+    # gdpo: verl 0.9.1's, missing from rlaunch's own older list
+    s = config.load("verl-grpo-math-7b", {"INFRA": "gcp", "RUN_ID": "est1"},
+                    ['framework.overrides=["algorithm.adv_estimator=gdpo"]'])
+    assert "algorithm.adv_estimator=gdpo" in frameworks.get("verl").command(s)
+    assert config.load("verl-grpo-math-7b", {"INFRA": "gcp", "RUN_ID": "est1"},
+                       ["algo.adv_estimator=optimal_token_baseline"]).algo.adv_estimator == "optimal_token_baseline"
+    with pytest.raises(ConfigError, match=r"algo\.adv_estimator='gdpoo'.*one of gae, grpo, .*gdpo"):
+        config.load("verl-grpo-math-7b", {"INFRA": "gcp", "RUN_ID": "est1"}, ["algo.adv_estimator=gdpoo"])
+
+
+def test_the_estimators_are_read_from_verls_registry_enum_members_and_strings():
+    source = ("class AdvantageEstimator(str, Enum):\n    GAE = 'gae'\n    NEW = 'new_one'\n"
+              "@register_adv_est(AdvantageEstimator.GAE)\ndef a(): pass\n"
+              "@register_adv_est(\n    AdvantageEstimator.NEW\n)\ndef b(): pass\n"
+              "@register_adv_est('plain')\ndef c(): pass\n@other('x')\ndef d(): pass\n")
+    assert genvalues.registered_estimators(source) == ("gae", "new_one", "plain")
+
+
+def test_the_estimators_are_the_pinned_verls_registry():
+    from rlaunch.config import pins
+    from rlaunch.validate import loaders
+
+    venv = loaders.venv_python("verl").parents[1]
+    try:
+        packages = genvalues.site_packages(venv)
+    except FileNotFoundError as err:
+        missing(str(err))
+    pinned = pins.get_str("frameworks.verl.version")
+    assert genvalues.installed_version(packages) == pinned, "rebuild .venv-verl: make setup-validators"
+    registry = genvalues.registered_estimators((packages / genvalues.CORE_ALGOS).read_text(encoding="utf-8"))
+    # a difference: regenerate with `python -m rlaunch.frameworks.verl.genvalues --write`
+    assert values.ADV_ESTIMATORS == registry
+    assert f"# verl {pinned}," in Path(values.__file__).read_text(encoding="utf-8")
