@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from rlaunch.cli import importer
 from rlaunch.config import load as config
 from rlaunch.config import spec
 from rlaunch.errors import ConfigError
@@ -106,3 +107,19 @@ def test_another_value_of_a_fixed_key_is_refused_with_a_hint_that_plans():
         load("verl", ["~trainer.resume_mode"])
     s = load("verl", ["trainer.val_before_train=True"])  # the hint applied: the override removed
     assert "trainer.resume_mode=auto" in frameworks.get("verl").command(s)
+
+
+def test_verl_batch_size_zero_is_refused_for_its_true_reason_and_the_hint_plans(tmp_path):
+    # 0 is verl's fully-async trainer's (its rollouter asserts it); main_ppo, which rlaunch runs, refuses it
+    with pytest.raises(ConfigError, match=r"data\.train_batch_size\]='0'.*fully_async_main.*rlaunch runs "
+                                          r"main_ppo") as err:
+        load("verl", ["data.train_batch_size=0"])
+    assert "an integer >= 1" not in str(err.value)
+    mini = load("verl", []).train.mini_batch_size
+    assert load("verl", [f"data.train_batch_size={mini}"]).train.batch_size == mini  # the hint applied
+    # `make import` keeps it for make plan to say the same
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo data.train_batch_size=0 trainer.nnodes=1\n")
+    result = importer.convert(script.read_text())
+    assert "data.train_batch_size=0" in result.preset["framework"]["overrides"]
+    assert "batch_size" not in result.preset.get("train", {})

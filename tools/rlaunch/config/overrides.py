@@ -22,6 +22,8 @@ class Owned:
     keep: bool = False                        # the override still reaches the framework (it says more)
     fixed: str = ""                           # the one value rlaunch renders: an equal override is
                                               # accepted (dropped: rendered once), any other refused
+    problem: Callable[[Any], str] | None = None  # why a value is refused though rlaunch's key would
+                                                 # take it (its framework's rule; "": not refused)
 
 
 def value(raw: str) -> Any:
@@ -61,6 +63,9 @@ def absorb(cfg: dict[str, Any], sources: dict[str, str], table: dict[str, Owned]
             raise ConfigError(label, raw, f"rlaunch's own: set {owned.key} instead ({owned.refuse})", where)
         if "${" in raw:
             raise ConfigError(label, raw, f"a value, not an interpolation: rlaunch checks it as {owned.key}", where)
+        problem = owned.problem(value(raw)) if owned.problem else ""
+        if problem:
+            raise ConfigError(label, raw, problem, where)
         new = owned.convert(value(raw)) if owned.convert else value(raw)
         old, source = dotted.get(cfg, owned.key, None), sources.get(owned.key, "")
         if source in explicit and old != new:

@@ -36,9 +36,22 @@ def _wandb(loggers: object) -> bool:
 
 
 _OURS = "the run directory's, which postflight and every restart read"
+
+
+def _batch_problem(batch: object) -> str:
+    """data.train_batch_size=0 is verl's fully-async trainer's; main_ppo, which rlaunch runs, refuses it."""
+    if batch != 0:
+        return ""
+    return ("a number of prompts per step >= 1 (and >= train.mini_batch_size): 0 is for verl's fully-async "
+            "trainer (verl.experimental.fully_async_policy.fully_async_main, whose rollouter streams prompts "
+            "one at a time), which rlaunch does not run; rlaunch runs main_ppo, whose validate_config refuses "
+            "a data.train_batch_size below actor_rollout_ref.actor.ppo_mini_batch_size and whose trainer "
+            "samples data.train_batch_size prompts a step. Set the prompts per step, e.g. "
+            "data.train_batch_size=<train.mini_batch_size>")
+
 # verl's keys that rlaunch renders from its own (overrides()): an override of one is that key's value.
 OWNED = {
-    "data.train_batch_size": Owned("train.batch_size"),
+    "data.train_batch_size": Owned("train.batch_size", problem=_batch_problem),
     "data.max_prompt_length": Owned("data.max_prompt_length"),
     "data.max_response_length": Owned("data.max_response_length"),
     "actor_rollout_ref.model.path": Owned("model.path"),
