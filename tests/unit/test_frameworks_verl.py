@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from needs import missing
+from rlaunch.frameworks.verl import genvalues, values
 from rlaunch.plan import jobenv
 from rlaunch.config import load as config
+from rlaunch.errors import ConfigError
 from rlaunch.registry import frameworks
 
 
@@ -32,6 +38,50 @@ def test_ppo_has_gae_and_a_critic_on_the_pinned_model():
     assert o["algorithm.adv_estimator"] == "gae"
     assert o["critic.model.path"] == o["actor_rollout_ref.model.path"] == spec.paths.model_dir
     assert o["critic.optim.lr"] == "1e-05"
+
+
+def _ppo(overrides: list[str], sets: str = "") -> tuple:
+    items = [*sets.split(), f"framework.overrides={json.dumps(overrides)}"]
+    spec = config.load("verl-ppo-gsm8k-0.5b", {"INFRA": "gcp", "RUN_ID": "critic1"}, items)
+    return spec, [a for a in frameworks.get("verl").command(spec) if a.startswith("critic.model.path=")]
+
+
+def test_a_critic_on_the_actors_model_is_accepted_and_rendered_once(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # verl v0.9.0's examples/ppo_trainer: critic.model.path names the actor's model, as a hub id
+    spec, _ = _ppo([])
+    hub_id = spec.pins.model["hf_id"]
+    for name in (hub_id, f"{hub_id}@{spec.pins.model['revision']}", spec.paths.model, spec.paths.model + "/"):
+        spec, critic = _ppo([f"critic.model.path={name}"])
+        assert critic == [f"critic.model.path={spec.paths.model}"], name  # the prepared directory
+    # the seeds' own directory on the storage, and another hub id, each given to both
+    spec, critic = _ppo(["critic.model.path=/storage/Qwen2.5-0.5B-Instruct"],
+                        "storage.mount=/storage model.path=/storage/Qwen2.5-0.5B-Instruct")
+    assert critic == ["critic.model.path=/storage/Qwen2.5-0.5B-Instruct"]
+    spec, critic = _ppo(["actor_rollout_ref.model.path=Qwen/Qwen2.5-1.5B-Instruct",
+                         "critic.model.path=Qwen/Qwen2.5-1.5B-Instruct"])
+    assert critic == [f"critic.model.path={spec.paths.model}"] and "1.5B" in spec.paths.model
+
+
+def test_a_critic_on_another_model_is_refused_and_the_hint_plans(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConfigError, match=r"critic.model.path\].*the actor's model .*Remove this override"):
+        _ppo(["critic.model.path=Qwen/Qwen2.5-1.5B-Instruct"])
+    spec, critic = _ppo([])  # the hint applied
+    assert critic == [f"critic.model.path={spec.paths.model}"]
+
+
+def test_a_critic_model_is_refused_only_where_verl_trains_a_critic(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    other = "critic.model.path=Qwen/Qwen2.5-1.5B-Instruct"
+    grpo = config.load("verl-grpo-math-7b", {"INFRA": "gcp", "RUN_ID": "critic2"},
+                       [f'framework.overrides=["{other}"]'])  # no critic (verl's need_critic): unused, passed on
+    assert other in frameworks.get("verl").command(grpo)
+    with pytest.raises(ConfigError, match="the actor's model"):
+        config.load("verl-grpo-math-7b", {"INFRA": "gcp", "RUN_ID": "critic2"},
+                    [f'framework.overrides=["{other}", "critic.enable=True"]'])
+    with pytest.raises(ConfigError, match="the actor's model"):
+        _ppo([other, "critic.enable=null"])
 
 
 def test_offload_flags_follow_train_offload():
@@ -118,3 +168,39 @@ def test_log_prob_micro_batches_default_to_the_actors_and_follow_the_config():
     o = dict(x.split("=", 1) for x in frameworks.get("verl").overrides(spec))
     assert (o["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"],
             o["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"]) == ("8", "4")  # seeds 001/002
+
+
+def test_verls_own_estimators_plan_and_another_is_refused():
+    # gdpo: verl 0.9.1's, missing from rlaunch's own older list
+    s = config.load("verl-grpo-math-7b", {"INFRA": "gcp", "RUN_ID": "est1"},
+                    ['framework.overrides=["algorithm.adv_estimator=gdpo"]'])
+    assert "algorithm.adv_estimator=gdpo" in frameworks.get("verl").command(s)
+    assert config.load("verl-grpo-math-7b", {"INFRA": "gcp", "RUN_ID": "est1"},
+                       ["algo.adv_estimator=optimal_token_baseline"]).algo.adv_estimator == "optimal_token_baseline"
+    with pytest.raises(ConfigError, match=r"algo\.adv_estimator='gdpoo'.*one of gae, grpo, .*gdpo"):
+        config.load("verl-grpo-math-7b", {"INFRA": "gcp", "RUN_ID": "est1"}, ["algo.adv_estimator=gdpoo"])
+
+
+def test_the_estimators_are_read_from_verls_registry_enum_members_and_strings():
+    source = ("class AdvantageEstimator(str, Enum):\n    GAE = 'gae'\n    NEW = 'new_one'\n"
+              "@register_adv_est(AdvantageEstimator.GAE)\ndef a(): pass\n"
+              "@register_adv_est(\n    AdvantageEstimator.NEW\n)\ndef b(): pass\n"
+              "@register_adv_est('plain')\ndef c(): pass\n@other('x')\ndef d(): pass\n")
+    assert genvalues.registered_estimators(source) == ("gae", "new_one", "plain")
+
+
+def test_the_estimators_are_the_pinned_verls_registry():
+    from rlaunch.config import pins
+    from rlaunch.validate import loaders
+
+    venv = loaders.venv_python("verl").parents[1]
+    try:
+        packages = genvalues.site_packages(venv)
+    except FileNotFoundError as err:
+        missing(str(err))
+    pinned = pins.get_str("frameworks.verl.version")
+    assert genvalues.installed_version(packages) == pinned, "rebuild .venv-verl: make setup-validators"
+    registry = genvalues.registered_estimators((packages / genvalues.CORE_ALGOS).read_text(encoding="utf-8"))
+    # a difference: regenerate with `python -m rlaunch.frameworks.verl.genvalues --write`
+    assert values.ADV_ESTIMATORS == registry
+    assert f"# verl {pinned}," in Path(values.__file__).read_text(encoding="utf-8")

@@ -5,6 +5,7 @@ command line carries the script's values."""
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from rlaunch import CONFIGS, ROOT
 from rlaunch.cli import importer
 from rlaunch.plan import artifacts
+from rlaunch.config import knobs
 from rlaunch.config import load as config
 from rlaunch.registry import frameworks
 from rlaunch.registry.backends import get as backend
@@ -38,8 +40,8 @@ def imported(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     made = []
 
-    def run(script: str):
-        name = f"test-import-{Path(script).stem.lower().replace('_', '-')}"
+    def run(script: str, name: str = ""):
+        name = name or f"test-import-{Path(script).stem.lower().replace('_', '-')}"
         proc = subprocess.run([sys.executable, "-m", "rlaunch.cli.importer", str(FIXTURES / script), f"--name={name}"],
                               capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
@@ -62,6 +64,21 @@ def test_an_imported_script_plans_and_runs_its_own_values(imported, script, monk
     for value in CASES[script]:
         key, _, want = value.partition("=")
         assert value in rendered or f"{key.rsplit('.', 1)[-1]}: {want}" in rendered, value
+    assert "task.yaml" in files
+
+
+def test_a_long_imported_name_plans_without_run_id(imported):
+    # verl's examples/grpo_trainer/run_qwen2-7b.sh imported as imported-grpo-run-qwen2-7b: <name>-<stamp>
+    # was 42 characters, over the run id's 40, and nothing said to set RUN_ID
+    name, _ = imported("verl-run_qwen2-7b.sh", "test-imported-grpo-run-qwen2-7b")
+    now = datetime.datetime(2026, 12, 6, 9, 30, 5, tzinfo=datetime.timezone.utc)
+    spec = config.load(name, {"INFRA": "gcp"}, now=now)
+    assert spec.run.id == "test-imported-grpo-run-q-20261206-093005" and len(spec.run.id) <= knobs.RUN_ID_MAX
+    assert spec.run.name == name  # the run directory keeps the whole name
+    assert config.load(name, {"INFRA": "gcp"}, now=now).run.id == spec.run.id  # the same cut every time
+    smoke = config.load(name, {"INFRA": "gcp", "SMOKE": "1"}, now=now).run.id
+    assert smoke == "test-imported-grpo-smoke-20261206-093005"
+    files = artifacts.finish(spec, backend("gcp").render(spec))
     assert "task.yaml" in files
 
 

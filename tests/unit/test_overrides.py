@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from rlaunch.cli import importer
 from rlaunch.config import load as config
 from rlaunch.config import spec
 from rlaunch.errors import ConfigError
@@ -62,7 +63,6 @@ def test_an_override_contradicting_a_knob_or_set_is_refused_naming_both():
 
 @pytest.mark.parametrize("fw, override, key", [
     ("verl", "trainer.default_local_dir=/storage/ck", "storage.mount"),
-    ("verl", "critic.model.path=/storage/m", "model.path"),
     ("areal", "experiment_name=x", "run.name"),
     ("areal", "actor.ppo_n_minibatches=4", "train.mini_batch_size"),
     ("rlinf", "runner.output_dir=/x", "storage.mount"),
@@ -89,3 +89,37 @@ def test_verl_logger_override_turns_wandb_on_and_still_reaches_verl():
 def test_an_interpolated_value_of_an_owned_key_is_refused():
     with pytest.raises(ConfigError, match="a value, not an interpolation"):
         load("verl", ["data.train_batch_size=${data.val_batch_size}"])
+
+
+@pytest.mark.parametrize("override", ["trainer.resume_mode=auto", "++trainer.resume_mode=auto"])
+def test_an_override_equal_to_what_rlaunch_renders_is_accepted(override):
+    # verl's own examples (and `make import`'s source scripts) say trainer.resume_mode=auto: rlaunch's value
+    s = load("verl", [override])
+    argv = frameworks.get("verl").command(s)
+    assert [a for a in argv if "resume_mode" in a] == ["trainer.resume_mode=auto"]  # rendered once
+
+
+def test_another_value_of_a_fixed_key_is_refused_with_a_hint_that_plans():
+    with pytest.raises(ConfigError, match=r"always auto .*: remove this override") as err:
+        load("verl", ["trainer.resume_mode=disable", "trainer.val_before_train=True"])
+    assert "set storage.mount" not in str(err.value)
+    with pytest.raises(ConfigError, match="remove this override"):
+        load("verl", ["~trainer.resume_mode"])
+    s = load("verl", ["trainer.val_before_train=True"])  # the hint applied: the override removed
+    assert "trainer.resume_mode=auto" in frameworks.get("verl").command(s)
+
+
+def test_verl_batch_size_zero_is_refused_for_its_true_reason_and_the_hint_plans(tmp_path):
+    # 0 is verl's fully-async trainer's (its rollouter asserts it); main_ppo, which rlaunch runs, refuses it
+    with pytest.raises(ConfigError, match=r"data\.train_batch_size\]='0'.*fully_async_main.*rlaunch runs "
+                                          r"main_ppo") as err:
+        load("verl", ["data.train_batch_size=0"])
+    assert "an integer >= 1" not in str(err.value)
+    mini = load("verl", []).train.mini_batch_size
+    assert load("verl", [f"data.train_batch_size={mini}"]).train.batch_size == mini  # the hint applied
+    # `make import` keeps it for make plan to say the same
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo data.train_batch_size=0 trainer.nnodes=1\n")
+    result = importer.convert(script.read_text())
+    assert "data.train_batch_size=0" in result.preset["framework"]["overrides"]
+    assert "batch_size" not in result.preset.get("train", {})

@@ -165,6 +165,9 @@ def convert(text: str, accelerator: str = "H100") -> Imported:
         if rule.refuse:
             result.dropped.append(f"{bare}={raw}: rlaunch's {rule.key} decides it ({rule.refuse})")
             continue
+        if rule.problem and rule.problem(parse_value(raw)):
+            overrides.append(f"{key}={raw}")  # make plan says why it cannot run (the framework's rule)
+            continue
         if rule.keep:
             overrides.append(f"{key}={raw}")
         val = rule.convert(parse_value(raw)) if rule.convert else parse_value(raw)

@@ -277,6 +277,13 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
     return cfg, sources, preset, rewrites
 
 
+def default_run_id(name: str, stamp: str) -> str:
+    """<name>-<stamp>, the name cut (at the same place every time) so that the id fits the run-id
+    rule's RUN_ID_MAX: any preset, `make import`'s long names too, plans without RUN_ID=."""
+    room = _knobs.RUN_ID_MAX - len(stamp) - 1
+    return f"{name[:room].rstrip('-')}-{stamp}"
+
+
 def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.datetime | None = None,
            rehearsal: list[dict[str, Any]] | None = None) -> Spec:
     """What follows from the config, each fact decided once: the run's names and id, the shared
@@ -287,7 +294,7 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     if not run_id:
         stamp = (now or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y%m%d-%H%M%S")
         # A smoke run's id says so: a real run's default id never names its directory.
-        run_id = f"{name}-{'smoke-' if config.train.smoke else ''}{stamp}"
+        run_id = default_run_id(name, f"{'smoke-' if config.train.smoke else ''}{stamp}")
     # The one run-id rule (rlaunch.config.knobs): it names clusters, namespaces and Kubernetes objects.
     _check(_knobs.run_id_problem, "run.id", run_id, sources)
     if not re.fullmatch(RUN_ID_RE, name):

@@ -20,6 +20,10 @@ class Owned:
     refuse: str = ""                          # why the override is refused ("": mapped onto key)
     convert: Callable[[Any], Any] | None = None  # the override's value -> rlaunch's (None: as is)
     keep: bool = False                        # the override still reaches the framework (it says more)
+    fixed: str = ""                           # the one value rlaunch renders: an equal override is
+                                              # accepted (dropped: rendered once), any other refused
+    problem: Callable[[Any], str] | None = None  # why a value is refused though rlaunch's key would
+                                                 # take it (its framework's rule; "": not refused)
 
 
 def value(raw: str) -> Any:
@@ -50,10 +54,18 @@ def absorb(cfg: dict[str, Any], sources: dict[str, str], table: dict[str, Owned]
             kept.append(item)
             continue
         label = f"framework.overrides[{name}]"
+        if owned.fixed:
+            if not key.startswith("~") and str(value(raw)) == owned.fixed:
+                continue  # what rlaunch renders anyway
+            raise ConfigError(label, raw, f"rlaunch's own, always {owned.fixed} ({owned.refuse}): remove this "
+                              f"override (rlaunch renders {name}={owned.fixed})", where)
         if owned.refuse:
             raise ConfigError(label, raw, f"rlaunch's own: set {owned.key} instead ({owned.refuse})", where)
         if "${" in raw:
             raise ConfigError(label, raw, f"a value, not an interpolation: rlaunch checks it as {owned.key}", where)
+        problem = owned.problem(value(raw)) if owned.problem else ""
+        if problem:
+            raise ConfigError(label, raw, problem, where)
         new = owned.convert(value(raw)) if owned.convert else value(raw)
         old, source = dotted.get(cfg, owned.key, None), sources.get(owned.key, "")
         if source in explicit and old != new:

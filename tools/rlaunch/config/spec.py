@@ -89,14 +89,15 @@ class OneOf:
         return value
 
 
-# The keys with a fixed set of values; the infrastructures' and frameworks' come from their registries.
+# The keys with a fixed set of values; the infrastructures' and frameworks' (and the frameworks' own
+# values) come from their registries.
 InfraName = Annotated[str, OneOf(knobs.INFRAS)]
 FrameworkName = Annotated[str, OneOf(frameworks.names())]
 K8sFlavor = Literal["generic", "gke", "vke"]
 GkeNetworking = Literal["dranet", "network-mapping"]
 ImageKind = Literal["official", "rlaunch"]
-Estimator = Literal["gae", "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline",
-                    "remax", "opo", "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized"]
+# The advantage estimators the frameworks run: verl's registry at its pin (frameworks/verl/values.py).
+Estimator = Annotated[str, OneOf(frameworks.values("algo.adv_estimator"))]
 Dataset = Literal["gsm8k", "math", "boba", "digits"]
 RolloutBackend = Literal["vllm", "sglang", "hf"]
 StorageMode = Literal["MOUNT", "COPY", "MOUNT_CACHED"]

@@ -120,6 +120,10 @@ class Descriptor:
     steps: StepSource | None = None
     # What its checkpoints hold (the storage check before the run); None: not estimated.
     saves: Saves | None = None
+    # The values it runs for a key of rlaunch's whose values are the framework's own (algo.adv_estimator:
+    # verl's registered estimators), generated from its registry at the pin; a key it leaves out: any
+    # framework's.
+    values: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def module(self, part: str) -> ModuleType:
         return importlib.import_module(f"rlaunch.frameworks.{self.name}.{part}")
@@ -163,6 +167,11 @@ def names() -> list[str]:
     return list(_descriptors())
 
 
+def values(key: str) -> tuple[str, ...]:
+    """What the frameworks declare `key` may be (Descriptor.values), every framework's, in listing order."""
+    return tuple(dict.fromkeys(v for d in _descriptors().values() for v in d.values.get(key, ())))
+
+
 def descriptor(name: str) -> Descriptor:
     if name not in _descriptors():
         raise ConfigError("framework.name", name, "one of " + ", ".join(names()))
@@ -175,4 +184,4 @@ def get(name: str) -> Any:
     return descriptor(name).adapter()
 
 
-__all__ = ["CpuRule", "Descriptor", "Images", "Validator", "descriptor", "get", "names"]
+__all__ = ["CpuRule", "Descriptor", "Images", "Validator", "descriptor", "get", "names", "values"]

@@ -1,5 +1,6 @@
 """verl (0.9): `python3 -m verl.trainer.main_ppo` with Hydra overrides rendered from the spec."""
 
+from rlaunch.frameworks.verl.values import ADV_ESTIMATORS
 from rlaunch.registry.frameworks import CpuRule, Descriptor, Images, Saves, StepSource, Validator
 
 FRAMEWORK = Descriptor(
@@ -20,4 +21,5 @@ FRAMEWORK = Descriptor(
     # too under PPO; every one kept unless trainer.max_actor_ckpt_to_keep says otherwise.
     saves=Saves(weights_bytes=4, weights_key="actor_rollout_ref.actor.fsdp_config.model_dtype", critic=True,
                 keep_key="trainer.max_actor_ckpt_to_keep", how="FSDP shards: master weights + Adam"),
+    values={"algo.adv_estimator": ADV_ESTIMATORS},  # its registry at the pin (values.py, generated)
 )

@@ -36,13 +36,25 @@ def _wandb(loggers: object) -> bool:
 
 
 _OURS = "the run directory's, which postflight and every restart read"
+
+
+def _batch_problem(batch: object) -> str:
+    """data.train_batch_size=0 is verl's fully-async trainer's; main_ppo, which rlaunch runs, refuses it."""
+    if batch != 0:
+        return ""
+    return ("a number of prompts per step >= 1 (and >= train.mini_batch_size): 0 is for verl's fully-async "
+            "trainer (verl.experimental.fully_async_policy.fully_async_main, whose rollouter streams prompts "
+            "one at a time), which rlaunch does not run; rlaunch runs main_ppo, whose validate_config refuses "
+            "a data.train_batch_size below actor_rollout_ref.actor.ppo_mini_batch_size and whose trainer "
+            "samples data.train_batch_size prompts a step. Set the prompts per step, e.g. "
+            "data.train_batch_size=<train.mini_batch_size>")
+
 # verl's keys that rlaunch renders from its own (overrides()): an override of one is that key's value.
 OWNED = {
-    "data.train_batch_size": Owned("train.batch_size"),
+    "data.train_batch_size": Owned("train.batch_size", problem=_batch_problem),
     "data.max_prompt_length": Owned("data.max_prompt_length"),
     "data.max_response_length": Owned("data.max_response_length"),
     "actor_rollout_ref.model.path": Owned("model.path"),
-    "critic.model.path": Owned("model.path", "rlaunch's critic starts from the actor's model"),
     "actor_rollout_ref.actor.optim.lr": Owned("algo.lr"),
     "critic.optim.lr": Owned("algo.critic_lr"),
     "actor_rollout_ref.actor.ppo_mini_batch_size": Owned("train.mini_batch_size"),
@@ -67,8 +79,39 @@ OWNED = {
     "trainer.total_training_steps": Owned("train.steps"),
     "trainer.logger": Owned("logging.wandb", convert=_wandb, keep=True),  # its other loggers still reach verl
     "trainer.default_local_dir": Owned("storage.mount", f"checkpoints are {_OURS}"),
-    "trainer.resume_mode": Owned("storage.mount", "auto: every restart resumes from the run's checkpoints"),
+    "trainer.resume_mode": Owned("storage.mount", "every restart resumes from the run's checkpoints", fixed="auto"),
 }
+
+
+# The critic's model: an override naming the actor's is accepted (verl's PPO examples say so) and rendered
+# once, from model.path; where verl trains a critic, verl.check refuses any other (critic_model_problem).
+CRITIC_MODEL = "critic.model.path"
+
+
+def _critic_runs(spec: Spec, eff: dict[str, str]) -> bool:
+    """verl 0.9.1's need_critic: critic.enable when set (it is null by default), else adv_estimator gae."""
+    enable = str(eff.get("critic.enable", "null")).strip().lower()
+    return enable == "true" if enable not in ("null", "none", "~", "") else spec.algo.adv_estimator == "gae"
+
+
+def _actor_model(spec: Spec) -> set[str]:
+    """The names of the actor's model a critic.model.path may use: model.path as given, the directory
+    rlaunch prepares it in, and its hub id (with the pinned revision or without)."""
+    pin = spec.pins.model
+    names = {spec.model.path, spec.paths.model}
+    if pin.get("hf_id"):
+        names |= {str(pin["hf_id"]), f"{pin['hf_id']}@{pin.get('revision', '')}"}
+    return {n.rstrip("/") for n in names if n}
+
+
+def critic_model_problem(spec: Spec, path: str) -> str:
+    """Why critic.model.path=path cannot run ("" when it names the actor's model)."""
+    if path.strip("'\"").rstrip("/") in _actor_model(spec):
+        return ""
+    return (f"the actor's model (model.path={spec.model.path}), or no override: rlaunch prepares one model on "
+            "the shared storage (downloaded at a pinned revision, checked by its SHA256SUMS on every node) and "
+            "its memory bound and checkpoint size count the critic as that model; a critic of another model "
+            "is not carried yet. Remove this override (the critic then starts from model.path)")
 
 
 class Verl(Framework):
@@ -168,7 +211,9 @@ class Verl(Framework):
         # Every start of the run (a managed-job recovery, a RayJob retry, RESUME=1) continues from the
         # last checkpoint in the run directory; the first start finds none and begins at step 0.
         out.append("trainer.resume_mode=auto")
-        return out + list(spec.framework.overrides)
+        # critic.model.path, the actor's (check): rendered above for PPO, from the prepared model
+        return out + [o for o in spec.framework.overrides
+                      if not (ppo and o.partition("=")[0].lstrip("+") == CRITIC_MODEL)]
 
     def command(self, spec: Spec) -> list[str]:
         return ENTRY + self.overrides(spec)
@@ -222,6 +267,9 @@ class Verl(Framework):
         for key in ("data.train_files", "data.val_files"):
             if key in eff:
                 topology.under_mount(spec, f"framework.overrides[{key}]", eff[key].strip("[]'\""), "data")
+        if CRITIC_MODEL in eff and _critic_runs(spec, eff) and critic_model_problem(spec, eff[CRITIC_MODEL]):
+            raise ConfigError(f"framework.overrides[{CRITIC_MODEL}]", eff[CRITIC_MODEL],
+                              critic_model_problem(spec, eff[CRITIC_MODEL]))
         for key in ("custom_reward_function.path", "custom_reward_function.name"):
             if key in eff:  # measured by the CPU rehearsal: the default reward scored the rows instead
                 raise ConfigError(f"framework.overrides[{key}]", eff[key],
