@@ -6,6 +6,8 @@ framework answers all of a test module's requests (AReaL's imports alone take ~1
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -47,6 +49,18 @@ def verl_results():
     unnamed = {"overrides": [o for o in good[0]["overrides"] if "rollout.name=" not in o],
                "required": good[0]["required"]}
     return loaders.run("verl", good + [typo, unnamed])
+
+
+def test_a_loader_writes_its_bytecode_despite_the_users_setting(monkeypatch):
+    """Recompiling AReaL's imports on each plan doubled its loader's CPU: the validator venvs keep bytecode."""
+    need("verl")
+    import importlib.util
+
+    cached = Path(importlib.util.cache_from_source(str(loaders.script("verl"))))
+    cached.unlink(missing_ok=True)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    [result] = loaders._spawn("verl", [frameworks.get("verl").loader_request(spec_of("verl-ppo-gsm8k-0.5b"))])
+    assert result["ok"] and cached.exists()
 
 
 def test_verl_presets_compose(verl_results):
