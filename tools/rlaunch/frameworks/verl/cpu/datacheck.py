@@ -1,0 +1,133 @@
+"""`make plan DATA=...` for verl: the user's rows checked here, before any GPU (issue 44).
+
+Finds the rows where this machine can read them (a DATA= of this machine, a shared path this machine
+sees, or a hub dataset's train/test files, fetched into build/datacheck/), then runs
+rlaunch.frameworks.verl.cpu.data_probe in the rehearsal's venv (verl at its pin) once: columns, every
+data_source's reward on every row in a process pool, prompt lengths with the model's tokenizer. Its
+lines go into the plan's checks; a failed check is one ConfigError on data.source (exit 2, nothing
+written). What cannot be checked here is a WARNING line naming it, never a refusal.
+
+A passing result is kept under build/datacheck/<key>.json, the key a sha256 over the rows' files,
+the reward's file, name and kwargs, the tokenizer's files, the limits and the probe's own source: the
+same rows, reward and model are not probed twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlaunch import ROOT
+from rlaunch.config import datasource, topology
+from rlaunch.errors import ConfigError
+from rlaunch.frameworks.verl.cpu import plan as cpu_plan
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
+
+CACHE = ROOT / "build" / "datacheck"
+PROBE = Path(__file__).with_name("data_probe.py")
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.json", "merges.txt", "special_tokens_map.json",
+                   "chat_template.jinja")
+ROW_LIMIT = 2000
+
+
+def lines(spec: Spec, overrides: list[str]) -> list[str]:
+    """The plan's data check lines ([] without data.source); ConfigError when a check fails."""
+    source = spec.pins.source
+    if not source:
+        return []
+    found = rows_here(spec)
+    if isinstance(found, str):
+        return [f"WARNING data: rows not checked here: {found}"]
+    if not cpu_plan.venv_python().exists():
+        return [f"WARNING data: rows not checked: {cpu_plan.venv_python().parent.parent.name} is missing "
+                "(make setup-verlcpu: verl at its pin reads and scores them)"]
+    train, test = found
+    path, name, kwargs = cpu_plan.reward_function(spec)
+    eff = topology.parse_overrides(overrides)
+    tokenizer = spec.paths.model if (Path(spec.paths.model) / "tokenizer_config.json").is_file() else ""
+    argv = [str(cpu_plan.venv_python()), "-m", "rlaunch.frameworks.verl.cpu.data_probe",
+            f"--train={','.join(map(str, train))}", f"--test={','.join(map(str, test))}",
+            f"--batch={spec.train.batch_size}", f"--max-prompt={spec.data.max_prompt_length}",
+            f"--truncation={eff.get('data.truncation', 'error')}",
+            f"--filter={int(eff.get('data.filter_overlong_prompts', 'True').lower() in ('true', '1'))}",
+            f"--limit={ROW_LIMIT}"]
+    if path:
+        argv += [f"--path={path}", f"--name={name}", f"--kwargs={json.dumps(kwargs)}"]
+        if not Path(path).is_file():
+            argv.append("--no-reward")
+    if tokenizer:
+        argv.append(f"--tokenizer={tokenizer}")
+    key = _key(argv, [*train, *test], path, tokenizer)
+    cached = CACHE / f"{key}.json"
+    if cached.is_file():
+        result = json.loads(cached.read_text(encoding="utf-8"))
+        note = " (cached: these rows, reward and tokenizer passed before)"
+    else:
+        result = cpu_plan.run_probe(argv, "data")
+        note = ""
+    if not result["ok"]:
+        raise ConfigError("data.source", spec.data.source, result["error"])
+    if not note:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(result), encoding="utf-8")
+        tmp.replace(cached)
+    out = [f"data: {line}" for line in result["lines"]]
+    if out and note:
+        out[0] += note
+    return out + [f"WARNING data: {w}" for w in result["warnings"]]
+
+
+def rows_here(spec: Spec) -> tuple[list[Path], list[Path]] | str:
+    """(train files, test files) this machine can read, or why there are none."""
+    source = spec.pins.source
+    kind = source["kind"]
+    if kind == "local":
+        local = Path(source["local"])
+        base = local.parent if local.is_file() else local
+    elif kind == "shared":
+        base = Path(source["dir"])
+        if not base.is_dir():
+            return f"{base} is not on this machine (the inputs step adopts it where the nodes run)"
+    else:
+        got = _hub_files(source)
+        if isinstance(got, str):
+            return got
+        base = got
+    names = {split: [n for n in str(source[split]).split(",") if n] for split in ("train", "test")}
+    return [base / n for n in names["train"]], [base / n for n in names["test"]]
+
+
+def _hub_files(source: dict[str, Any]) -> Path | str:
+    """A hub dataset's train and test files at its commit, fetched once into build/datacheck/hub/."""
+    if source["unresolved"]:
+        return f"{datasource.shown(source)} is not resolved to a commit ({source['unresolved']})"
+    if source["hub"] != "huggingface":
+        return f"{datasource.shown(source)}: only the Hugging Face Hub's rows are fetched at plan time yet"
+    out: Path = CACHE / "hub" / str(source["hf_id"]).replace("/", "--") / str(source["revision"])
+    try:
+        from huggingface_hub import hf_hub_download
+
+        for name in {n for split in ("train", "test") for n in str(source[split]).split(",") if n}:
+            if not (out / name).is_file():
+                hf_hub_download(source["hf_id"], name, repo_type="dataset", revision=source["revision"],
+                                local_dir=str(out), endpoint=os.environ.get("HF_ENDPOINT") or None)
+    except Exception as err:  # noqa: BLE001 - no route, 404, auth: the rows are not checked, said
+        return f"{datasource.shown(source)}: its files could not be fetched ({type(err).__name__})"
+    return out
+
+
+def _key(argv: list[str], files: list[Path], reward: str, tokenizer: str) -> str:
+    digest = hashlib.sha256(json.dumps(argv[1:]).encode())
+    digest.update(PROBE.read_bytes())
+    extra = [Path(reward)] if reward and Path(reward).is_file() else []
+    extra += [Path(tokenizer, n) for n in TOKENIZER_FILES if tokenizer and Path(tokenizer, n).is_file()]
+    for path in [*files, *extra]:
+        digest.update(str(path).encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"-")
+    return digest.hexdigest()[:32]
