@@ -114,7 +114,8 @@ def test_a_path_on_the_shared_storage_is_used_in_place():
 
 
 def test_the_upload_is_atomic_and_done_once(mine, tmp_path, capsys):
-    spec = config.load("rehearsal", {"RUN_ID": "data1", "DATA": str(mine), "WORK_ROOT": str(tmp_path / "storage")})
+    spec = config.load("verl-grpo-math-7b", {"INFRA": "local", "RUN_ID": "data1", "DATA": str(mine),
+                                             "WORK_ROOT": str(tmp_path / "storage")})
     local_backend.upload(spec)
     target = Path(spec.pins.source["dir"])
     assert sorted(p.name for p in target.iterdir()) == ["SHA256SUMS", "test.parquet", "train.parquet"]
@@ -170,3 +171,31 @@ def test_an_unreachable_hub_is_a_warning_not_a_refusal(monkeypatch):
     warning = [line for line in inputs.layout(spec) if line.startswith("WARNING")]
     assert warning and "'v1' moves" in warning[0] and "DATA=hf:acme/puzzles@<40-hex commit>" in warning[0]
     assert verl_files(spec)[0].endswith("/train.parquet")
+
+
+def test_the_other_frameworks_read_it_or_refuse_it_never_drop_it(mine, tmp_path):
+    jsonl = load({"DATA": str(FIXTURES / "math-jsonl")}, preset="rlinf-grpo-pipeline-1.5b")
+    assert frameworks.get("rlinf").data_file(jsonl).endswith("/train.jsonl")
+    for preset, infra, says in (("rlinf-grpo-pipeline-1.5b", "gcp", "train file is .json or .jsonl for RLinf"),
+                                ("areal-grpo-gsm8k", "gcp", "for AReaL, not yet anything but GSM8K"),
+                                ("rehearsal", "local", "empty for the TRL adapter, not yet")):
+        with pytest.raises(ConfigError) as err:
+            config.load(preset, {"INFRA": infra, "RUN_ID": "data1", "DATA": str(mine),
+                                 "WORK_ROOT": str(tmp_path / "storage")})
+        assert err.value.key == "data.source" and says in err.value.allowed
+
+
+def test_the_plan_reads_a_hub_datasets_rows_once_at_its_commit(hub, tmp_path, monkeypatch):
+    from rlaunch.frameworks.verl.cpu import datacheck
+
+    monkeypatch.setattr(datacheck, "CACHE", tmp_path / "cache")
+    spec = load({"DATA": "hf:acme/puzzles"}, "data.config=main")
+    train, test = datacheck.rows_here(spec)
+    assert [p.name for p in train + test] == ["train-00000-of-00001.parquet", "test-00000-of-00001.parquet"]
+    assert all(p.is_file() and COMMIT in str(p) for p in train + test)
+    gets = len(hub.file_gets())
+    datacheck.rows_here(spec)
+    assert len(hub.file_gets()) == gets == 2  # the README is not fetched; a second plan fetches nothing
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    moving = datacheck.rows_here(load({"DATA": "hf:acme/puzzles@v1"}))
+    assert moving == "hf:acme/puzzles@v1 is not resolved to a commit (HF_HUB_OFFLINE is set)"
