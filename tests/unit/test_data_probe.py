@@ -165,7 +165,7 @@ def test_a_constant_reward_is_a_warning_not_a_refusal(probed):
 def test_the_plan_runs_the_probe_once_for_the_same_rows_and_refuses_what_it_finds(probed, tmp_path, monkeypatch):
     # The probe's own answers are the module's (one verl process for the module); this is the plan's half:
     # what it asks, the lines it prints, the cache, the refusal.
-    monkeypatch.setattr(datacheck, "CACHE", tmp_path / "cache")
+    monkeypatch.setenv("RLAUNCH_DATACHECK_CACHE", str(tmp_path / "cache"))
     asked = []
     monkeypatch.setattr(datacheck.cpu_plan, "run_probe", lambda argv, what: asked.append(argv) or probed["gsm8k"])
     mine = tmp_path / "mine"

@@ -188,7 +188,7 @@ def test_the_other_frameworks_read_it_or_refuse_it_never_drop_it(mine, tmp_path)
 def test_the_plan_reads_a_hub_datasets_rows_once_at_its_commit(hub, tmp_path, monkeypatch):
     from rlaunch.frameworks.verl.cpu import datacheck
 
-    monkeypatch.setattr(datacheck, "CACHE", tmp_path / "cache")
+    monkeypatch.setenv("RLAUNCH_DATACHECK_CACHE", str(tmp_path / "cache"))
     spec = load({"DATA": "hf:acme/puzzles"}, "data.config=main")
     train, test = datacheck.rows_here(spec)
     assert [p.name for p in train + test] == ["train-00000-of-00001.parquet", "test-00000-of-00001.parquet"]

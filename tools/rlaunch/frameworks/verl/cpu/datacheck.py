@@ -7,7 +7,7 @@ data_source's reward on every row in a process pool, prompt lengths with the mod
 lines go into the plan's checks; a failed check is one ConfigError on data.source (exit 2, nothing
 written). What cannot be checked here is a WARNING line naming it, never a refusal.
 
-A passing result is kept under build/datacheck/<key>.json, the key a sha256 over the rows' files,
+A passing result is kept under build/datacheck/<key>.json (RLAUNCH_DATACHECK_CACHE: elsewhere), the key a sha256 over the rows' files,
 the reward's file, name and kwargs, the tokenizer's files, the limits and the probe's own source: the
 same rows, reward and model are not probed twice.
 """
@@ -28,11 +28,14 @@ from rlaunch.frameworks.verl.cpu import plan as cpu_plan
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
 
-CACHE = ROOT / "build" / "datacheck"
 PROBE = Path(__file__).with_name("data_probe.py")
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.json", "merges.txt", "special_tokens_map.json",
                    "chat_template.jinja")
 ROW_LIMIT = 2000
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RLAUNCH_DATACHECK_CACHE") or ROOT / "build" / "datacheck")
 
 
 def lines(spec: Spec, overrides: list[str]) -> list[str]:
@@ -63,7 +66,7 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
     if tokenizer:
         argv.append(f"--tokenizer={tokenizer}")
     key = _key(argv, [*train, *test], path, tokenizer)
-    cached = CACHE / f"{key}.json"
+    cached = cache_dir() / f"{key}.json"
     if cached.is_file():
         result = json.loads(cached.read_text(encoding="utf-8"))
         note = " (cached: these rows, reward and tokenizer passed before)"
@@ -73,7 +76,7 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
     if not result["ok"]:
         raise ConfigError("data.source", spec.data.source, result["error"])
     if not note:
-        CACHE.mkdir(parents=True, exist_ok=True)
+        cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(result), encoding="utf-8")
         tmp.replace(cached)
@@ -109,7 +112,7 @@ def _hub_files(source: dict[str, Any]) -> Path | str:
         return f"{datasource.shown(source)} is not resolved to a commit ({source['unresolved']})"
     if source["hub"] != "huggingface":
         return f"{datasource.shown(source)}: only the Hugging Face Hub's rows are fetched at plan time yet"
-    out: Path = CACHE / "hub" / str(source["hf_id"]).replace("/", "--") / str(source["revision"])
+    out: Path = cache_dir() / "hub" / str(source["hf_id"]).replace("/", "--") / str(source["revision"])
     try:
         from huggingface_hub import hf_hub_download
 
