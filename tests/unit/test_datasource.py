@@ -199,3 +199,13 @@ def test_the_plan_reads_a_hub_datasets_rows_once_at_its_commit(hub, tmp_path, mo
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     moving = datacheck.rows_here(load({"DATA": "hf:acme/puzzles@v1"}))
     assert moving == "hf:acme/puzzles@v1 is not resolved to a commit (HF_HUB_OFFLINE is set)"
+
+
+def test_a_path_with_spaces_reaches_the_inputs_step_as_one_argument(tmp_path):
+    spaced = tmp_path / "my data; rm -rf x"
+    shutil.copytree(FIXTURES / "gsm8k-parquet", spaced)
+    spec = config.load("verl-grpo-math-7b", {"INFRA": "local", "RUN_ID": "data1", "DATA": str(spaced),
+                                             "WORK_ROOT": str(tmp_path / "storage")})
+    line = inputs.setup_lines(spec)[0]
+    assert f"--upload='{spaced}'" in line
+    assert "uploaded once from this machine by make launch" in "\n".join(inputs.layout(spec))

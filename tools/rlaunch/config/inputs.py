@@ -180,7 +180,8 @@ def _source(spec: Spec, wanted: list[str]) -> Input:
         fetch = (f"--dataset-id={source['hf_id']}", f"--revision={source['revision']}", *on)
     elif source["kind"] == "local":
         here = source["local"] if spec.infra.name == "local" else f"{UPLOAD_MOUNT}/{source['sha256'][:12]}"
-        fetch = (f"--upload={here}", f"--sha256={source['sha256']}")
+        # Quoted here: a path of the user's machine may hold spaces or quotes; setup_lines joins with spaces.
+        fetch = (f"--upload={shlex.quote(here)}", f"--sha256={source['sha256']}")
     return Input(what="dataset", dir=ddir, key="data.source", user=source["kind"] != "hub", fetch=fetch,
                  source=datasource.shown(source), required=required)
 

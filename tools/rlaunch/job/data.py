@@ -284,8 +284,11 @@ def upload(src: Path, out: Path, digest: str) -> dict[str, Any]:
         return {"dir": str(out), "copied": 0}
     if not src.exists():
         raise MissingPrerequisite(f"the dataset {src} to upload", "it was there at plan time; plan again")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    except OSError as err:
+        raise MissingPrerequisite(f"a writable {out.parent}", f"the dataset is copied there ({err})") from None
     try:
         if src.is_file():
             shutil.copy2(src, tmp / src.name)

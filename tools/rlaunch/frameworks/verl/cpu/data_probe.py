@@ -42,6 +42,7 @@ SUFFIXES = (".parquet", ".json", ".jsonl")
 ANSWER = "The answer is \\boxed{{{0}}}. #### {0}"  # both verl's GSM8K and MATH extractors find it
 WORKERS = 2
 CHUNKS = 8
+LENGTH_LIMIT = 20000  # prompts measured; an even sample of that many beyond
 
 
 class Refused(Exception):
@@ -211,14 +212,16 @@ def lengths(tokenizer_dir: str, rows: list[dict[str, Any]], max_len: int, trunca
         raise Refused(f"the tokenizer in {tokenizer_dir} has no chat template, and verl applies one to every "
                       "prompt (a list of {role, content}); use an instruct model's tokenizer or set "
                       "data.custom_chat_template")
+    sample = "" if len(rows) <= LENGTH_LIMIT else f" (an even sample of {LENGTH_LIMIT} of {len(rows)} rows)"
+    picked = [int(i * len(rows) / LENGTH_LIMIT) for i in range(LENGTH_LIMIT)] if sample else range(len(rows))
     # As verl's RLHFDataset measures them: the rendered text, then its tokens.
-    sizes = [len(tok.encode(tok.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False),
-                            add_special_tokens=False)) for row in rows]
-    over = [i for i, n in enumerate(sizes) if n > max_len]
-    ordered = sorted(sizes)
+    sizes = {i: len(tok.encode(tok.apply_chat_template(rows[i]["prompt"], add_generation_prompt=True,
+                                                       tokenize=False), add_special_tokens=False)) for i in picked}
+    over = [i for i, n in sizes.items() if n > max_len]
+    ordered = sorted(sizes.values())
     line = (f"prompt length (chat template): p50 {ordered[len(ordered) // 2]}, p99 "
             f"{ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]}, max {ordered[-1]} tokens vs "
-            f"data.max_prompt_length={max_len}")
+            f"data.max_prompt_length={max_len}{sample}")
     if not over:
         return [line + ": all fit"], []
     if filtering:
