@@ -209,3 +209,15 @@ def test_a_path_with_spaces_reaches_the_inputs_step_as_one_argument(tmp_path):
     line = inputs.setup_lines(spec)[0]
     assert f"--upload='{spaced}'" in line
     assert "uploaded once from this machine by make launch" in "\n".join(inputs.layout(spec))
+
+
+def test_a_modelscope_dataset_at_a_commit_is_pinned_and_fetched_with_modelscopes_client():
+    # The download itself is job.data's _modelscope_snapshot, which test_modelscope.py runs against
+    # tests/fakemodelscope.py for a pinned dataset; here: what DATA= makes of it.
+    spec = load({"DATA": f"modelscope:acme/puzzles@{COMMIT}"})
+    source = spec.pins.source
+    assert (source["hub"], source["revision"], source["unresolved"]) == ("modelscope", COMMIT, "")
+    assert spec.paths.data_dir == f"/storage/data/modelscope/acme--puzzles/{COMMIT[:12]}"
+    assert "its files are not listed here" in source["note"]  # ModelScope's file list is not read at plan time
+    assert inputs.of(spec)[0].fetch == ("--dataset-id=acme/puzzles", f"--revision={COMMIT}", "--hub=modelscope")
+    assert inputs.sites(spec) == "GitHub, ModelScope and the Hugging Face Hub"
