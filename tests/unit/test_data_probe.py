@@ -133,7 +133,6 @@ def test_the_fixture_datasets_pass_with_numbers_on_each_line(probed):
     ("unscored", "data_source 'acme/my-task' reaches no reward: verl's default_compute_score raises "
                  "NotImplementedError"),
     ("string", "returned 'correct': verl needs a number"),
-    ("unpicklable", "cannot be pickled into verl's reward process pool (TypeError: cannot pickle '_thread.lock'"),
     ("no_template", "has no chat template"),
     ("unreadable", "train.parquet: unreadable as parquet"),
     ("too_few", "40 train rows, fewer than one batch (train.batch_size=64)"),
@@ -152,6 +151,15 @@ def test_prompts_over_the_limit_refuse_with_truncation_error_and_are_counted_whe
         refused(probed, "too_long")
     filtered = probed["too_long_filtered"]
     assert filtered["ok"] and filtered["lines"][-1].endswith("1 rows over it are dropped (data.filter_overlong_prompts)")
+
+
+def test_an_unpicklable_reward_is_called_here_and_warned_of_since_verl_calls_it_in_a_thread(probed):
+    # verl 0.9.1's reward managers load the function in each reward worker and call it in a thread: it
+    # runs there, so no refusal; only a process-pool manager (the legacy prime, verl#3150) would fail.
+    result = probed["unpicklable"]
+    assert result["ok"] and "on 40 rows x 2 answers in this process (it cannot go to a pool)" in result["lines"][2]
+    assert "cannot be pickled (TypeError: cannot pickle '_thread.lock'" in result["warnings"][0]
+    assert "verl 0.9.1's reward managers call it in a thread, so it runs" in result["warnings"][0]
 
 
 def test_a_constant_reward_is_a_warning_not_a_refusal(probed):

@@ -9,7 +9,9 @@ rehearsal's venv (.venv-verlcpu: verl at its pin, pyarrow, transformers), one pr
   reward    called on every row (up to --limit; an even sample of that many beyond), in a process pool
             as verl's reward manager runs it (the function is pickled into it), with the ground truth
             as the answer and with an empty one: a finite number or a dict with a finite 'score',
-            each call within --call-timeout-s; a raise names the function, file:line and the row;
+            each call within --call-timeout-s; a raise names the function, file:line and the row; one
+            that cannot be pickled is a warning (verl's reward managers call it in a thread), its calls
+            made in this process;
   lengths   the prompts through the model's tokenizer's chat template against data.max_prompt_length,
             with verl's data.filter_overlong_prompts and data.truncation.
 
@@ -154,25 +156,15 @@ def _chunk(fn: Callable[..., Any], kwargs: dict[str, Any], path: str, rows: list
     return out
 
 
-def rewards(fn: Callable[..., Any], label: str, path: str, kwargs: dict[str, Any],
-            rows: list[dict[str, Any]], limit: int, limit_s: float) -> tuple[list[str], list[str]]:
-    """(lines, warnings) of the reward on the rows (all up to limit; an even sample beyond)."""
-    picked = list(enumerate(rows))
-    if len(picked) > limit:
-        step = len(picked) / limit
-        picked = [picked[int(i * step)] for i in range(limit)]
-    try:
-        pickle.dumps((fn, kwargs))
-    except Exception as err:  # noqa: BLE001 - pickle raises several kinds
-        raise Refused(f"reward {label} cannot be pickled into verl's reward process pool "
-                      f"({type(err).__name__}: {str(err)[:160]}); make it a module-level function of plain data") \
-            from None
+def _pooled(fn: Callable[..., Any], label: str, kwargs: dict[str, Any], path: str,
+            picked: list[tuple[int, dict[str, Any]]], limit_s: float) -> list[tuple[int, float, float] | tuple[int, str]]:
+    """The calls in a process pool: in parallel, each chunk within its time."""
     size = max(1, math.ceil(len(picked) / CHUNKS))
     chunks = [picked[i:i + size] for i in range(0, len(picked), size)]
-    # fork, as verl's reward manager's pool on Linux: the worker has the user's module already.
+    done: list[tuple[int, float, float] | tuple[int, str]] = []
+    # fork: the worker has the user's module already, registered by name (load()).
     with cf.ProcessPoolExecutor(WORKERS, mp_context=multiprocessing.get_context("fork")) as pool:
         futures = [pool.submit(_chunk, fn, kwargs, path, chunk, limit_s) for chunk in chunks]
-        done = []
         try:
             for future, chunk in zip(futures, chunks):
                 done += future.result(timeout=limit_s * 2 * len(chunk) + 30)
@@ -181,16 +173,42 @@ def rewards(fn: Callable[..., Any], label: str, path: str, kwargs: dict[str, Any
                           f"({limit_s:g} s a call)") from None
         except cf.process.BrokenProcessPool as err:
             raise Refused(f"reward {label}: its pool worker died ({err})") from None
+    return done
+
+
+def rewards(fn: Callable[..., Any], label: str, path: str, kwargs: dict[str, Any],
+            rows: list[dict[str, Any]], limit: int, limit_s: float) -> tuple[list[str], list[str]]:
+    """(lines, warnings) of the reward on the rows (all up to limit; an even sample beyond)."""
+    picked = list(enumerate(rows))
+    if len(picked) > limit:
+        step = len(picked) / limit
+        picked = [picked[int(i * step)] for i in range(limit)]
+    warnings = []
+    try:
+        pickle.dumps((fn, kwargs))
+    except Exception as err:  # noqa: BLE001 - pickle raises several kinds
+        # verl 0.9.1's reward managers (naive, dapo, gdpo, limited, remote) call it in a thread of a
+        # reward worker that loads it itself, so it runs there: a warning, and the calls made here in turn.
+        # A pool that pickles it (the legacy `prime` manager, verl#3150) would fail.
+        from importlib.metadata import version
+
+        warnings.append(f"reward {label} cannot be pickled ({type(err).__name__}: {str(err)[:120]}): verl "
+                        f"{version('verl')}'s reward managers call it in a thread, so it runs; a process-pool manager "
+                        "(prime, verl#3150) would fail: a module-level function of plain data works with both")
+        done = _chunk(fn, kwargs, path, picked, limit_s)
+        where = "in this process (it cannot go to a pool)"
+    else:
+        done = _pooled(fn, label, kwargs, path, picked, limit_s)
+        where = f"in a {WORKERS}-process pool"
     for item in done:
         if len(item) == 2:
             raise Refused(f"reward {label} on row {item[0]} {item[1]}")
     right = [float(item[1]) for item in done]
     empty = [float(item[2]) for item in done if len(item) == 3]
     sample = "" if len(rows) <= limit else f" (an even sample of {limit} of {len(rows)} rows)"
-    lines = [f"reward: {label} on {len(done)} rows x 2 answers{sample} in a {WORKERS}-process pool: ground truth "
+    lines = [f"reward: {label} on {len(done)} rows x 2 answers{sample} {where}: ground truth "
              f"mean {statistics.fmean(right):.3f} spread {statistics.pstdev(right):.3f}, empty answer mean "
              f"{statistics.fmean(empty):.3f}"]
-    warnings = []
     if len(set(right + empty)) == 1:
         warnings.append(f"reward {label} gives every row and answer the same score {right[0]:g}: no signal to learn "
                         "from (is it the reward you meant?)")
