@@ -52,7 +52,10 @@ tok = model.build_tokenizer()
 tok.save_pretrained(sys.argv[2] + "/chat")
 tok.chat_template = None
 tok.save_pretrained(sys.argv[2] + "/plain")
-print(json.dumps({name: data_probe.probe(**kw) for name, kw in cases.items()}))
+out = {name: data_probe.probe(**kw) for name, kw in cases.items()}
+from verl.experimental.reward_loop.reward_manager import registry
+out["managers"] = sorted(registry.REWARD_MANAGER)
+print(json.dumps(out))
 """
 
 
@@ -160,6 +163,8 @@ def test_an_unpicklable_reward_is_called_here_and_warned_of_since_verl_calls_it_
     assert result["ok"] and "on 40 rows x 2 answers in this process (it cannot go to a pool)" in result["lines"][2]
     assert "cannot be pickled (TypeError: cannot pickle '_thread.lock'" in result["warnings"][0]
     assert "verl 0.9.1's reward managers call it in a thread, so it runs" in result["warnings"][0]
+    # The fact that warning rests on: main_ppo's registry has no pool manager. When one comes back, this fails.
+    assert probed["managers"] == ["dapo", "gdpo", "naive", "rate_limited", "remote"]
 
 
 def test_a_constant_reward_is_a_warning_not_a_refusal(probed):

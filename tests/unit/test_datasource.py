@@ -196,6 +196,12 @@ def test_the_plan_reads_a_hub_datasets_rows_once_at_its_commit(hub, tmp_path, mo
     gets = len(hub.file_gets())
     datacheck.rows_here(spec)
     assert len(hub.file_gets()) == gets == 2  # the README is not fetched; a second plan fetches nothing
+    monkeypatch.setattr(datacheck, "FETCH_LIMIT_BYTES", 1000)
+    too_big = datacheck.rows_here(load({"DATA": f"hf:acme/puzzles@{COMMIT}"}, "data.config=main"))
+    assert too_big == (train, test)  # already fetched: its size is not asked again
+    monkeypatch.setenv("RLAUNCH_DATACHECK_CACHE", str(tmp_path / "cache2"))
+    too_big = datacheck.rows_here(load({"DATA": f"hf:acme/puzzles@{COMMIT}"}, "data.config=main"))
+    assert "its files are 0 MiB, more than the plan fetches (0 MiB)" in too_big
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     moving = datacheck.rows_here(load({"DATA": "hf:acme/puzzles@v1"}))
     assert moving == "hf:acme/puzzles@v1 is not resolved to a commit (HF_HUB_OFFLINE is set)"

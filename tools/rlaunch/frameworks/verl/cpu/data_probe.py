@@ -187,7 +187,7 @@ def rewards(fn: Callable[..., Any], label: str, path: str, kwargs: dict[str, Any
     try:
         pickle.dumps((fn, kwargs))
     except Exception as err:  # noqa: BLE001 - pickle raises several kinds
-        # verl 0.9.1's reward managers (naive, dapo, gdpo, limited, remote) call it in a thread of a
+        # verl 0.9.1's reward managers (naive, dapo, gdpo, rate_limited, remote) call it in a thread of a
         # reward worker that loads it itself, so it runs there: a warning, and the calls made here in turn.
         # A pool that pickles it (the legacy `prime` manager, verl#3150) would fail.
         from importlib.metadata import version

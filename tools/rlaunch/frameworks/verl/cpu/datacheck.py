@@ -32,6 +32,8 @@ PROBE = Path(__file__).with_name("data_probe.py")
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.json", "merges.txt", "special_tokens_map.json",
                    "chat_template.jinja")
 ROW_LIMIT = 2000
+# A hub file larger than this is not fetched at plan time (the rows are checked where they land).
+FETCH_LIMIT_BYTES = 256 << 20
 
 
 def cache_dir() -> Path:
@@ -113,13 +115,22 @@ def _hub_files(source: dict[str, Any]) -> Path | str:
     if source["hub"] != "huggingface":
         return f"{datasource.shown(source)}: only the Hugging Face Hub's rows are fetched at plan time yet"
     out: Path = cache_dir() / "hub" / str(source["hf_id"]).replace("/", "--") / str(source["revision"])
+    names = sorted({n for split in ("train", "test") for n in str(source[split]).split(",") if n})
+    wanted = [n for n in names if not (out / n).is_file()]
     try:
-        from huggingface_hub import hf_hub_download
+        from huggingface_hub import HfApi, hf_hub_download
 
-        for name in {n for split in ("train", "test") for n in str(source[split]).split(",") if n}:
-            if not (out / name).is_file():
-                hf_hub_download(source["hf_id"], name, repo_type="dataset", revision=source["revision"],
-                                local_dir=str(out), endpoint=os.environ.get("HF_ENDPOINT") or None)
+        endpoint = os.environ.get("HF_ENDPOINT") or None
+        if wanted:
+            found = HfApi(endpoint=endpoint).get_paths_info(source["hf_id"], wanted, repo_type="dataset",
+                                                            revision=source["revision"])
+            size = sum(int(getattr(f, "size", 0) or 0) for f in found)
+            if size > FETCH_LIMIT_BYTES:
+                return (f"{datasource.shown(source)}: its files are {size >> 20} MiB, more than the plan fetches "
+                        f"({FETCH_LIMIT_BYTES >> 20} MiB)")
+        for name in wanted:
+            hf_hub_download(source["hf_id"], name, repo_type="dataset", revision=source["revision"],
+                            local_dir=str(out), endpoint=endpoint)
     except Exception as err:  # noqa: BLE001 - no route, 404, auth: the rows are not checked, said
         return f"{datasource.shown(source)}: its files could not be fetched ({type(err).__name__})"
     return out
