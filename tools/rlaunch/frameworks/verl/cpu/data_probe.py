@@ -34,6 +34,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -190,8 +191,6 @@ def rewards(fn: Callable[..., Any], label: str, path: str, kwargs: dict[str, Any
         # verl 0.9.1's reward managers (naive, dapo, gdpo, rate_limited, remote) call it in a thread of a
         # reward worker that loads it itself, so it runs there: a warning, and the calls made here in turn.
         # A pool that pickles it (the legacy `prime` manager, verl#3150) would fail.
-        from importlib.metadata import version
-
         warnings.append(f"reward {label} cannot be pickled ({type(err).__name__}: {str(err)[:120]}): verl "
                         f"{version('verl')}'s reward managers call it in a thread, so it runs; a process-pool manager "
                         "(prime, verl#3150) would fail: a module-level function of plain data works with both")
