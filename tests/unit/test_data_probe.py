@@ -205,3 +205,14 @@ def test_the_plan_runs_the_probe_once_for_the_same_rows_and_refuses_what_it_find
         datacheck.lines(spec, overrides)
     assert err.value.key == "data.source" and "has no column 'prompt'" in str(err.value)
     assert not list((tmp_path / "cache").glob("*.json"))[2:]  # a refusal is not kept
+
+
+def test_the_models_tokenizer_is_found_in_the_hugging_face_cache_at_its_revision(tmp_path, monkeypatch):
+    spec = config.load("verl-grpo-math-7b", {"INFRA": "gcp", "RUN_ID": "data1", "DATA": str(GSM8K)})
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert datacheck.tokenizer_dir(spec) == ""  # nothing cached: the probe warns, nothing is downloaded
+    pin = spec.pins.model
+    snapshot = tmp_path / f"models--{pin['hf_id'].replace('/', '--')}" / "snapshots" / pin["revision"]
+    snapshot.mkdir(parents=True)
+    (snapshot / "tokenizer_config.json").write_text("{}")
+    assert datacheck.tokenizer_dir(spec) == str(snapshot)

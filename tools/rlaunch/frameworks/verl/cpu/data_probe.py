@@ -220,8 +220,8 @@ def rewards(fn: Callable[..., Any], label: str, path: str, kwargs: dict[str, Any
 def lengths(tokenizer_dir: str, rows: list[dict[str, Any]], max_len: int, truncation: str,
             filtering: bool) -> tuple[list[str], list[str]]:
     if not tokenizer_dir:
-        return [], ["prompt lengths not checked: the model's tokenizer is not on this machine (its "
-                    "tokenizer_config.json); verl measures them at load"]
+        return [], ["prompt lengths not checked: the model's tokenizer is not on this machine (model.path, "
+                    "or the Hugging Face cache at its revision); verl measures them at load"]
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)

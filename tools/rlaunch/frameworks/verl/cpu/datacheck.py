@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlaunch import ROOT
-from rlaunch.config import datasource, topology
+from rlaunch.config import datasource, hub, topology
 from rlaunch.errors import ConfigError
 from rlaunch.frameworks.verl.cpu import plan as cpu_plan
 
@@ -54,7 +54,7 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
     train, test = found
     path, name, kwargs = cpu_plan.reward_function(spec)
     eff = topology.parse_overrides(overrides)
-    tokenizer = spec.paths.model if (Path(spec.paths.model) / "tokenizer_config.json").is_file() else ""
+    tokenizer = tokenizer_dir(spec)
     argv = [str(cpu_plan.venv_python()), "-m", "rlaunch.frameworks.verl.cpu.data_probe",
             f"--train={','.join(map(str, train))}", f"--test={','.join(map(str, test))}",
             f"--batch={spec.train.batch_size}", f"--max-prompt={spec.data.max_prompt_length}",
@@ -86,6 +86,22 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
     if out and note:
         out[0] += note
     return out + [f"WARNING data: {w}" for w in result["warnings"]]
+
+
+def tokenizer_dir(spec: Spec) -> str:
+    """The model's tokenizer on this machine: its directory (model.path, the pinned one on a local
+    storage), else the Hugging Face cache's snapshot at its pinned revision; "" when neither has it.
+    Nothing is downloaded for it."""
+    if (Path(spec.paths.model) / "tokenizer_config.json").is_file():
+        return spec.paths.model
+    pin = spec.pins.model
+    if not pin.get("hf_id") or hub.of(pin) != hub.DEFAULT:
+        return ""
+    from huggingface_hub import try_to_load_from_cache  # lazy: plan only
+
+    found = try_to_load_from_cache(pin["hf_id"], "tokenizer_config.json", revision=pin.get("revision") or None,
+                                   cache_dir=os.environ.get("HF_HUB_CACHE") or None)
+    return str(Path(found).parent) if isinstance(found, str) else ""
 
 
 def rows_here(spec: Spec) -> tuple[list[Path], list[Path]] | str:
