@@ -227,3 +227,18 @@ def test_a_modelscope_dataset_at_a_commit_is_pinned_and_fetched_with_modelscopes
     assert "its files are not listed here" in source["note"]  # ModelScope's file list is not read at plan time
     assert inputs.of(spec)[0].fetch == ("--dataset-id=acme/puzzles", f"--revision={COMMIT}", "--hub=modelscope")
     assert inputs.sites(spec) == "GitHub, ModelScope and the Hugging Face Hub"
+
+
+def test_what_the_plan_cannot_read_here_is_a_warning_naming_it(mine, tmp_path, monkeypatch):
+    from rlaunch.frameworks.verl.cpu import datacheck
+
+    spec = load({"DATA": "/storage/datasets/mine"})
+    assert datacheck.lines(spec, []) == ["WARNING data: rows not checked here: /storage/datasets/mine is not on "
+                                         "this machine (the inputs step adopts it where the nodes run)"]
+    monkeypatch.setattr(datacheck.cpu_plan, "venv_python", lambda: tmp_path / ".venv-verlcpu" / "bin" / "python")
+    assert datacheck.lines(load({"DATA": str(mine)}), []) == [
+        "WARNING data: rows not checked: .venv-verlcpu is missing (make setup-verlcpu: verl at its pin reads "
+        "and scores them)"]
+    assert frameworks.get("rlinf").data_check(load({"DATA": str(FIXTURES / "math-jsonl")},
+                                                   preset="rlinf-grpo-pipeline-1.5b")) == [
+        "WARNING data: rows not checked at plan time for rlinf yet (verl's are)"]
