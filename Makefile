@@ -36,6 +36,7 @@ K8S_FLAVOR ?=     ## INFRA=kuberay: gke | vke | generic
 WORK_ROOT ?=      ## shared storage's absolute path on every node (storage.mount), e.g. AIStudio's /mnt/...
 ACCELERATOR ?=    ## GPU type (H100, A100, ...); make image-*: a GPU with an image of its own (GB200: arm64)
 IMAGE ?=          ## any image for one launch (registry/name:tag, never latest); its facts in SET='framework.image_facts...' or, known by name, images.<fw>.known
+DATA ?=           ## your dataset: hf:<org>/<name>[@rev], modelscope:..., a file or directory here, or a path on the storage (README "Bring your own data")
 DATASET ?=        ## make data: gsm8k (default) | math
 REGISTRY ?=       ## make image-push: registry/owner to push to; make launch: the rlaunch image from there
 TAG ?=            ## make image-build/image-push: image tag (default: the tag pinned in configs/versions.yaml)

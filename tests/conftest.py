@@ -34,6 +34,8 @@ def _offline_imagecheck() -> None:
         archive.extractall(Path(tmp) / "index", filter="data")
     os.environ["RLAUNCH_IMAGECHECK_INDEX"] = str(Path(tmp) / "index")
     os.environ["RLAUNCH_IMAGECHECK_CACHE"] = str(Path(tmp) / "cache")
+    # DATA='s row checks (rlaunch.frameworks.verl.cpu.datacheck) likewise: this session's cache.
+    os.environ.setdefault("RLAUNCH_DATACHECK_CACHE", str(Path(tmp) / "datacheck"))
 
 
 _offline_imagecheck()

@@ -5,7 +5,7 @@ recorded as bash would run it (quotes, `\\` continuations, `;` and `&&`, a `VAR=
 nothing runs. Then each is checked by what it is:
 - `make plan ...` and `scripts/rlaunch plan ...` are planned here, in this process, as `make plan`
   plans (rlaunch.cli.commands.Cli.plan) with this test's own OUT and RUN_ID. The framework loaders and
-  SkyPilot's parser run once over every plan, as the plan benchmark runs them; the REHEARSE=1 plans
+  SkyPilot's parser run once over every plan, as the plan benchmark runs them; the REHEARSE=1 and DATA= plans
   (each calls the reward function in verl's CPU environment) are a test of their own, so the two can
   run side by side. Each plan exits as its comment says: `# exit N: TEXT` is rlaunch's code N with
   TEXT in its one-line error (a `make` line says 2, make's code for any failure); no `exit` is 0.
@@ -316,8 +316,8 @@ def offline(monkeypatch):
 
 @pytest.mark.parametrize("rehearsals", [False, True], ids=["plans", "rehearsals"])
 def test_the_plans_exit_as_the_pages_say(commands, offline, tmp_path, monkeypatch, rehearsals):
-    """Every plan line, planned: the REHEARSE=1 ones (each calls the reward function in verl's CPU
-    environment) apart, so the two halves can run side by side."""
+    """Every plan line, planned: the REHEARSE=1 and DATA= ones (each calls the reward function in verl's
+    CPU environment) apart, so the two halves can run side by side."""
     from rlaunch.cli import commands as cli
 
     monkeypatch.setattr(config, "CONFIGS", _mirror_configs(tmp_path))
@@ -325,7 +325,7 @@ def test_the_plans_exit_as_the_pages_say(commands, offline, tmp_path, monkeypatc
     # One plan per distinct line, each with its own OUT and RUN_ID (a fixed id: the loaders' cache key).
     plans: dict[tuple, list[Command]] = {}
     for c in commands:
-        if _is(c, "plan") and (c.words[1].get("REHEARSE") == "1") == rehearsals:
+        if _is(c, "plan") and (c.words[1].get("REHEARSE") == "1" or "DATA" in c.words[1]) == rehearsals:
             plans.setdefault(tuple(sorted(c.words[1].items())), []).append(c)
     runs = []
     for i, (key, same) in enumerate(plans.items()):

@@ -217,6 +217,7 @@ class Cli:
         checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
         # REHEARSE=1: the user's code that can run here (verl: the reward function) runs here first.
         checks += frameworks.get(spec.framework.name).rehearsal_check(spec)
+        checks += frameworks.get(spec.framework.name).data_check(spec)  # DATA=: the user's rows, here
         summary = _summary(spec, backend, files, checks)
         steps = tuple(backend.plan(spec, files))
         # plan.txt travels with the artifacts: job.sh copies them into the run directory.

@@ -58,19 +58,26 @@ def resolve(name: str, repo: str, revision: str) -> tuple[str, str]:
     """(commit, "") from the hub, or (revision, why it is not a commit) where it cannot answer."""
     if COMMIT.fullmatch(revision):
         return revision, ""
+    commit, _, why = info(name, repo, revision, "model")
+    return commit, why
+
+
+def info(name: str, repo: str, revision: str, kind: str) -> tuple[str, list[str], str]:
+    """(commit, the repository's files, "") of a model or dataset (kind) from the hub, or (revision,
+    [], why not) where it cannot answer."""
     if name == "modelscope":
-        return revision, "ModelScope's API names no commit for a branch or tag"
+        return revision, [], "ModelScope's API names no commit for a branch or tag"
     if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
-        return revision, "HF_HUB_OFFLINE is set"
+        return revision, [], "HF_HUB_OFFLINE is set"
     try:
         from huggingface_hub import HfApi
 
         # HF_ENDPOINT as it is now: huggingface_hub reads it once, when it is first imported.
-        info = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None).model_info(repo, revision=revision,
-                                                                             timeout=TIMEOUT_S)
+        api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
+        got = (api.dataset_info if kind == "dataset" else api.model_info)(repo, revision=revision, timeout=TIMEOUT_S)
     except Exception as err:  # noqa: BLE001 - no route, DNS, 404, auth: each is "not resolved", said
-        return revision, f"the Hub did not answer ({type(err).__name__})"
-    return str(info.sha), ""
+        return revision, [], f"the Hub did not answer ({type(err).__name__})"
+    return str(got.sha), [s.rfilename for s in got.siblings or []], ""
 
 
 def directory(mount: str, name: str, repo: str, revision: str) -> str:

@@ -26,9 +26,9 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from rlaunch.config import hub
+from rlaunch.config import datasource, hub
 from rlaunch.errors import ConfigError
-from rlaunch.registry import frameworks
+from rlaunch.registry import backends, frameworks
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
@@ -40,6 +40,9 @@ CONVERTED = ("gsm8k", "math")
 # A model directory holds at least these (*.ext: at least one file with that suffix).
 MODEL_FILES = ("config.json", "tokenizer_config.json", "*.safetensors")
 PY = '"${RLAUNCH_PYTHON:-python3}"'
+# Where SkyPilot's file_mounts puts a DATA= directory of this machine on each node, before the inputs
+# step copies it onto the shared storage (a file_mounts target inside a bucket mount is not supported).
+UPLOAD_MOUNT = "/tmp/rlaunch-data"
 
 
 @dataclass(frozen=True)
@@ -90,10 +93,31 @@ def model_path(spec: Spec) -> str:
 def data_dir(spec: Spec) -> str:
     """The dataset directory: data.path, or the pinned revision's directory in the framework's layout
     (AReaL reads the hub snapshot as is: a sibling directory ending in -hf)."""
+    if spec.pins.source:
+        return spec.pins.source["dir"]
     if spec.data.path:
         return spec.data.path.rstrip("/")
     base = spec.paths.data_dir
     return f"{base}-hf" if getattr(_adapter(spec), "dataset_snapshot", False) else base
+
+
+def data_files(spec: Spec) -> dict[str, list[str]]:
+    """The dataset's train and test files as every node reads them: data.source's, found by name
+    (rlaunch.config.datasource), else the directory's train.parquet and test.parquet."""
+    if spec.pins.source:
+        return {split: datasource.files(spec.pins.source, split) for split in ("train", "test")}
+    ddir = data_dir(spec)
+    return {split: [f"{ddir}/{name}"] for split, name in datasource.DEFAULT_FILES.items()}
+
+
+def uploads(spec: Spec) -> dict[str, str]:
+    """SkyPilot's file_mounts for a DATA= of this machine: {node path: local path} ({} otherwise)."""
+    source = spec.pins.source
+    if source.get("kind") != "local":
+        return {}
+    target = f"{UPLOAD_MOUNT}/{source['sha256'][:12]}"
+    local = source["local"]
+    return {f"{target}/{os.path.basename(local)}" if os.path.isfile(local) else target: local}
 
 
 # ---------------------------------------------------------------- what
@@ -107,9 +131,9 @@ def of(spec: Spec) -> list[Input]:
     (the adapter's inputs(spec) under that directory)."""
     adapter = _adapter(spec)
     wanted = [str(p) for p in adapter.inputs(spec)]
-    out = []
+    out = [_source(spec, wanted)] if spec.pins.source else []
     pin = spec.pins.dataset
-    if pin.get("hf_id") or spec.data.path:
+    if (pin.get("hf_id") or spec.data.path) and not spec.pins.source:
         ddir = data_dir(spec)
         user = bool(spec.data.path)
         name = spec.data.dataset
@@ -145,10 +169,29 @@ def of(spec: Spec) -> list[Input]:
     return out
 
 
+def _source(spec: Spec, wanted: list[str]) -> Input:
+    """data.source's input: downloaded from its hub, uploaded from this machine, or adopted in place."""
+    source = spec.pins.source
+    ddir = source["dir"]
+    required = tuple(dict.fromkeys(f for f in _under(ddir, wanted) if f != MANIFEST))
+    fetch: tuple[str, ...] = ()
+    if source["kind"] == "hub":
+        on = ("--hub=modelscope",) if source["hub"] == "modelscope" else ()
+        fetch = (f"--dataset-id={source['hf_id']}", f"--revision={source['revision']}", *on)
+    elif source["kind"] == "local":
+        here = source["local"] if spec.infra.name == "local" else f"{UPLOAD_MOUNT}/{source['sha256'][:12]}"
+        # Quoted here: a path of the user's machine may hold spaces or quotes; setup_lines joins with spaces.
+        fetch = (f"--upload={shlex.quote(here)}", f"--sha256={source['sha256']}")
+    return Input(what="dataset", dir=ddir, key="data.source", user=source["kind"] != "hub", fetch=fetch,
+                 source=datasource.shown(source), required=required)
+
+
 def sites(spec: Spec, first: str = "GitHub") -> str:
     """What must be reachable where the inputs are prepared, for the lines that say so: `first`,
     then the hubs the downloads go to ("GitHub, the Hugging Face Hub and ModelScope")."""
-    names = [hub.of(spec.pins.model if item.what == "model" else spec.pins.dataset) for item in of(spec) if item.fetch]
+    source = spec.pins.source if spec.pins.source.get("kind") == "hub" else spec.pins.dataset
+    names = [hub.of(spec.pins.model if item.what == "model" else source) for item in of(spec)
+             if item.fetch and "--upload" not in item.fetch[0]]
     items = list(dict.fromkeys([first, *(hub.HUBS[n]["shown"] for n in names)]))
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
@@ -169,6 +212,11 @@ def check(spec: Spec) -> None:
         if _is_dir(path) and not os.path.normpath(path).startswith(mount + "/"):
             raise ConfigError(key, path, f"a directory under storage.mount={mount}: every node and the "
                               "inputs step read it from the shared storage")
+    backend = backends.infra(spec.infra.name).backend
+    if spec.pins.source.get("kind") == "local" and backend not in ("local", "skypilot"):
+        raise ConfigError("data.source", spec.data.source, f"not yet on INFRA={spec.infra.name}: a dataset on "
+                          f"this machine is uploaded by INFRA=local and the SkyPilot infrastructures only; put it "
+                          f"on the shared storage and give its path (data.source={mount}/<dir>)")
 
 
 # ---------------------------------------------------------------- how (shell lines, run on the cluster)
@@ -200,12 +248,26 @@ def layout(spec: Spec) -> list[str]:
     lines = []
     for item in of(spec):
         holds = ", ".join(list(item.required) + [MANIFEST])
-        if item.fetch:
+        if item.key == "data.source":
+            how = _source_how(spec, item)
+        elif item.fetch:
             how = f"{item.source}: downloaded unless its {MANIFEST} verifies"
         elif item.key.endswith(".path"):
             how = f"yours ({item.key}): never downloaded; {MANIFEST} computed once if missing, then checked"
         else:
             how = f"{item.source}: put it there yourself; {MANIFEST} computed once if missing"
         lines += [f"{item.what:<8}{item.dir}/  ({holds})", f"{'':<8}{how}"]
-    moving = hub.warning(spec.pins.model)
-    return lines + ([f"WARNING {moving}"] if moving else [])
+    moving = [w for w in (hub.warning(spec.pins.model), datasource.warning(spec.pins.source)) if w]
+    return lines + [f"WARNING {w}" for w in moving]
+
+
+def _source_how(spec: Spec, item: Input) -> str:
+    """data.source's origin line: where from, how it gets there, the files the framework reads."""
+    source = spec.pins.source
+    kind = source["kind"]
+    how = {"hub": f"downloaded once (unless its {MANIFEST} verifies)",
+           "local": "uploaded once from this machine " + ("by make launch" if spec.infra.name == "local" else
+                                                          "(SkyPilot file_mounts, then the inputs step)"),
+           "shared": f"on the storage already; {MANIFEST} computed once if missing"}[kind]
+    note = f"; {source['note']}" if source.get("note") else ""
+    return (f"data.source={item.source}: {how}; train {source['train']}, test {source['test']}{note}")

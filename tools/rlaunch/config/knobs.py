@@ -38,7 +38,7 @@ KNOBS = {
     "SPOT": "infra.spot", "RDMA": "infra.rdma", "INFRA_SPEC": "infra.sky_infra",
     "K8S_FLAVOR": "infra.k8s_flavor", "WORK_ROOT": "storage.mount", "ACCELERATOR": "cluster.accelerator",
     "OUT": "run.out", "SMOKE": "train.smoke", "REHEARSE": "train.rehearse",
-    "IMAGE": "framework.image_ref", "REGISTRY": "framework.registry",
+    "IMAGE": "framework.image_ref", "REGISTRY": "framework.registry", "DATA": "data.source",
 }
 # The infrastructures' registry is standard library only, as this module is.
 INFRAS = backends.names()

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import yaml
 
 from rlaunch import CONFIGS, ROOT
-from rlaunch.config import dotted, hub, images, inputs, pins, rehearse, spec, topology
+from rlaunch.config import datasource, dotted, hub, images, inputs, pins, rehearse, spec, topology
 from rlaunch.config import overrides as _overrides  # load() has a parameter of that name
 from rlaunch.config import knobs as _knobs
 from rlaunch.errors import ConfigError
@@ -331,6 +331,7 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
                               "on the Hugging Face Hub, or modelscope:<org>/<name>[@<revision>] on ModelScope",
                               sources.get("model.path", ""))
         pins["model"] = hub.pin(mount, model_path) or pins["model"]
+    pins["source"] = _source_pin(config, mount, sources)
     config = config.model_copy(update={
         "run": run.model_copy(update={"name": name, "id": run_id, "out": out}),
         "storage": config.storage.model_copy(update={"mount": mount}),
@@ -349,6 +350,26 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
         "rehearsal": rehearsal or [],
     }
     return Spec.model_validate({**config.dump(), "preset": preset, "pins": pins, "paths": paths, "derived": derived})
+
+
+def _source_pin(config: spec.Config, mount: str, sources: dict[str, str]) -> dict[str, str]:
+    """DATA= (data.source) pinned: its commit or content hash, its directory and files (config.datasource)."""
+    data = config.data
+    if not data.source:
+        return {}
+    if config.train.rehearse:
+        raise ConfigError("data.source", data.source, "empty with REHEARSE=1, not yet: the rehearsal runs on its "
+                          "own 40 rows; `make plan DATA=...` without REHEARSE checks your rows and reward here",
+                          sources.get("data.source", ""))
+    if data.path:
+        raise ConfigError("data.path", data.path, f"empty when data.source is set (data.source={data.source} "
+                          "names the dataset; a path on the storage goes there too)", sources.get("data.path", ""))
+    if data.source.startswith("/") and datasource.under(data.source, mount):
+        _check(_knobs.path_problem, "data.source", data.source, sources)
+    try:
+        return datasource.pin(data.source, mount, data.config)
+    except ConfigError as err:
+        raise ConfigError(err.key, err.value, err.allowed, sources.get(err.key, "")) from None
 
 
 def _mount(config: spec.Config, sources: dict[str, str]) -> str:
@@ -463,8 +484,8 @@ def _paths(config: spec.Config, pins: dict[str, Any]) -> dict[str, str]:
         "ckpt_dir": f"{run_dir}/checkpoints",
         # Inputs laid out otherwise (seed 003's models/modelscope/<org>/<name>/<revision>): an absolute
         # model.path or a data.path is where the input is, so every check of it looks there.
-        "data_dir": config.data.path.rstrip("/") or _pinned_dir(f"{mount}/data/{config.data.dataset}",
-                                                                pins["dataset"]),
+        "data_dir": pins["source"].get("dir") or config.data.path.rstrip("/") or _pinned_dir(
+            f"{mount}/data/{config.data.dataset}", pins["dataset"]),
         "model_dir": model.path.rstrip("/") if model.path.startswith("/") else model_dir,
     }
 

@@ -234,6 +234,8 @@ class ModelSettings(Section):
 class Data(Section):
     dataset: Dataset
     path: Str
+    source: Str   # DATA=: hf:/modelscope:<org>/<name>[@rev], a path here, or one on the storage (config.datasource)
+    config: Str   # a hub dataset's config: its files under <config>/ only
     max_prompt_length: Positive
     max_response_length: Positive
 
@@ -326,6 +328,7 @@ class Pins(Section):
     kuberay: str
     model: dict[str, str]
     dataset: dict[str, str]
+    source: dict[str, str] = {}  # data.source's pin (rlaunch.config.datasource); {} without one
 
 
 class Paths(Section):

@@ -58,6 +58,12 @@ class Framework:
         """Checks of the user's code run before any node starts (plan lines); raise CheckError."""
         return []
 
+    def data_check(self, spec: Spec) -> list[str]:
+        """DATA='s rows checked at plan time (plan lines; ConfigError when one fails)."""
+        if not spec.pins.source:
+            return []
+        return [f"WARNING data: rows not checked at plan time for {spec.framework.name} yet (verl's are)"]
+
     def rehearsal_python(self) -> Path | None:
         """The Python every node and the entrypoint run on a rehearsal (its own venv)."""
         return None

@@ -19,6 +19,10 @@ Usage:
     python -m rlaunch.job.data --modelscope-id=Qwen/Qwen2.5-0.5B-Instruct --revision=COMMIT --out=DIR
         (model.path=modelscope:<org>/<name>)
     python -m rlaunch.job.data --adopt=DIR --what=model [--require=FILE ...]
+    python -m rlaunch.job.data --dataset-id=ORG/NAME --revision=COMMIT [--hub=modelscope] --out=DIR
+        (DATA=hf:ORG/NAME: the dataset repository as is)
+    python -m rlaunch.job.data --upload=SRC --sha256=HASH --out=DIR
+        (DATA=<a file or directory of the launching machine>: copied once, atomically, checked by HASH)
         (inputs a user put on the shared storage: their SHA256SUMS computed once, then checked)
 
 Env:
@@ -34,14 +38,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from rlaunch import cmdline
-from rlaunch.config import hub, pins
+from rlaunch.config import datasource, hub, pins
 from rlaunch.config.inputs import CONVERTED, MANIFEST
 from rlaunch.errors import ConfigError, MissingPrerequisite
 
@@ -256,6 +262,51 @@ def snapshot(dataset: str, out: Path, revision: str = "") -> dict[str, Any]:
     return {"dataset": dataset, "hf_id": pin["hf_id"], "revision": revision, "snapshot": True}
 
 
+def fetch_hub_dataset(repo: str, revision: str, out: Path, name: str = hub.DEFAULT) -> dict[str, Any]:
+    """DATA=hf:<repo>@<revision> (or modelscope:): the dataset repository as is, plus SHA256SUMS."""
+    if name == "modelscope":
+        _modelscope_snapshot("dataset", repo, revision, out)
+    else:
+        from huggingface_hub import snapshot_download
+
+        snapshot_download(repo, repo_type="dataset", revision=revision or None, local_dir=str(out))
+    write_manifest(out)
+    return {"hf_id": repo, "revision": revision, "hub": name, "dataset": True}
+
+
+def upload(src: Path, out: Path, digest: str) -> dict[str, Any]:
+    """DATA=<a file or directory of this machine>: copied to out once. A directory there whose
+    SHA256SUMS is the content named by digest is kept (nothing copied); otherwise a copy is made
+    beside it, checked against digest, and renamed into place (a reader never sees half of it)."""
+    manifest = out / MANIFEST
+    if manifest.is_file() and hashlib.sha256(manifest.read_bytes()).hexdigest() == digest \
+            and not verify_manifest(out):
+        return {"dir": str(out), "copied": 0}
+    if not src.exists():
+        raise MissingPrerequisite(f"the dataset {src} to upload", "it was there at plan time; plan again")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    except OSError as err:
+        raise MissingPrerequisite(f"a writable {out.parent}", f"the dataset is copied there ({err})") from None
+    try:
+        if src.is_file():
+            shutil.copy2(src, tmp / src.name)
+        else:
+            shutil.copytree(src, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*datasource.SKIPPED, MANIFEST))
+        text = datasource.manifest(tmp)
+        if hashlib.sha256(text.encode()).hexdigest() != digest:
+            raise MissingPrerequisite(f"the dataset {src} as planned (content {digest[:12]})",
+                                      "it changed since `make plan`: plan again")
+        (tmp / MANIFEST).write_text(text, encoding="utf-8")
+        if out.exists():  # a stale or half copy of another attempt: replaced whole
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"dir": str(out), "copied": len(text.splitlines())}
+
+
 def fetch_model(model: str, out: Path) -> dict[str, Any]:
     """The pinned model revision, from its hub, into out, plus SHA256SUMS."""
     table = pins.load_versions()["models"]
@@ -285,6 +336,8 @@ def _hub_of(args: argparse.Namespace) -> str:
     """The hub the download of these arguments goes to."""
     if args.modelscope_id:
         return "modelscope"
+    if args.dataset_id:
+        return str(args.hub)
     if args.hf_id:
         return hub.DEFAULT
     table = pins.load_versions()["datasets" if args.dataset else "models"]
@@ -300,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--hf-id", default="", help="any Hub model id (model.path=<org>/<name>), at --revision")
     what.add_argument("--modelscope-id", default="", help="any ModelScope model id "
                       "(model.path=modelscope:<org>/<name>), at --revision")
+    what.add_argument("--dataset-id", default="", help="any hub dataset (DATA=hf:<org>/<name>), at --revision")
+    what.add_argument("--upload", default="", help="a file or directory of the launching machine (DATA=<path>): "
+                      "copied to --out once, checked by --sha256")
     what.add_argument("--adopt", help="a directory already on the shared storage: compute its SHA256SUMS "
                       "once (or check the one it has)")
     parser.add_argument("--out", default="", help="output directory (created)")
@@ -310,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(a local directory of per-split JSON/parquet files, or another HF id)")
     parser.add_argument("--snapshot", action="store_true", help="download the dataset repository as is "
                         "(no conversion), e.g. for AReaL")
+    parser.add_argument("--hub", default=hub.DEFAULT, choices=list(hub.HUBS), help="--dataset-id: its hub")
+    parser.add_argument("--sha256", default="", help="--upload: its content hash (rlaunch.config.datasource)")
     parser.add_argument("--revision", default="", help="override the pinned revision (not for launches)")
     args = parser.parse_args(argv)
     if args.adopt:
@@ -328,6 +386,10 @@ def main(argv: list[str] | None = None) -> int:
             info = snapshot(args.dataset, Path(args.out), args.revision)
         elif args.dataset:
             info = prepare(args.dataset, Path(args.out), args.source, args.revision)
+        elif args.dataset_id:
+            info = fetch_hub_dataset(args.dataset_id, args.revision, Path(args.out), args.hub)
+        elif args.upload:
+            info = upload(Path(args.upload), Path(args.out), args.sha256)
         elif args.hf_id:
             info = fetch_hub_model(args.hf_id, args.revision, Path(args.out))
         elif args.modelscope_id:
@@ -343,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, RuntimeError) as err:
         # No route to the Hub (offline machine, firewall) surfaces as OSError or as the HTTP
         # client's RuntimeError after its retries: say what could not be fetched and the way around.
-        what = args.dataset or args.model or args.hf_id or args.modelscope_id
+        what = args.dataset or args.model or args.hf_id or args.modelscope_id or args.dataset_id
         site = hub.HUBS[_hub_of(args)]["shown"]
         print(f"data: could not fetch {what} at its pinned revision from {site} ({err.__class__.__name__}: "
               f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); without access to "

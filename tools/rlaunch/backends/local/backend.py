@@ -39,7 +39,7 @@ from rlaunch.backends.local import forward
 from rlaunch.config import load as config
 from rlaunch.errors import EXIT_NODE_LOST, ConfigError, MissingPrerequisite, RlaunchError
 from rlaunch.config import topology
-from rlaunch.job import attempts, checkpoints, phases
+from rlaunch.job import attempts, checkpoints, data, phases
 from rlaunch.plan import artifacts, jobenv, tracking
 from rlaunch.registry import frameworks
 from rlaunch.verify.summary import closing_summary
@@ -319,6 +319,7 @@ class Local(Backend):
                 "GPUs", f"{spec.framework.name} with cluster.gpus_per_node="
                 f"{spec.cluster.gpus_per_node} needs NVIDIA GPUs and this machine has none "
                 "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
+        upload(spec)
         submitted, run_id = False, spec.run.id
         cluster = _Cluster(_cluster_env(spec, out))
         try:
@@ -548,6 +549,17 @@ class Local(Backend):
         head_ns = info["nodes"][0]["ns"]
         return forward.forward(head_ns, info["head_ip"], target_port,
                                target_port if port is None else port, "/api/version", banner)
+
+
+def upload(spec: Spec) -> None:
+    """DATA= a file or directory of this machine: copied into the local storage once, before any node
+    starts (rlaunch.job.data.upload: atomic; one already there and intact is kept)."""
+    source = spec.pins.source
+    if source.get("kind") != "local":
+        return
+    done = data.upload(Path(source["local"]), Path(source["dir"]), source["sha256"])
+    print(f"local: dataset {source['local']} -> {done['dir']}: "
+          + (f"{done['copied']} files copied" if done["copied"] else "already there, nothing copied"))
 
 
 def _passwordless_sudo() -> bool:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from rlaunch import ROOT
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.backends.skypilot import extras as skyextras
-from rlaunch.config import knobs
+from rlaunch.config import inputs as run_inputs, knobs
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.plan import artifacts, catalog, imagecheck, jobenv
 from rlaunch.plan.render import parse_back, render_template, shjoin
@@ -245,6 +245,7 @@ class SkyPilot(Backend):
         files["task.yaml"] = render_template(
             "skypilot/task.yaml.j2", spec=spec, task_name=cluster_name(spec), infra=infra_string(spec),
             envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
+            uploads=run_inputs.uploads(spec),
             workdir="" if image_mode else str(ROOT), spot=spec.infra.spot,
             rdma_k8s=spec.infra.rdma and on_k8s(spec),
             launch_command="sky " + shjoin(launch_argv(spec, spec.run.out)),

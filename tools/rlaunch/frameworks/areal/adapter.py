@@ -200,6 +200,10 @@ class Areal(Framework):
         topology.require_gpus(spec, "AReaL")
         if spec.data.dataset != "gsm8k":
             raise ConfigError("data.dataset", spec.data.dataset, "gsm8k (AReaL's gsm8k_rl.py entrypoint)")
+        if "gsm8k" not in self.dataset_path(spec).lower() and spec.pins.source:
+            raise ConfigError("data.source", spec.data.source, "for AReaL, not yet anything but GSM8K: it chooses "
+                              "its dataset loader by the path; hf:openai/gsm8k, or a copy on the storage at a path "
+                              "naming gsm8k")
         if "gsm8k" not in self.dataset_path(spec).lower():
             raise ConfigError("data.path", spec.data.path, "a directory whose path names gsm8k (AReaL "
                               "chooses its dataset loader by the path), e.g. /data/data/gsm8k")

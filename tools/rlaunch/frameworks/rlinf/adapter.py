@@ -93,6 +93,8 @@ class Rlinf(Framework):
         return checkout(spec)
 
     def data_file(self, spec: Spec) -> str:
+        if spec.pins.source:  # DATA=: its train file, found by name
+            return run_inputs.data_files(spec)["train"][0]
         name = spec.pins.dataset.get("file") or "train.jsonl"
         return f"{run_inputs.data_dir(spec)}/{name}"
 
@@ -248,6 +250,10 @@ class Rlinf(Framework):
 
     def check(self, spec: Spec) -> None:
         topology.require_gpus(spec, "RLinf")
+        if spec.pins.source and not self.data_file(spec).endswith((".json", ".jsonl")):
+            # RLinf's math dataset lists a directory's .json/.jsonl files and skips any other, silently.
+            raise ConfigError("data.source", spec.data.source, f"a dataset whose train file is .json or .jsonl for "
+                              f"RLinf (it skips others without a word); found {self.data_file(spec).rsplit('/', 1)[-1]}")
         if not spec.pins.framework_commit:
             raise ConfigError("framework.name", "rlinf", "a pinned commit in configs/versions.yaml "
                               "frameworks.rlinf.commit (the entrypoint comes from that checkout)")

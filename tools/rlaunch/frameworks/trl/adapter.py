@@ -52,6 +52,9 @@ class Trl(Framework):
                               ">= 2 (GRPO compares responses within a group)")
         if spec.train.steps < 1:
             raise ConfigError("train.steps", spec.train.steps, ">= 1 for the TRL adapter")
+        if spec.pins.source:  # refused, not dropped: the trainer would never read it
+            raise ConfigError("data.source", spec.data.source, "empty for the TRL adapter, not yet: it trains on its "
+                              "own synthetic digits task; DATA= is read by verl, AReaL (GSM8K) and RLinf (.jsonl)")
         if spec.data.dataset != "digits":
             raise ConfigError("data.dataset", spec.data.dataset,
                               "digits (the TRL adapter's task is made at run time)")

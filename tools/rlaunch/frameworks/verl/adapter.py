@@ -16,6 +16,7 @@ from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
 from rlaunch.config import topology
 from rlaunch.frameworks.base import Framework
+from rlaunch.frameworks.verl.cpu import datacheck as cpu_datacheck
 from rlaunch.frameworks.verl.cpu import plan as cpu_plan
 from rlaunch.frameworks.verl.cpu import prepare as cpu_prepare
 from rlaunch.frameworks.verl.cpu import rewrites as cpu_rewrites
@@ -114,17 +115,22 @@ def critic_model_problem(spec: Spec, path: str) -> str:
             "is not carried yet. Remove this override (the critic then starts from model.path)")
 
 
+def _hydra(files: list[str]) -> str:
+    """One file as itself (today's rendered overrides), several as Hydra's list [a,b]."""
+    return files[0] if len(files) == 1 else f"[{','.join(files)}]"
+
+
 class Verl(Framework):
     name = "verl"
     owned = OWNED
 
     def data_files(self, spec: Spec) -> dict[str, list[str]]:
-        """train and val parquet files: in the dataset directory (pinned, or data.path), unless
-        framework.overrides name others."""
+        """train and val files: the dataset directory's (pinned, data.path, or data.source's found by
+        name), unless framework.overrides name others."""
         eff = topology.parse_overrides(spec.framework.overrides)
-        ddir = run_inputs.data_dir(spec)
-        return {key: topology.hydra_list(eff[key]) if key in eff else [f"{ddir}/{name}"]
-                for key, name in (("data.train_files", "train.parquet"), ("data.val_files", "test.parquet"))}
+        found = run_inputs.data_files(spec)
+        return {key: topology.hydra_list(eff[key]) if key in eff else found[split]
+                for key, split in (("data.train_files", "train"), ("data.val_files", "test"))}
 
     def overrides(self, spec: Spec) -> list[str]:
         out = self._overrides(spec)
@@ -136,6 +142,9 @@ class Verl(Framework):
     def rehearsal_check(self, spec: Spec) -> list[str]:
         return cpu_plan.check(spec) if spec.train.rehearse else []
 
+    def data_check(self, spec: Spec) -> list[str]:
+        return cpu_datacheck.lines(spec, self.overrides(spec))
+
     def rehearsal_python(self) -> Path:
         return cpu_plan.venv_python()
 
@@ -143,7 +152,7 @@ class Verl(Framework):
         algo, train, rollout, paths = spec.algo, spec.train, spec.rollout, spec.paths
         cluster = spec.cluster
         model = spec.paths.model
-        ddir = run_inputs.data_dir(spec)
+        found = run_inputs.data_files(spec)
         ppo = algo.adv_estimator == "gae"
         loggers = ["console", "file"] + (["wandb"] if spec.logging.wandb else [])
         micro = train.micro_batch_size_per_gpu
@@ -151,8 +160,8 @@ class Verl(Framework):
         ref_log_prob = train.ref_log_prob_micro_batch_size_per_gpu or micro
         out = [
             f"algorithm.adv_estimator={algo.adv_estimator}",
-            f"data.train_files={ddir}/train.parquet",
-            f"data.val_files={ddir}/test.parquet",
+            f"data.train_files={_hydra(found['train'])}",
+            f"data.val_files={_hydra(found['test'])}",
             f"data.train_batch_size={train.batch_size}",
             f"data.max_prompt_length={spec.data.max_prompt_length}",
             f"data.max_response_length={spec.data.max_response_length}",

@@ -71,6 +71,24 @@ def reward_function(spec: Spec) -> tuple[str, str, dict[str, Any]]:
     return ("" if path in ("", "null", "None") else path.strip("'\"")), name.strip("'\""), kwargs
 
 
+def run_probe(argv: list[str], what: str) -> dict[str, Any]:
+    """One probe in the rehearsal's venv, offline: the JSON object it prints last."""
+    env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
+           "VERL_LOGGING_LEVEL": "ERROR"}
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        raise CheckError(what, f"the {what} check did not answer in {PROBE_TIMEOUT_S} s "
+                         f"({' '.join(argv[2:])})") from None
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    try:
+        result: dict[str, Any] = json.loads(last)
+    except json.JSONDecodeError:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise CheckError(what, f"the {what} check exited {done.returncode}: {tail}") from None
+    return result
+
+
 def check(spec: Spec) -> list[str]:
     """The reward check's line for the plan; CheckError (exit 2, nothing launched) when it fails."""
     require_venv()
@@ -79,19 +97,7 @@ def check(spec: Spec) -> list[str]:
             f"--dataset={spec.data.dataset}", f"--data-source={spec.pins.dataset['hf_id']}"]
     if path:
         argv += [f"--path={path}", f"--name={name}", f"--kwargs={json.dumps(kwargs)}"]
-    env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
-           "VERL_LOGGING_LEVEL": "ERROR"}
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env, cwd=ROOT)
-    except subprocess.TimeoutExpired:
-        raise CheckError("reward", f"the reward check did not answer in {PROBE_TIMEOUT_S} s "
-                         f"({' '.join(argv[2:])})") from None
-    last = (done.stdout.strip().splitlines() or [""])[-1]
-    try:
-        result = json.loads(last)
-    except json.JSONDecodeError:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise CheckError("reward", f"the reward check exited {done.returncode}: {tail}") from None
+    result = run_probe(argv, "reward")
     if not result["ok"]:
         raise CheckError("reward", f"{result['function']} {result['error']}")
     scores = result["scores"]

@@ -1,0 +1,163 @@
+"""`make plan DATA=...` for verl: the user's rows checked here, before any GPU (issue 44).
+
+Finds the rows where this machine can read them (a DATA= of this machine, a shared path this machine
+sees, or a hub dataset's train/test files, fetched into build/datacheck/), then runs
+rlaunch.frameworks.verl.cpu.data_probe in the rehearsal's venv (verl at its pin) once: columns, every
+data_source's reward on every row in a process pool, prompt lengths with the model's tokenizer. Its
+lines go into the plan's checks; a failed check is one ConfigError on data.source (exit 2, nothing
+written). What cannot be checked here is a WARNING line naming it, never a refusal.
+
+A passing result is kept under build/datacheck/<key>.json (RLAUNCH_DATACHECK_CACHE: elsewhere), the key a sha256 over the rows' files,
+the reward's file, name and kwargs, the tokenizer's files, the limits and the probe's own source: the
+same rows, reward and model are not probed twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlaunch import ROOT
+from rlaunch.config import datasource, hub, topology
+from rlaunch.errors import ConfigError
+from rlaunch.frameworks.verl.cpu import plan as cpu_plan
+
+if TYPE_CHECKING:
+    from rlaunch.config.spec import Spec
+
+PROBE = Path(__file__).with_name("data_probe.py")
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.json", "merges.txt", "special_tokens_map.json",
+                   "chat_template.jinja")
+ROW_LIMIT = 2000
+# A hub file larger than this is not fetched at plan time (the rows are checked where they land).
+FETCH_LIMIT_BYTES = 256 << 20
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RLAUNCH_DATACHECK_CACHE") or ROOT / "build" / "datacheck")
+
+
+def lines(spec: Spec, overrides: list[str]) -> list[str]:
+    """The plan's data check lines ([] without data.source); ConfigError when a check fails."""
+    source = spec.pins.source
+    if not source:
+        return []
+    found = rows_here(spec)
+    if isinstance(found, str):
+        return [f"WARNING data: rows not checked here: {found}"]
+    if not cpu_plan.venv_python().exists():
+        return [f"WARNING data: rows not checked: {cpu_plan.venv_python().parent.parent.name} is missing "
+                "(make setup-verlcpu: verl at its pin reads and scores them)"]
+    train, test = found
+    path, name, kwargs = cpu_plan.reward_function(spec)
+    eff = topology.parse_overrides(overrides)
+    tokenizer = tokenizer_dir(spec)
+    argv = [str(cpu_plan.venv_python()), "-m", "rlaunch.frameworks.verl.cpu.data_probe",
+            f"--train={','.join(map(str, train))}", f"--test={','.join(map(str, test))}",
+            f"--batch={spec.train.batch_size}", f"--max-prompt={spec.data.max_prompt_length}",
+            f"--truncation={eff.get('data.truncation', 'error')}",
+            f"--filter={int(eff.get('data.filter_overlong_prompts', 'True').lower() in ('true', '1'))}",
+            f"--limit={ROW_LIMIT}"]
+    if path:
+        argv += [f"--path={path}", f"--name={name}", f"--kwargs={json.dumps(kwargs)}"]
+        if not Path(path).is_file():
+            argv.append("--no-reward")
+    if tokenizer:
+        argv.append(f"--tokenizer={tokenizer}")
+    key = _key(argv, [*train, *test], path, tokenizer)
+    cached = cache_dir() / f"{key}.json"
+    if cached.is_file():
+        result = json.loads(cached.read_text(encoding="utf-8"))
+        note = " (cached: these rows, reward and tokenizer passed before)"
+    else:
+        result = cpu_plan.run_probe(argv, "data")
+        note = ""
+    if not result["ok"]:
+        raise ConfigError("data.source", spec.data.source, result["error"])
+    if not note:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(result), encoding="utf-8")
+        tmp.replace(cached)
+    out = [f"data: {line}" for line in result["lines"]]
+    if out and note:
+        out[0] += note
+    return out + [f"WARNING data: {w}" for w in result["warnings"]]
+
+
+def tokenizer_dir(spec: Spec) -> str:
+    """The model's tokenizer on this machine: its directory (model.path, the pinned one on a local
+    storage), else the Hugging Face cache's snapshot at its pinned revision; "" when neither has it.
+    Nothing is downloaded for it."""
+    if (Path(spec.paths.model) / "tokenizer_config.json").is_file():
+        return spec.paths.model
+    pin = spec.pins.model
+    if not pin.get("hf_id") or hub.of(pin) != hub.DEFAULT:
+        return ""
+    from huggingface_hub import try_to_load_from_cache  # lazy: plan only
+
+    found = try_to_load_from_cache(pin["hf_id"], "tokenizer_config.json", revision=pin.get("revision") or None,
+                                   cache_dir=os.environ.get("HF_HUB_CACHE") or None)
+    return str(Path(found).parent) if isinstance(found, str) else ""
+
+
+def rows_here(spec: Spec) -> tuple[list[Path], list[Path]] | str:
+    """(train files, test files) this machine can read, or why there are none."""
+    source = spec.pins.source
+    kind = source["kind"]
+    if kind == "local":
+        local = Path(source["local"])
+        base = local.parent if local.is_file() else local
+    elif kind == "shared":
+        base = Path(source["dir"])
+        if not base.is_dir():
+            return f"{base} is not on this machine (the inputs step adopts it where the nodes run)"
+    else:
+        got = _hub_files(source)
+        if isinstance(got, str):
+            return got
+        base = got
+    names = {split: [n for n in str(source[split]).split(",") if n] for split in ("train", "test")}
+    return [base / n for n in names["train"]], [base / n for n in names["test"]]
+
+
+def _hub_files(source: dict[str, Any]) -> Path | str:
+    """A hub dataset's train and test files at its commit, fetched once into build/datacheck/hub/."""
+    if source["unresolved"]:
+        return f"{datasource.shown(source)} is not resolved to a commit ({source['unresolved']})"
+    if source["hub"] != "huggingface":
+        return f"{datasource.shown(source)}: only the Hugging Face Hub's rows are fetched at plan time yet"
+    out: Path = cache_dir() / "hub" / str(source["hf_id"]).replace("/", "--") / str(source["revision"])
+    names = sorted({n for split in ("train", "test") for n in str(source[split]).split(",") if n})
+    wanted = [n for n in names if not (out / n).is_file()]
+    try:
+        from huggingface_hub import HfApi, hf_hub_download
+
+        endpoint = os.environ.get("HF_ENDPOINT") or None
+        if wanted:
+            found = HfApi(endpoint=endpoint).get_paths_info(source["hf_id"], wanted, repo_type="dataset",
+                                                            revision=source["revision"])
+            size = sum(int(getattr(f, "size", 0) or 0) for f in found)
+            if size > FETCH_LIMIT_BYTES:
+                return (f"{datasource.shown(source)}: its files are {size >> 20} MiB, more than the plan fetches "
+                        f"({FETCH_LIMIT_BYTES >> 20} MiB)")
+        for name in wanted:
+            hf_hub_download(source["hf_id"], name, repo_type="dataset", revision=source["revision"],
+                            local_dir=str(out), endpoint=endpoint)
+    except Exception as err:  # noqa: BLE001 - no route, 404, auth: the rows are not checked, said
+        return f"{datasource.shown(source)}: its files could not be fetched ({type(err).__name__})"
+    return out
+
+
+def _key(argv: list[str], files: list[Path], reward: str, tokenizer: str) -> str:
+    digest = hashlib.sha256(json.dumps(argv[1:]).encode())
+    digest.update(PROBE.read_bytes())
+    extra = [Path(reward)] if reward and Path(reward).is_file() else []
+    extra += [Path(tokenizer, n) for n in TOKENIZER_FILES if tokenizer and Path(tokenizer, n).is_file()]
+    for path in [*files, *extra]:
+        digest.update(str(path).encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"-")
+    return digest.hexdigest()[:32]
