@@ -10,5 +10,5 @@ set -Eeuo pipefail
 
 RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
-if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check-stamp=/data/data/gsm8k/cc7b047b6e5b --what=dataset && ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --verify=/data/data/gsm8k/cc7b047b6e5b --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=gsm8k --out=/data/data/gsm8k/cc7b047b6e5b; fi
-if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check-stamp=/data/models/qwen2.5-0.5b-instruct/7ae557604adf --what=model && ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --verify=/data/models/qwen2.5-0.5b-instruct/7ae557604adf --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-0.5b-instruct --out=/data/models/qwen2.5-0.5b-instruct/7ae557604adf; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/data/data/gsm8k/cc7b047b6e5b --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=gsm8k --out=/data/data/gsm8k/cc7b047b6e5b; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/data/models/qwen2.5-0.5b-instruct/7ae557604adf --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-0.5b-instruct --out=/data/models/qwen2.5-0.5b-instruct/7ae557604adf; fi

@@ -65,8 +65,8 @@ job() {
   say "rehearsal inputs"
   phase inputs start
   python3 -m rlaunch.frameworks.verl.cpu.prepare --model=<repo>/build/storage/rehearsal/verl-cpu-1/model --data=<repo>/build/storage/rehearsal/verl-cpu-1/math --dataset=math --data-source=DigitalLearningGmbH/MATH-lighteval
-  if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check-stamp=<repo>/build/storage/rehearsal/verl-cpu-1/math --what=dataset && ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --verify=<repo>/build/storage/rehearsal/verl-cpu-1/math --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --adopt=<repo>/build/storage/rehearsal/verl-cpu-1/math --what=dataset --require=train.parquet --require=test.parquet; fi
-  if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check-stamp=<repo>/build/storage/rehearsal/verl-cpu-1/model --what=model && ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --verify=<repo>/build/storage/rehearsal/verl-cpu-1/model --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --adopt=<repo>/build/storage/rehearsal/verl-cpu-1/model --what=model --require=config.json --require=tokenizer_config.json --require='*.safetensors'; fi
+  if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=<repo>/build/storage/rehearsal/verl-cpu-1/math --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --adopt=<repo>/build/storage/rehearsal/verl-cpu-1/math --what=dataset --require=train.parquet --require=test.parquet; fi
+  if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=<repo>/build/storage/rehearsal/verl-cpu-1/model --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --adopt=<repo>/build/storage/rehearsal/verl-cpu-1/model --what=model --require=config.json --require=tokenizer_config.json --require='*.safetensors'; fi
   phase inputs end
   phase preflight start
   if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then

@@ -10,5 +10,5 @@ set -Eeuo pipefail
 
 RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
-if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check-stamp=/storage/data/math/0530c78699ea --what=dataset && ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --verify=/storage/data/math/0530c78699ea --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=math --out=/storage/data/math/0530c78699ea; fi
-if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check-stamp=/storage/models/qwen2.5-7b-instruct/a09a35458c70 --what=model && ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --verify=/storage/models/qwen2.5-7b-instruct/a09a35458c70 --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-7b-instruct --out=/storage/models/qwen2.5-7b-instruct/a09a35458c70; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/data/math/0530c78699ea --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=math --out=/storage/data/math/0530c78699ea; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/models/qwen2.5-7b-instruct/a09a35458c70 --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-7b-instruct --out=/storage/models/qwen2.5-7b-instruct/a09a35458c70; fi

@@ -10,5 +10,5 @@ set -Eeuo pipefail
 
 RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
-if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check-stamp=/storage/data/gsm8k/cc7b047b6e5b --what=dataset && ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --verify=/storage/data/gsm8k/cc7b047b6e5b --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=gsm8k --out=/storage/data/gsm8k/cc7b047b6e5b; fi
-if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check-stamp=/storage/models/qwen2.5-0.5b-instruct/7ae557604adf --what=model && ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --verify=/storage/models/qwen2.5-0.5b-instruct/7ae557604adf --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-0.5b-instruct --out=/storage/models/qwen2.5-0.5b-instruct/7ae557604adf; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/data/gsm8k/cc7b047b6e5b --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=gsm8k --out=/storage/data/gsm8k/cc7b047b6e5b; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/models/qwen2.5-0.5b-instruct/7ae557604adf --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-0.5b-instruct --out=/storage/models/qwen2.5-0.5b-instruct/7ae557604adf; fi

@@ -184,7 +184,7 @@ def setup_lines(spec: Spec) -> list[str]:
     lines = []
     for item in of(spec):
         q = shlex.quote(item.dir)
-        test = f"if ! {_check(item, '--check-stamp')} && ! {_check(item, '--verify')}; then "
+        test = f"if ! {_check(item)}; then "
         if item.fetch:
             lines.append(f"{test}{PY} -m rlaunch.job.data {' '.join(item.fetch)} --out={q}; fi")
         else:
@@ -201,13 +201,13 @@ def check_lines(spec: Spec) -> list[str]:
     for item in of(spec):
         again = shlex.quote(f"inputs: {item.what} {item.dir} is not what the CPU step prepared: "
                             "`make launch` again runs that step first")
-        lines.append(f"if ! {_check(item, '--check-stamp')} && ! {_check(item, '--verify')}; then "
-                     f"echo {again} >&2; exit 1; fi")
+        lines.append(f"if ! {_check(item)}; then echo {again} >&2; exit 1; fi")
     return lines
 
 
-def _check(item: Input, how: str) -> str:
-    return f"{PY} -m rlaunch.job.data {how}={shlex.quote(item.dir)} --what={item.what}"
+def _check(item: Input) -> str:
+    """The stamp by metadata, else every byte against SHA256SUMS (rlaunch.job.data --check)."""
+    return f"{PY} -m rlaunch.job.data --check={shlex.quote(item.dir)} --what={item.what}"
 
 
 # ---------------------------------------------------------------- what `make plan` says

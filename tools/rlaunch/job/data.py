@@ -25,6 +25,8 @@ Usage:
     python -m rlaunch.job.data --check-stamp=DIR --what=model
         (SHA256SUMS.stamp against a listing of DIR: sizes and versions only, no file read; exit 1 when
         it does not match, saying how many bytes a full check reads)
+    python -m rlaunch.job.data --check=DIR --what=model
+        (--check-stamp, and on a mismatch --verify: what setup.sh runs, one process)
 
 Every full verification (a fresh download's manifest, --adopt, --verify) leaves SHA256SUMS.stamp
 beside SHA256SUMS: each listed file's size and the storage's own version of it. A later check that
@@ -449,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"write {STAMP}; exit 1 on a mismatch")
     what.add_argument("--check-stamp", help=f"compare this directory's {STAMP} to a listing of it (no "
                       "file read); exit 1 when it does not match")
+    what.add_argument("--check", help="--check-stamp, and on a mismatch --verify")
     parser.add_argument("--out", default="", help="output directory (created)")
     parser.add_argument("--what", default="input", help="--adopt: what it holds (model, dataset), for messages")
     parser.add_argument("--require", action="append", default=[], help="--adopt: a file it must hold "
@@ -459,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(no conversion), e.g. for AReaL")
     parser.add_argument("--revision", default="", help="override the pinned revision (not for launches)")
     args = parser.parse_args(argv)
+    if args.check:
+        return _check(args.what, Path(args.check), full=False) and _check(args.what, Path(args.check), full=True)
     if args.verify or args.check_stamp:
         return _check(args.what, Path(args.verify or args.check_stamp), full=bool(args.verify))
     if args.adopt:
