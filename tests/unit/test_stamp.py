@@ -78,3 +78,7 @@ def test_the_gpu_side_lines_say_what_the_full_check_reads_and_stop_on_a_mismatch
     assert "model.safetensors changed since the stamp (size or version): a full check reads 4098 bytes" in bad.stdout
     assert "1 file(s) missing or changed since its SHA256SUMS (model.safetensors)" in bad.stdout
     assert "is not what the CPU step prepared" in bad.stderr
+    # Each check is counted in the run's phases: the stamp read nothing, the full check every byte.
+    counted = [json.loads(ln) for ln in (Path(spec.paths.run_dir) / "phases.jsonl").read_text().splitlines()]
+    assert [(r["phase"], r["what"], r["bytes"]) for r in counted] == [("inputs_gpu", "model", 0),
+                                                                      ("inputs_gpu", "model", 4098)]

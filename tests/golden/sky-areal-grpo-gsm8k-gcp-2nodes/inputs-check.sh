@@ -10,5 +10,5 @@ set -Eeuo pipefail
 
 RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
-if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/data/gsm8k/cc7b047b6e5b-hf --what=dataset; then echo 'inputs: dataset /storage/data/gsm8k/cc7b047b6e5b-hf is not what the CPU step prepared: `make launch` again runs that step first' >&2; exit 1; fi
-if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/models/qwen2.5-1.5b-instruct/989aa7980e4c --what=model; then echo 'inputs: model /storage/models/qwen2.5-1.5b-instruct/989aa7980e4c is not what the CPU step prepared: `make launch` again runs that step first' >&2; exit 1; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/data/gsm8k/cc7b047b6e5b-hf --what=dataset --phases=/storage/runs/areal-grpo-gsm8k/golden/phases.jsonl; then echo 'inputs: dataset /storage/data/gsm8k/cc7b047b6e5b-hf is not what the CPU step prepared: `make launch` again runs that step first' >&2; exit 1; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/models/qwen2.5-1.5b-instruct/989aa7980e4c --what=model --phases=/storage/runs/areal-grpo-gsm8k/golden/phases.jsonl; then echo 'inputs: model /storage/models/qwen2.5-1.5b-instruct/989aa7980e4c is not what the CPU step prepared: `make launch` again runs that step first' >&2; exit 1; fi

@@ -10,5 +10,5 @@ set -Eeuo pipefail
 
 RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
-if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/data/math/0530c78699ea --what=dataset; then echo 'inputs: dataset /storage/data/math/0530c78699ea is not what the CPU step prepared: `make launch` again runs that step first' >&2; exit 1; fi
-if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/models/qwen2.5-7b-instruct/a09a35458c70 --what=model; then echo 'inputs: model /storage/models/qwen2.5-7b-instruct/a09a35458c70 is not what the CPU step prepared: `make launch` again runs that step first' >&2; exit 1; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/data/math/0530c78699ea --what=dataset --phases=/storage/runs/verl-grpo-math-7b/golden/phases.jsonl; then echo 'inputs: dataset /storage/data/math/0530c78699ea is not what the CPU step prepared: `make launch` again runs that step first' >&2; exit 1; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/models/qwen2.5-7b-instruct/a09a35458c70 --what=model --phases=/storage/runs/verl-grpo-math-7b/golden/phases.jsonl; then echo 'inputs: model /storage/models/qwen2.5-7b-instruct/a09a35458c70 is not what the CPU step prepared: `make launch` again runs that step first' >&2; exit 1; fi

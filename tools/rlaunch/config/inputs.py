@@ -198,10 +198,12 @@ def check_lines(spec: Spec) -> list[str]:
     mismatch the full check (it says how many bytes it reads), and a failure stops the run: nothing
     is downloaded where GPUs wait."""
     lines = []
+    # Each check's seconds and bytes go to the run's phases (inputs_gpu_s, inputs_gpu_bytes).
+    counted = f" --phases={shlex.quote(spec.paths.run_dir + '/phases.jsonl')}"
     for item in of(spec):
         again = shlex.quote(f"inputs: {item.what} {item.dir} is not what the CPU step prepared: "
                             "`make launch` again runs that step first")
-        lines.append(f"if ! {_check(item)}; then echo {again} >&2; exit 1; fi")
+        lines.append(f"if ! {_check(item)}{counted}; then echo {again} >&2; exit 1; fi")
     return lines
 
 

@@ -49,6 +49,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -413,28 +414,46 @@ def _hub_of(args: argparse.Namespace) -> str:
     return name if name in hub.HUBS else hub.DEFAULT
 
 
-def _check(what: str, directory: Path, full: bool) -> int:
+def _check(what: str, directory: Path, full: bool) -> tuple[int, int]:
     """--verify / --check-stamp: one line saying what was found and what it cost, on stdout (the
-    setup's log); 0 kept, 1 not (a check by metadata says what the full check will read)."""
+    setup's log); (0 kept or 1 not, bytes read). A check by metadata says what the full one will read."""
     label = f"inputs: {what} {directory}"
     if not (directory / MANIFEST).is_file():
         print(f"{label}: no {MANIFEST} yet")
-        return 1
+        return 1, 0
     if not full:
         why, files, total = check_stamp(directory)
         if why:
             print(f"{label}: {why}: a full check reads {_gb(total)} ({files} files)")
-            return 1
+            return 1, 0
         print(f"{label} matches its {MANIFEST}: kept (metadata: {files} files, {_gb(total)} not read)")
-        return 0
+        return 0, 0
     bad, read, stamped = verify(directory)
     if bad:
         print(f"{label}: {len(bad)} file(s) missing or changed since its {MANIFEST} "
               f"({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}); {_gb(read)} read")
-        return 1
+        return 1, read
     note = "stamped" if stamped else f"no {STAMP} written (changed while read, or storage not writable)"
     print(f"{label} matches its {MANIFEST}: kept (verified: {_gb(read)} read; {note})")
-    return 0
+    return 0, read
+
+
+def _checks(args: argparse.Namespace) -> int:
+    """--check (the stamp, else the full check), --verify or --check-stamp; with --phases, its seconds
+    and bytes read appended there for the run's phases (rlaunch.job.phases, "inputs_gpu")."""
+    started = time.monotonic()
+    directory = Path(args.check or args.verify or args.check_stamp)
+    rc, read = _check(args.what, directory, full=bool(args.verify))
+    if rc and args.check:
+        rc, read = _check(args.what, directory, full=True)
+    if args.phases:
+        record = {"phase": "inputs_gpu", "event": "check", "t": round(time.time(), 3),
+                  "s": round(time.monotonic() - started, 3), "bytes": read, "what": args.what}
+        path = Path(args.phases)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+    return rc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -452,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--check-stamp", help=f"compare this directory's {STAMP} to a listing of it (no "
                       "file read); exit 1 when it does not match")
     what.add_argument("--check", help="--check-stamp, and on a mismatch --verify")
+    parser.add_argument("--phases", default="", help="--check/--verify/--check-stamp: append its seconds and "
+                        "bytes read to this phases.jsonl (a GPU node's check)")
     parser.add_argument("--out", default="", help="output directory (created)")
     parser.add_argument("--what", default="input", help="--adopt: what it holds (model, dataset), for messages")
     parser.add_argument("--require", action="append", default=[], help="--adopt: a file it must hold "
@@ -462,10 +483,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(no conversion), e.g. for AReaL")
     parser.add_argument("--revision", default="", help="override the pinned revision (not for launches)")
     args = parser.parse_args(argv)
-    if args.check:
-        return _check(args.what, Path(args.check), full=False) and _check(args.what, Path(args.check), full=True)
-    if args.verify or args.check_stamp:
-        return _check(args.what, Path(args.verify or args.check_stamp), full=bool(args.verify))
+    if args.check or args.verify or args.check_stamp:
+        return _checks(args)
     if args.adopt:
         try:
             info = adopt(Path(args.adopt), args.what, tuple(args.require))
