@@ -69,3 +69,25 @@ def test_a_cpu_step_past_its_deadline_is_stopped_and_requests_no_gpu(sky, tmp_pa
 def test_spot_is_one_managed_job_pipeline(sky, tmp_path):
     assert launch(tmp_path, SPOT="1") == 0
     assert sky() == ["check -o json gcp", f"jobs launch -n t-sky {tmp_path}/out/{sp.PIPELINE} -y"]
+
+
+def test_plan_shows_both_steps_the_cpu_instance_its_price_and_where_inputs_live(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLAUNCH_SKY_CATALOG", str(Path(__file__).resolve().parents[1] / "fixtures" / "skypilot-catalog"
+                                                  / "v8"))
+
+    def plan(sets: str = "") -> list[str]:
+        spec = config.load("verl-ppo-gsm8k-0.5b", {"INFRA": "gcp", "RUN_ID": "t-sky", "OUT": str(tmp_path)}, sets)
+        return sp.BACKEND.plan(spec, sp.BACKEND.render(spec))
+
+    lines = plan()
+    step1 = lines.index(f"step 1, inputs on CPU: sky launch --down -c t-sky-inputs {tmp_path}/inputs.sky.yaml -y"
+                        "   (waited for, then down)")
+    assert lines[step1 + 1] == ("  resources 1 x gcp n2-standard-4 (4 vCPUs, 16 GiB; the cheapest for cpus 4+, "
+                                "memory 16+): $0.19/h on demand")
+    gpu = lines.index(f"sky launch -c t-sky {tmp_path}/task.yaml -y   (follows the logs)")
+    assert lines.index("step 2, the GPU task:") == gpu - 1
+    home = next(line for line in lines if "inputs live on it" in line)
+    assert "the next run downloads them again" in home
+    # The hint, applied, is a valid launch whose inputs outlive it.
+    hint = home.split('SET="')[1].split('"')[0].replace("<name>", "my-inputs")
+    assert "a run that names the same storage finds them prepared" in "".join(plan(hint))

@@ -208,6 +208,15 @@ def resources_line(spec: Spec) -> str:
             f"{len(got)} for {wanted}): {cost(pick.price)} on demand, {cost(pick.spot_price)} spot for the cluster")
 
 
+def _inputs_home(spec: Spec) -> str:
+    """Whether the next run finds this run's prepared inputs: only on storage it names again."""
+    if spec.storage.source or spec.storage.bucket:
+        return "a run that names the same storage finds them prepared (its CPU step checks stamps only)"
+    store = storage_entry(spec)["store"]
+    return (f"this run's own new bucket: the next run downloads them again; SET=\"storage.bucket=<name> "
+            f"storage.store={store}\" (created once) or storage.source=<bucket URL> keeps them for the runs after")
+
+
 def _json_tail(text: str, kind: type = dict) -> Any:
     """The JSON object (or list) `sky ... -o json` printed, skipping any log lines before it."""
     opener = "{" if kind is dict else "["
@@ -387,6 +396,7 @@ class SkyPilot(Backend):
             "sky " + shjoin(launch_argv(spec, out)) + "   (follows the logs)",
             f"  resources {resources_line(spec)}",
             f"  shared storage {spec.storage.mount} <- {where}",
+            *([f"  inputs live on it: {_inputs_home(spec)}"] if INPUTS_TASK in files else []),
             f"  every node: {setup}scripts/ray-up ({c.nodes} nodes, Ray {c.ray_port}/"
             f"{c.dashboard_port}); rank 0: bash {ARTIFACTS_MOUNT}/job.sh",
         ]
