@@ -482,7 +482,9 @@ class SkyPilot(Backend):
                   file=sys.stderr)
             return 1
         if rc:
-            print(f"skypilot: the inputs step failed ({rc}); no GPU was requested. `sky logs {name}` says why",
+            # --down takes the cluster down with its logs: sky launch printed them above.
+            print(f"skypilot: the inputs step failed ({rc}); no GPU was requested. Its log is above (cluster "
+                  f"{name} is taken down after its run)",
                   file=sys.stderr)
         return rc
 
