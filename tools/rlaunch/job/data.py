@@ -193,19 +193,27 @@ def write_stamp(directory: Path, before: dict[str, dict[str, Any]]) -> bool:
     """Write SHA256SUMS.stamp from `before` (the listing taken before the files were hashed) when a
     listing now is the same: a file changed during the hashing leaves no stamp. False when none was
     written (a change, or storage this node may not write: then the next check hashes again)."""
-    stamp = directory / STAMP
     names = [name for _, name in _manifest_lines(directory)]
     if listing(directory, names) != before or sorted(before) != sorted(names):
-        stamp.unlink(missing_ok=True)
+        drop_stamp(directory)
         return False
     try:
         tmp = directory / STAMP_TMP
         tmp.write_text(json.dumps(_stamp_record(directory, before), indent=1, sort_keys=True) + "\n",
                        encoding="utf-8")
-        os.replace(tmp, stamp)  # a reader sees the old stamp or the new one, never half of one
+        os.replace(tmp, directory / STAMP)  # a reader sees the old stamp or the new one, never half of one
     except OSError:
         return False
     return True
+
+
+def drop_stamp(directory: Path) -> None:
+    """No stamp for what did not verify. Where this node may not write, the old stamp stays: it still
+    does not match, so the next check hashes again."""
+    try:
+        (directory / STAMP).unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def check_stamp(directory: Path) -> tuple[str, int, int]:
@@ -249,7 +257,7 @@ def verify(directory: Path) -> tuple[list[str], int, bool]:
     bad = verify_manifest(directory)
     read = sum(f["size"] for f in before.values())
     if bad:
-        (directory / STAMP).unlink(missing_ok=True)
+        drop_stamp(directory)
         return bad, read, False
     return [], read, write_stamp(directory, before)
 
