@@ -390,7 +390,8 @@ class SkyPilot(Backend):
                  "step 1, inputs on CPU: sky " + shjoin(inputs_argv(spec, out)) + "   (waited for, then down)"),
                 f"  resources {inputs_resources_line(spec)}",
                 f"  runs setup.sh on {spec.storage.mount}: downloads what is missing, stamps what it verified",
-                "step 2, the GPU task:",
+                "step 2, the GPU task" + (f" (the second task of {PIPELINE}: one managed job for both)"
+                                          if spec.infra.spot else "") + ":",
             ]
         lines += [
             "sky " + shjoin(launch_argv(spec, out)) + "   (follows the logs)",
