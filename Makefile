@@ -176,5 +176,5 @@ lint: $(VENV)/.rlaunch-setup ## shellcheck, hadolint, workflow schema, zizmor, y
 golden: $(VENV)/.rlaunch-setup ## Regenerate tests/golden from the presets
 	@$(PY) tests/golden/regen.py
 
-bench: $(VENV)/.rlaunch-setup ## Benchmarks: cluster formation, recovery from a lost node, time to the first step, plan time (build/bench/*.json)
+bench: $(VENV)/.rlaunch-setup ## Benchmarks: cluster formation, recovery from a lost node, time to the first step, plan time, inputs on the GPU side (build/bench/*.json)
 	@tests/bench/run

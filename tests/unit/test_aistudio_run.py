@@ -34,6 +34,7 @@ from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.backends.aistudio import backend as aistudio
 from rlaunch.backends.base import LaunchPlan
+from rlaunch.job import data
 from needs import missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,13 +316,18 @@ def test_inputs_in_the_seed_layout_are_checked_where_they_are(storage):
     shutil.rmtree(root / "models")
     shutil.rmtree(root / "data")  # rlaunch's layout is gone: only the seed's is there
     make_inputs(spec)
+    assert data.verify(root / SEED_MODEL)[2]  # the prepare step's stamp, on the model only
     launch = install(spec)
     cfg = yaml.safe_load((launch / "rlinf/rlaunch-grpo.yaml").read_text())
     assert cfg["actor"]["model"]["model_path"] == f"{root}/{SEED_MODEL}"
     assert cfg["data"]["train_data_paths"] == [f"{root}/{SEED_DATA}/AReaL-boba-106k.jsonl"]
     proc = run_script(spec, launch, **no_cluster())
-    assert f"model: 3 files match {root}/{SEED_MODEL}/SHA256SUMS" in proc.stdout, proc.stdout + proc.stderr
-    assert f"dataset: 1 files match {root}/{SEED_DATA}/SHA256SUMS" in proc.stdout
+    assert f"model: 3 files match {root}/{SEED_MODEL}/SHA256SUMS (by its stamp: no file read)" in proc.stdout, \
+        proc.stdout + proc.stderr
+    # Without a stamp, every byte is hashed, and the line before says how many.
+    assert f"dataset {root}/{SEED_DATA}: no SHA256SUMS.stamp (not verified since it was written): a full check " \
+           "reads" in proc.stdout
+    assert f"dataset: 1 files match {root}/{SEED_DATA}/SHA256SUMS\n" in proc.stdout
     assert "=== 5. run directory" in proc.stdout  # every input check passed
     # The job's first step is the accelerator rule's, and with no cluster it fails, naming why.
     assert "rlaunch-job: accelerator rule a100-flash-attn-4 on every node" in proc.stdout

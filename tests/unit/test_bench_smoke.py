@@ -1,6 +1,6 @@
 """Every benchmark's smoke mode (`tests/bench/run --smoke NAME`): one run at its smallest size,
 the keys and types of the JSON it writes checked (tests/bench/schema.py), so a benchmark that rots
-fails the suite. The full runs are `make bench`'s. Here: plan and formation; the launch and recovery
+fails the suite. The full runs are `make bench`'s. Here: plan, inputs and formation; the launch and recovery
 smokes run beside the end-to-end launches whose paths they measure (tests/e2e/test_rehearsal.py,
 tests/e2e/test_faults.py), reading their figures instead of launching again."""
 
@@ -46,6 +46,17 @@ def test_plan_smoke(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     assert schema.problems(data, bench_schema("plan")) == [] and data["presets"] >= 1 and data["failed"] == []
+
+
+def test_inputs_smoke(tmp_path):
+    out = tmp_path / "inputs.json"
+    proc = schema.smoke("inputs", out, 120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    assert schema.problems(data, bench_schema("inputs")) == []
+    # Prepared runs of the new design read no model byte on the GPU side; today's read all of it.
+    assert data["cases"]["second"]["new"]["gpu_bytes"] in (0, None) and data["met"]
+    assert data["cases"]["recovery"]["today"]["gpu_bytes"] in (data["model_bytes"], None)
 
 
 # The launch and recovery benchmarks' smokes read the end-to-end tests' launches of the same paths

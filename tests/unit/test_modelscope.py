@@ -135,7 +135,8 @@ def test_a_dataset_pinned_on_modelscope_is_its_snapshot_or_its_file(ms, tmp_path
     pin = {"hf_id": "acme/prompts", "revision": DATA_COMMIT, "hub": "modelscope"}
     versions_with(tmp_path, monkeypatch, whole=pin, one={**pin, "file": "prompts.jsonl"})
     data.snapshot("whole", tmp_path / "whole")
-    assert sorted(p.name for p in (tmp_path / "whole").iterdir()) == ["SHA256SUMS", "other.jsonl", "prompts.jsonl"]
+    names = sorted(p.name for p in (tmp_path / "whole").iterdir())
+    assert names == ["SHA256SUMS", "SHA256SUMS.stamp", "other.jsonl", "prompts.jsonl"]
     info = data.prepare("one", tmp_path / "one")
     assert info["file"] == "prompts.jsonl" and not (tmp_path / "one" / "other.jsonl").exists()
     assert data.verify_manifest(tmp_path / "one") == []

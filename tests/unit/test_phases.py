@@ -71,6 +71,21 @@ def test_only_the_last_attempt_counts_and_a_repeated_launch_record_is_not_its():
     assert phases.durations(first + resumed)["phases"]["plan"] == 2.0
 
 
+def test_the_gpu_nodes_input_checks_before_the_last_attempt_are_counted():
+    def check(t: float, s: float, nbytes: int) -> dict:
+        return {"phase": "inputs_gpu", "event": "check", "t": t, "s": s, "bytes": nbytes, "what": "model"}
+
+    # The first attempt's setup hashed the model; its recovery's setup found the stamp (two inputs).
+    records = [check(990, 40.0, 15 * 10**9), *attempt(1000), check(1090, 0.2, 0), check(1091, 0.3, 0),
+               *attempt(1100)]
+    got = phases.durations(records)
+    assert (got["inputs_gpu_s"], got["inputs_gpu_bytes"]) == (0.5, 0)
+    assert phases.line(got).endswith("; inputs on the GPU nodes 0.5 s, 0 bytes read")
+    first = phases.durations(records[:1 + len(attempt(1000))])
+    assert (first["inputs_gpu_s"], first["inputs_gpu_bytes"]) == (40.0, 15 * 10**9)
+    assert "inputs_gpu_s" not in phases.durations(attempt(1000))  # no such check (not SkyPilot)
+
+
 def test_report_adds_the_phases_to_verification_json_and_prints_them(tmp_path, capsys):
     (tmp_path / phases.FILE).write_text("".join(json.dumps(r) + "\n" for r in attempt(0.0)) + '{"phase": "x"')
     (tmp_path / "verification.json").write_text(json.dumps({"passed": True, "checks": []}))

@@ -200,28 +200,46 @@ def test_run_section_is_valid_shell_without_a_top_level_exit(knobs, tmp_path):
     assert "scripts/ray-up" in run and "/job.sh" in run and "scripts/ray-down" in run
 
 
-def test_setup_runs_the_adapters_lines_once_on_rank_0(monkeypatch, tmp_path):
+def test_the_cpu_step_runs_the_adapters_lines_once(monkeypatch, tmp_path):
     lines = ['mkdir -p "${OUT_DIR}/data"', "cat >\"${OUT_DIR}/data/x\" <<'EOF'\n  kept as is\nEOF",
              'echo ran >>"${OUT_DIR}/count"']
     monkeypatch.setattr(type(frameworks.get("trl")), "setup", lambda self, spec: lines)
     files = render(spec_for())
-    setup = yaml.safe_load(files["task.yaml"])["setup"]
-    assert "RLAUNCH_ARTIFACTS" in setup and '"${SKYPILOT_SETUP_NODE_RANK:-0}" == 0' in setup
+    step = yaml.safe_load(files[sp.INPUTS_TASK])
+    assert step["num_nodes"] == 1 and "accelerators" not in step["resources"]
     _shell_ok(files["setup.sh"].split("\n", 1)[1], tmp_path, "setup.sh")
     artifacts_dir = tmp_path / "artifacts"
     artifacts_dir.mkdir()
     (artifacts_dir / "setup.sh").write_text(files["setup.sh"])
     env = {"PATH": "/usr/bin:/bin", "RLAUNCH_ARTIFACTS": str(artifacts_dir), "OUT_DIR": str(tmp_path)}
-    for rank in ("1", "0", "2"):  # as SkyPilot runs it on each node, in any order
-        subprocess.run(["bash", "-c", setup], env={**env, "SKYPILOT_SETUP_NODE_RANK": rank}, check=True,
-                       cwd=ROOT)
+    subprocess.run(["bash", "-c", step["run"]], env=env, check=True, cwd=ROOT)
     assert (tmp_path / "count").read_text() == "ran\n"
     assert (tmp_path / "data" / "x").read_text() == "  kept as is\n"  # a heredoc stays intact
 
 
-def test_no_setup_section_without_setup_lines():
+def test_the_gpu_task_only_checks_what_the_cpu_step_prepared_on_the_same_storage_and_infra(tmp_path):
+    files = render(spec_for("verl-ppo-gsm8k-0.5b", INFRA_SPEC="gcp/us-east4", INFRA="sky", SPOT="1",
+                            SET="train.save_freq=20"))
+    task, step = yaml.safe_load(files["task.yaml"]), yaml.safe_load(files[sp.INPUTS_TASK])
+    mount = "/storage"
+    assert step["file_mounts"][mount] == task["file_mounts"][mount]  # the same bucket
+    assert step["resources"]["infra"] == task["resources"]["infra"] == "gcp/us-east4"
+    assert "use_spot" not in step["resources"] and "job_recovery" not in step["resources"]
+    setup = task["setup"]
+    assert f"/{sp.CHECK_SCRIPT}" in setup and '"${SKYPILOT_SETUP_NODE_RANK:-0}" == 0' in setup
+    check = files[sp.CHECK_SCRIPT]
+    assert check.count("--check=") == 2 and "--out=" not in check and "--adopt" not in check
+    # SPOT=1: one managed job, the CPU task first, then this very GPU task.
+    docs = list(yaml.safe_load_all(files[sp.PIPELINE]))
+    assert docs == [{"name": "t-sky"}, step, task]
+    assert sp.launch_argv(spec_for("verl-ppo-gsm8k-0.5b", SPOT="1", SET="train.save_freq=20"), "/o")[4] == \
+        f"/o/{sp.PIPELINE}"
+
+
+def test_no_setup_section_and_no_cpu_step_without_setup_lines():
     files = render(spec_for())
     assert "setup" not in yaml.safe_load(files["task.yaml"]) and "setup.sh" not in files
+    assert sp.INPUTS_TASK not in files and sp.PIPELINE not in render(spec_for(SPOT="1"))
 
 
 # --- rlaunch's own rules (SkyPilot does not check these offline) --------------------------------

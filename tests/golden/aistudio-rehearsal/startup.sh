@@ -7,5 +7,5 @@
 set -Eeuo pipefail
 RLAUNCH_RUN_SCRIPT="${WORK_ROOT:?set WORK_ROOT in the task env vars}"/rlaunch/launches/golden/run.sh
 test -r "$RLAUNCH_RUN_SCRIPT" || { echo "startup: $RLAUNCH_RUN_SCRIPT not found: run make launch INFRA=aistudio WORK_ROOT=..." >&2; exit 3; }
-echo 'c2a9e6d95be0dc065394141541fcf41d27938d10cc37b8d53f2e996b897581c6  '"$RLAUNCH_RUN_SCRIPT" | sha256sum --check --quiet --strict - || { echo "startup: $RLAUNCH_RUN_SCRIPT differs from the rendered run script" >&2; exit 3; }
+echo 'e275a2d1faf89962f2d1d1f869f3e2074373d86f095e46f1a45d780caa097bdf  '"$RLAUNCH_RUN_SCRIPT" | sha256sum --check --quiet --strict - || { echo "startup: $RLAUNCH_RUN_SCRIPT differs from the rendered run script" >&2; exit 3; }
 exec /bin/bash "$RLAUNCH_RUN_SCRIPT"

@@ -7,5 +7,5 @@
 set -Eeuo pipefail
 RLAUNCH_RUN_SCRIPT="${WORK_ROOT:?set WORK_ROOT in the task env vars}"/rlaunch/launches/golden/run.sh
 test -r "$RLAUNCH_RUN_SCRIPT" || { echo "startup: $RLAUNCH_RUN_SCRIPT not found: run make launch INFRA=aistudio WORK_ROOT=..." >&2; exit 3; }
-echo '867880383c537e07e73e40399eb0cf9a8c5c5f9af25c7c0cb1dba7c342fde2fc  '"$RLAUNCH_RUN_SCRIPT" | sha256sum --check --quiet --strict - || { echo "startup: $RLAUNCH_RUN_SCRIPT differs from the rendered run script" >&2; exit 3; }
+echo '73128789a7365f2a4e688bd2d5ccadc1ce34d87da938fdb870f322d76801c014  '"$RLAUNCH_RUN_SCRIPT" | sha256sum --check --quiet --strict - || { echo "startup: $RLAUNCH_RUN_SCRIPT differs from the rendered run script" >&2; exit 3; }
 exec /bin/bash "$RLAUNCH_RUN_SCRIPT"

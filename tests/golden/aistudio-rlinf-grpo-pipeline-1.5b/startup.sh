@@ -7,5 +7,5 @@
 set -Eeuo pipefail
 RLAUNCH_RUN_SCRIPT="${WORK_ROOT:?set WORK_ROOT in the task env vars}"/rlaunch/launches/golden/run.sh
 test -r "$RLAUNCH_RUN_SCRIPT" || { echo "startup: $RLAUNCH_RUN_SCRIPT not found: run make launch INFRA=aistudio WORK_ROOT=..." >&2; exit 3; }
-echo 'beb7863e39f88a7643af2d9c09957711b3b79ed2c4d1f9dc2b4b284b04157ec2  '"$RLAUNCH_RUN_SCRIPT" | sha256sum --check --quiet --strict - || { echo "startup: $RLAUNCH_RUN_SCRIPT differs from the rendered run script" >&2; exit 3; }
+echo '4d3d6e3a4135ad4d57436f6c6645fb93c91db1d1c82c3c0b987e927d040a4bb0  '"$RLAUNCH_RUN_SCRIPT" | sha256sum --check --quiet --strict - || { echo "startup: $RLAUNCH_RUN_SCRIPT differs from the rendered run script" >&2; exit 3; }
 exec /bin/bash "$RLAUNCH_RUN_SCRIPT"

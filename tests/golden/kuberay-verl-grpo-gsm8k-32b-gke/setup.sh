@@ -10,5 +10,5 @@ set -Eeuo pipefail
 
 RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
-if ! (cd /data/data/gsm8k/cc7b047b6e5b 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=gsm8k --out=/data/data/gsm8k/cc7b047b6e5b; else echo 'inputs: dataset /data/data/gsm8k/cc7b047b6e5b matches its SHA256SUMS: kept'; fi
-if ! (cd /data/models/qwen2.5-32b-instruct/5ede1c97bbab 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-32b-instruct --out=/data/models/qwen2.5-32b-instruct/5ede1c97bbab; else echo 'inputs: model /data/models/qwen2.5-32b-instruct/5ede1c97bbab matches its SHA256SUMS: kept'; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/data/data/gsm8k/cc7b047b6e5b --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=gsm8k --out=/data/data/gsm8k/cc7b047b6e5b; fi
+if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/data/models/qwen2.5-32b-instruct/5ede1c97bbab --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-32b-instruct --out=/data/models/qwen2.5-32b-instruct/5ede1c97bbab; fi

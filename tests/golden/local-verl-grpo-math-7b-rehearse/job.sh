@@ -65,8 +65,8 @@ job() {
   say "rehearsal inputs"
   phase inputs start
   python3 -m rlaunch.frameworks.verl.cpu.prepare --model=<repo>/build/storage/rehearsal/verl-cpu-1/model --data=<repo>/build/storage/rehearsal/verl-cpu-1/math --dataset=math --data-source=DigitalLearningGmbH/MATH-lighteval
-  if ! (cd <repo>/build/storage/rehearsal/verl-cpu-1/math 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --adopt=<repo>/build/storage/rehearsal/verl-cpu-1/math --what=dataset --require=train.parquet --require=test.parquet; else echo 'inputs: dataset <repo>/build/storage/rehearsal/verl-cpu-1/math matches its SHA256SUMS: kept'; fi
-  if ! (cd <repo>/build/storage/rehearsal/verl-cpu-1/model 2>/dev/null && sha256sum --check --quiet --strict SHA256SUMS); then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --adopt=<repo>/build/storage/rehearsal/verl-cpu-1/model --what=model --require=config.json --require=tokenizer_config.json --require='*.safetensors'; else echo 'inputs: model <repo>/build/storage/rehearsal/verl-cpu-1/model matches its SHA256SUMS: kept'; fi
+  if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=<repo>/build/storage/rehearsal/verl-cpu-1/math --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --adopt=<repo>/build/storage/rehearsal/verl-cpu-1/math --what=dataset --require=train.parquet --require=test.parquet; fi
+  if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=<repo>/build/storage/rehearsal/verl-cpu-1/model --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --adopt=<repo>/build/storage/rehearsal/verl-cpu-1/model --what=model --require=config.json --require=tokenizer_config.json --require='*.safetensors'; fi
   phase inputs end
   phase preflight start
   if [[ "${RLAUNCH_SKIP_PREFLIGHT:-0}" != 1 ]]; then

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
 
 MANIFEST = "SHA256SUMS"
+# Beside it: each listed file's size and version at its last full verification (rlaunch.job.data).
+STAMP = MANIFEST + ".stamp"
 # The datasets rlaunch's own preparation (rlaunch.job.data) converts to the framework's rows; any
 # other is the hub snapshot as it is.
 CONVERTED = ("gsm8k", "math")
@@ -223,20 +225,39 @@ def check(spec: Spec) -> None:
 
 
 def setup_lines(spec: Spec) -> list[str]:
-    """Idempotent shell lines that make every input ready: a directory whose SHA256SUMS verifies is
-    left alone (nothing is downloaded again); a pinned one is (re)made at its revision; the user's gets
-    its manifest computed once, and a user directory that no longer matches its manifest stops the run."""
+    """Idempotent shell lines that make every input ready: a directory whose SHA256SUMS.stamp matches a
+    listing of it is kept without reading a byte; else one whose SHA256SUMS verifies is kept (and
+    stamped); else a pinned one is (re)made at its revision, and the user's gets its manifest computed
+    once, a user directory that no longer matches its manifest stopping the run."""
     lines = []
     for item in of(spec):
         q = shlex.quote(item.dir)
-        test = f"if ! (cd {q} 2>/dev/null && sha256sum --check --quiet --strict {MANIFEST}); then "
-        kept = f"; else echo {shlex.quote(f'inputs: {item.what} {item.dir} matches its {MANIFEST}: kept')}; fi"
+        test = f"if ! {_check(item)}; then "
         if item.fetch:
-            lines.append(f"{test}{PY} -m rlaunch.job.data {' '.join(item.fetch)} --out={q}{kept}")
+            lines.append(f"{test}{PY} -m rlaunch.job.data {' '.join(item.fetch)} --out={q}; fi")
         else:
             required = "".join(f" --require={shlex.quote(f)}" for f in item.required)
-            lines.append(f"{test}{PY} -m rlaunch.job.data --adopt={q} --what={item.what}{required}{kept}")
+            lines.append(f"{test}{PY} -m rlaunch.job.data --adopt={q} --what={item.what}{required}; fi")
     return lines
+
+
+def check_lines(spec: Spec) -> list[str]:
+    """The GPU nodes' lines when a CPU step prepared the inputs: the stamp checked by metadata; on a
+    mismatch the full check (it says how many bytes it reads), and a failure stops the run: nothing
+    is downloaded where GPUs wait."""
+    lines = []
+    # Each check's seconds and bytes go to the run's phases (inputs_gpu_s, inputs_gpu_bytes).
+    counted = f" --phases={shlex.quote(spec.paths.run_dir + '/phases.jsonl')}"
+    for item in of(spec):
+        again = shlex.quote(f"inputs: {item.what} {item.dir} is not what the CPU step prepared: "
+                            "`make launch` again runs that step first")
+        lines.append(f"if ! {_check(item)}{counted}; then echo {again} >&2; exit 1; fi")
+    return lines
+
+
+def _check(item: Input) -> str:
+    """The stamp by metadata, else every byte against SHA256SUMS (rlaunch.job.data --check)."""
+    return f"{PY} -m rlaunch.job.data --check={shlex.quote(item.dir)} --what={item.what}"
 
 
 # ---------------------------------------------------------------- what `make plan` says

@@ -19,11 +19,22 @@ Usage:
     python -m rlaunch.job.data --modelscope-id=Qwen/Qwen2.5-0.5B-Instruct --revision=COMMIT --out=DIR
         (model.path=modelscope:<org>/<name>)
     python -m rlaunch.job.data --adopt=DIR --what=model [--require=FILE ...]
+        (inputs a user put on the shared storage: their SHA256SUMS computed once, then checked)
     python -m rlaunch.job.data --dataset-id=ORG/NAME --revision=COMMIT [--hub=modelscope] --out=DIR
         (DATA=hf:ORG/NAME: the dataset repository as is)
     python -m rlaunch.job.data --upload=SRC --sha256=HASH --out=DIR
         (DATA=<a file or directory of the launching machine>: copied once, atomically, checked by HASH)
-        (inputs a user put on the shared storage: their SHA256SUMS computed once, then checked)
+    python -m rlaunch.job.data --verify=DIR --what=model
+        (every byte hashed against SHA256SUMS, then SHA256SUMS.stamp written; exit 1 on a mismatch)
+    python -m rlaunch.job.data --check-stamp=DIR --what=model
+        (SHA256SUMS.stamp against a listing of DIR: sizes and versions only, no file read; exit 1 when
+        it does not match, saying how many bytes a full check reads)
+    python -m rlaunch.job.data --check=DIR --what=model
+        (--check-stamp, and on a mismatch --verify: what setup.sh runs, one process)
+
+Every full verification (a fresh download's manifest, --adopt, --verify) leaves SHA256SUMS.stamp
+beside SHA256SUMS: each listed file's size and the storage's own version of it. A later check that
+finds the same sizes and versions trusts the earlier hashing, so the GPU nodes read no weight byte.
 
 Env:
     HF_TOKEN         read by huggingface_hub for gated models/datasets (never printed)
@@ -43,12 +54,13 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from rlaunch import cmdline
 from rlaunch.config import datasource, hub, pins
-from rlaunch.config.inputs import CONVERTED, MANIFEST
+from rlaunch.config.inputs import CONVERTED, MANIFEST, STAMP
 from rlaunch.errors import ConfigError, MissingPrerequisite
 
 GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
@@ -109,8 +121,8 @@ NOT_INPUTS = (".cache", ".git")
 
 
 def input_files(directory: Path) -> list[Path]:
-    """Every file below directory that is part of the input (sorted), SHA256SUMS itself left out."""
-    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST
+    """Every file below directory that is part of the input (sorted), SHA256SUMS and its stamp left out."""
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name not in (MANIFEST, STAMP, STAMP_TMP)
                   and not set(NOT_INPUTS) & set(p.relative_to(directory).parts))
 
 
@@ -120,22 +132,139 @@ def manifest_text(directory: Path) -> str:
 
 
 def write_manifest(directory: Path) -> Path:
-    """Write directory's SHA256SUMS (`sha256sum -c` reads it)."""
+    """Write directory's SHA256SUMS (`sha256sum -c` reads it), and its stamp when nothing changed
+    while it was hashed."""
+    before = listing(directory, [p.relative_to(directory).as_posix() for p in input_files(directory)])
     out = directory / MANIFEST
     out.write_text(manifest_text(directory), encoding="utf-8")
+    write_stamp(directory, before)
+    return out
+
+
+def _manifest_lines(directory: Path) -> list[tuple[str, str]]:
+    """(digest, name) of each SHA256SUMS line; name "" for a line sha256sum --strict refuses."""
+    out = []
+    for line in (directory / MANIFEST).read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.partition("  ")
+        out.append((digest, name.lstrip("*")))
     return out
 
 
 def verify_manifest(directory: Path) -> list[str]:
     """The files its SHA256SUMS lists that are missing or differ (sha256sum --check, in Python)."""
     bad = []
-    for line in (directory / MANIFEST).read_text(encoding="utf-8").splitlines():
-        digest, _, name = line.partition("  ")
-        name = name.lstrip("*")
+    for digest, name in _manifest_lines(directory):
         path = directory / name
         if not name or not path.is_file() or sha256(path) != digest:
-            bad.append(name or line)
+            bad.append(name or f"{digest}  (no file name)")
     return bad
+
+
+# --- stamps: a full verification's result, checked later by metadata alone ---------------------------
+
+STAMP_TMP = STAMP + ".tmp"
+STAMP_FORMAT = 1
+
+
+def version(st: os.stat_result) -> str:
+    """The storage's own version of a file, from its metadata. On a filesystem, and on a bucket's FUSE
+    mount (gcsfuse, mountpoint-s3 and blobfuse report an object's mtime, which a new upload changes),
+    the modification time in ns. A bucket listing gives a stronger one where a check lists the bucket
+    instead of the mount: GCS objects.list's `generation` ("generation=<n>"), S3 ListObjectsV2's and
+    Azure List Blobs' `ETag` ("etag=<value>"); the record keeps the version as an opaque string so
+    either fits."""
+    return f"mtime_ns={st.st_mtime_ns}"
+
+
+def listing(directory: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Each named file's size and version, from stat alone (no byte read); a missing one is absent."""
+    out = {}
+    for name in names:
+        try:
+            st = (directory / name).stat()
+        except OSError:
+            continue
+        out[name] = {"size": st.st_size, "version": version(st)}
+    return out
+
+
+def _stamp_record(directory: Path, files: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    manifest = (directory / MANIFEST).read_bytes()  # a few KB: its digest ties the stamp to it
+    return {"format": STAMP_FORMAT, "manifest_sha256": hashlib.sha256(manifest).hexdigest(),
+            "bytes": sum(f["size"] for f in files.values()), "files": files}
+
+
+def write_stamp(directory: Path, before: dict[str, dict[str, Any]]) -> bool:
+    """Write SHA256SUMS.stamp from `before` (the listing taken before the files were hashed) when a
+    listing now is the same: a file changed during the hashing leaves no stamp. False when none was
+    written (a change, or storage this node may not write: then the next check hashes again)."""
+    names = [name for _, name in _manifest_lines(directory)]
+    if listing(directory, names) != before or sorted(before) != sorted(names):
+        drop_stamp(directory)
+        return False
+    try:
+        tmp = directory / STAMP_TMP
+        tmp.write_text(json.dumps(_stamp_record(directory, before), indent=1, sort_keys=True) + "\n",
+                       encoding="utf-8")
+        os.replace(tmp, directory / STAMP)  # a reader sees the old stamp or the new one, never half of one
+    except OSError:
+        return False
+    return True
+
+
+def drop_stamp(directory: Path) -> None:
+    """No stamp for what did not verify. Where this node may not write, the old stamp stays: it still
+    does not match, so the next check hashes again."""
+    try:
+        (directory / STAMP).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def check_stamp(directory: Path) -> tuple[str, int, int]:
+    """Compare SHA256SUMS.stamp to a listing of directory: ("", files, bytes) when every file SHA256SUMS
+    lists has the stamp's size and version, else (why, files, bytes a full check would read).
+    Reads only SHA256SUMS and the stamp, never a listed file."""
+    manifest, stamp = directory / MANIFEST, directory / STAMP
+    if not manifest.is_file():
+        return f"no {MANIFEST}", 0, 0
+    names = [name for _, name in _manifest_lines(directory)]
+    now = listing(directory, names)
+    total = sum(f["size"] for f in now.values())
+    try:
+        record = json.loads(stamp.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"no {STAMP} (not verified since it was written)", len(names), total
+    except (OSError, ValueError) as err:
+        return f"{STAMP} unreadable ({err.__class__.__name__})", len(names), total
+    if not isinstance(record, dict) or record.get("format") != STAMP_FORMAT:
+        return f"{STAMP} of another format", len(names), total
+    if record.get("manifest_sha256") != hashlib.sha256(manifest.read_bytes()).hexdigest():
+        return f"{MANIFEST} changed since the stamp", len(names), total
+    stamped = record.get("files") or {}
+    changed = sorted(n for n in names if now.get(n) != stamped.get(n))
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        return f"{shown} changed since the stamp (size or version)", len(names), total
+    return "", len(names), total
+
+
+def _gb(nbytes: int) -> str:
+    if nbytes >= 10**8:
+        return f"{nbytes / 1e9:.2f} GB"
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes} bytes"
+
+
+def verify(directory: Path) -> tuple[list[str], int, bool]:
+    """Every file SHA256SUMS lists hashed (the full check): (bad files, bytes read, stamp written)."""
+    names = [name for _, name in _manifest_lines(directory)]
+    before = listing(directory, names)
+    bad = verify_manifest(directory)
+    read = sum(f["size"] for f in before.values())
+    if bad:
+        drop_stamp(directory)
+        return bad, read, False
+    return [], read, write_stamp(directory, before)
 
 
 def _has(names: list[str], pattern: str) -> bool:
@@ -154,7 +283,7 @@ def adopt(directory: Path, what: str, required: tuple[str, ...] = ()) -> dict[st
                                   "for rlaunch's pinned download")
     manifest = directory / MANIFEST
     if manifest.is_file():
-        bad = verify_manifest(directory)
+        bad, _, _ = verify(directory)
         if bad:
             raise MissingPrerequisite(
                 f"the {what} in {directory} as its {MANIFEST} lists it",
@@ -345,6 +474,48 @@ def _hub_of(args: argparse.Namespace) -> str:
     return name if name in hub.HUBS else hub.DEFAULT
 
 
+def _check(what: str, directory: Path, full: bool) -> tuple[int, int]:
+    """--verify / --check-stamp: one line saying what was found and what it cost, on stdout (the
+    setup's log); (0 kept or 1 not, bytes read). A check by metadata says what the full one will read."""
+    label = f"inputs: {what} {directory}"
+    if not (directory / MANIFEST).is_file():
+        print(f"{label}: no {MANIFEST} yet")
+        return 1, 0
+    if not full:
+        why, files, total = check_stamp(directory)
+        if why:
+            print(f"{label}: {why}: a full check reads {_gb(total)} ({files} files)")
+            return 1, 0
+        print(f"{label} matches its {MANIFEST}: kept (metadata: {files} files, {_gb(total)} not read)")
+        return 0, 0
+    bad, read, stamped = verify(directory)
+    if bad:
+        print(f"{label}: {len(bad)} file(s) missing or changed since its {MANIFEST} "
+              f"({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}); {_gb(read)} read")
+        return 1, read
+    note = "stamped" if stamped else f"no {STAMP} written (changed while read, or storage not writable)"
+    print(f"{label} matches its {MANIFEST}: kept (verified: {_gb(read)} read; {note})")
+    return 0, read
+
+
+def _checks(args: argparse.Namespace) -> int:
+    """--check (the stamp, else the full check), --verify or --check-stamp; with --phases, its seconds
+    and bytes read appended there for the run's phases (rlaunch.job.phases, "inputs_gpu")."""
+    started = time.monotonic()
+    directory = Path(args.check or args.verify or args.check_stamp)
+    rc, read = _check(args.what, directory, full=bool(args.verify))
+    if rc and args.check:
+        rc, read = _check(args.what, directory, full=True)
+    if args.phases:
+        record = {"phase": "inputs_gpu", "event": "check", "t": round(time.time(), 3),
+                  "s": round(time.monotonic() - started, 3), "bytes": read, "what": args.what}
+        path = Path(args.phases)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+    return rc
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = cmdline.parser("python -m rlaunch.job.data", __doc__.split("\n")[0])
     what = parser.add_mutually_exclusive_group(required=True)
@@ -358,6 +529,13 @@ def main(argv: list[str] | None = None) -> int:
                       "copied to --out once, checked by --sha256")
     what.add_argument("--adopt", help="a directory already on the shared storage: compute its SHA256SUMS "
                       "once (or check the one it has)")
+    what.add_argument("--verify", help=f"hash every file of this directory against its {MANIFEST}, then "
+                      f"write {STAMP}; exit 1 on a mismatch")
+    what.add_argument("--check-stamp", help=f"compare this directory's {STAMP} to a listing of it (no "
+                      "file read); exit 1 when it does not match")
+    what.add_argument("--check", help="--check-stamp, and on a mismatch --verify")
+    parser.add_argument("--phases", default="", help="--check/--verify/--check-stamp: append its seconds and "
+                        "bytes read to this phases.jsonl (a GPU node's check)")
     parser.add_argument("--out", default="", help="output directory (created)")
     parser.add_argument("--what", default="input", help="--adopt: what it holds (model, dataset), for messages")
     parser.add_argument("--require", action="append", default=[], help="--adopt: a file it must hold "
@@ -370,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sha256", default="", help="--upload: its content hash (rlaunch.config.datasource)")
     parser.add_argument("--revision", default="", help="override the pinned revision (not for launches)")
     args = parser.parse_args(argv)
+    if args.check or args.verify or args.check_stamp:
+        return _checks(args)
     if args.adopt:
         try:
             info = adopt(Path(args.adopt), args.what, tuple(args.require))

@@ -8,13 +8,17 @@
   {"phase": "first_step", "event": "end", "t": T}         the framework's first metrics row (`first-step`)
   {"phase": "evaluation", "event": "start" | "end", "t": T}   written by a trainer that evaluates (TRL's)
   {"phase": "down", "event": "start" | "end", "t": T}     `make down` of a local run (its cluster taken down)
+  {"phase": "inputs_gpu", "event": "check", "t": T, "s": S, "bytes": B, "what": "model"}
+      a GPU node's check of one input before the job (SkyPilot's inputs-check.sh, rlaunch.job.data
+      --phases): its seconds and the bytes it read to verify (0 when the stamp matched)
 
 T is the epoch in seconds (job.sh takes bash's EPOCHREALTIME: no process is started for a mark).
 `report` turns the last attempt's lines into seconds per phase, in order: plan, formation, job_start
 (submit to the job's first line: the job's upload and the driver's start), inputs, preflight,
 first_step (the framework's start to its first step), training, evaluation, framework_exit (after
 the last step or evaluation, until the framework exited), postflight, down (local); and
-to_first_step_s, from the launch's start (or the job's, without a launch record) to the first step.
+to_first_step_s, from the launch's start (or the job's, without a launch record) to the first step;
+and inputs_gpu_s and inputs_gpu_bytes, the GPU nodes' checks of the inputs before this attempt.
 It adds them to verification.json as "phases" and prints one line; the closing summary reads them.
 
 Usage (job.sh runs these on the head):
@@ -85,11 +89,24 @@ def last_attempt(records: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, 
     return launch, records[begin:]
 
 
+def gpu_checks(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The GPU nodes' input checks of the last attempt: after the previous attempt's last mark, before
+    this attempt's job start (SkyPilot runs a task's setup, then its run)."""
+    starts = [i for i, r in enumerate(records) if r.get("phase") == "job" and r.get("event") == "start"]
+    before = records[:starts[-1]] if starts else records
+    done = max((float(r.get("t", 0)) for r in before if r.get("phase") not in ("inputs_gpu", None)), default=0.0)
+    return [r for r in before if r.get("phase") == "inputs_gpu" and float(r.get("t", 0)) > done]
+
+
 def durations(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """{"phases": {name: seconds, in ORDER, only those measured}, "to_first_step_s", "total_s"}."""
+    """{"phases": {name: seconds, in ORDER, only those measured}, "to_first_step_s", "total_s"[,
+    "inputs_gpu_s", "inputs_gpu_bytes"]}."""
     launch, marks = last_attempt(records)
     if not marks:
         return {}
+    checks = gpu_checks(records)
+    gpu = {"inputs_gpu_s": round(sum(float(r.get("s", 0)) for r in checks), 2),
+           "inputs_gpu_bytes": sum(int(r.get("bytes", 0)) for r in checks)} if checks else {}
     at: dict[tuple[str, str], float] = {}
     for r in marks:
         at.setdefault((r.get("phase", ""), r.get("event", "")), float(r.get("t", 0)))
@@ -124,7 +141,7 @@ def durations(records: list[dict[str, Any]]) -> dict[str, Any]:
     last = max(float(r.get("t", 0)) for r in marks)
     return {"phases": {k: out[k] for k in ORDER if out.get(k) is not None},
             "to_first_step_s": span(origin, first), "total_s": span(origin, last),
-            "from": "the launch's start" if launch else "the job's start"}
+            "from": "the launch's start" if launch else "the job's start", **gpu}
 
 
 def line(result: dict[str, Any]) -> str:
@@ -133,7 +150,9 @@ def line(result: dict[str, Any]) -> str:
     parts = [f"{name} {s:.1f} s" for name, s in result["phases"].items()]
     first = result.get("to_first_step_s")
     head = f"first step {first:.1f} s after {result['from']}" if first is not None else "no first step recorded"
-    return f"{head}; " + ", ".join(parts)
+    gpu = (f"; inputs on the GPU nodes {result['inputs_gpu_s']:.1f} s, {result['inputs_gpu_bytes']} bytes read"
+           if "inputs_gpu_s" in result else "")
+    return f"{head}; " + ", ".join(parts) + gpu
 
 
 def first_step(run_dir: Path, metrics: Path, deadline_s: float) -> int:

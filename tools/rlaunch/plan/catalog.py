@@ -112,3 +112,36 @@ def instances(cloud: str, accelerator: str, count: int, cpus: str | None, memory
             price, spot = (_gcp_price(common, df, gpu_rows, name, s, region) for s in (False, True))
         out.append(Instance(cloud, name, float(vcpus or 0), float(mem or 0), price, spot))
     return sorted(out, key=lambda i: (i.price is None, i.price or 0))
+
+
+# The separator between family and size in each cloud's instance names (n2-standard-4, m6i.large,
+# Standard_D4s_v5): SkyPilot's default CPU families are matched as <family><separator>.
+FAMILY_SEPARATOR = {"gcp": "-", "aws": "."}
+
+
+def cpu_instance(cloud: str, cpus: str, memory: str, region: str | None = None) -> Instance | str:
+    """The CPU-only instance SkyPilot would pick for a task with these floors and no accelerator:
+    the cheapest of the cloud's default families (its catalog module's _DEFAULT_INSTANCE_FAMILY, as
+    its get_default_instance_type filters them), with its hourly price; a reason string where the
+    catalog cannot say."""
+    if cloud not in FAMILY_SEPARATOR:
+        return f"{cloud}'s CPU instance names are not read here (SkyPilot picks one at launch)"
+    path = catalog_file(cloud)
+    if path is None:
+        where = os.environ.get(ENV) or "SkyPilot's catalog folder (~/.sky/catalogs/v8)"
+        return f"no SkyPilot catalog for {cloud} in {where} (set {ENV} to a copy of the catalog files)"
+    import importlib
+
+    from sky.catalog import common
+
+    families = getattr(importlib.import_module(f"sky.catalog.{cloud}_catalog"), "_DEFAULT_INSTANCE_FAMILY", [])
+    df = _frame(str(path))
+    df = df[df["InstanceType"].notna() & df["AcceleratorName"].isna()]
+    df = df[df["InstanceType"].str.startswith(tuple(f"{f}{FAMILY_SEPARATOR[cloud]}" for f in families))]
+    name = common.get_instance_type_for_cpus_mem_impl(df, cpus, memory, region) if not df.empty else None
+    if not name:
+        return (f"no {cloud} instance of SkyPilot's default CPU families ({', '.join(families)}) in {path} "
+                f"has cpus {cpus}, memory {memory}" + (f" in {region}" if region else ""))
+    vcpus, mem = common.get_vcpus_mem_from_instance_type_impl(df, name)
+    return Instance(cloud, name, float(vcpus or 0), float(mem or 0), _price(common, df, name, False, region),
+                    _price(common, df, name, True, region))

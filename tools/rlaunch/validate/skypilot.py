@@ -63,18 +63,25 @@ def _facts(paths: list[str]) -> dict[str, Any]:
         "recovery_strategies": sorted(k.upper() for k in registry.JOBS_RECOVERY_STRATEGY_REGISTRY.keys()),
         "tasks": {},
     }
+    from sky.utils import dag_utils
+
     for path in paths:
         try:
-            task = sky.Task.from_yaml(path)
+            # A managed-job pipeline (several YAML documents) goes through SkyPilot's chain loader;
+            # its last task is the one the result describes, every task's storage is checked.
+            chain = "\n---" in Path(path).read_text(encoding="utf-8")
+            tasks = list(dag_utils.load_chain_dag_from_yaml(path).tasks) if chain else [sky.Task.from_yaml(path)]
         except Exception as err:  # SkyPilot's own message is the point: pass it on verbatim
             out["tasks"][path] = {"ok": False, "error": f"{type(err).__name__}: {err}".strip()}
             continue
+        task = tasks[-1]
         out["tasks"][path] = {
             "ok": True,
             "num_nodes": task.num_nodes,
             "resources": [str(r) for r in task.resources],
             "storage_mounts": sorted(task.storage_mounts),
-            "storage_errors": _storage_errors(task),
+            "storage_errors": {k: v for t in tasks for k, v in _storage_errors(t).items()},
+            "chain": [str(t.name) for t in tasks],
         }
     return out
 

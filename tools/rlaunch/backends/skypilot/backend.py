@@ -3,9 +3,16 @@
 render() writes task.yaml next to the common artifacts: resources (infra, accelerators, image
 `docker:<pin>`, the dashboard port, autostop), num_nodes, envs, secrets as null references,
 file_mounts for the shared storage and for the rendered artifacts, the rlaunch repository as
-workdir, setup (rank 0 runs setup.sh: data onto the shared mount) and run (scripts/ray-up on
-every node, job.sh once on rank 0). SPOT=1 makes it a managed job (`sky jobs launch`) with
-job_recovery.
+workdir, setup (rank 0 runs inputs-check.sh: the inputs checked by their stamps) and run
+(scripts/ray-up on every node, job.sh once on rank 0). SPOT=1 makes it a managed job (`sky jobs
+launch`) with job_recovery.
+
+Inputs never wait on GPUs (issue 46): a CPU step, inputs.sky.yaml (one small CPU instance on the same
+infra, the same storage mounted), runs setup.sh first: it downloads, converts and hashes what is
+missing and stamps it (rlaunch.job.data). `make launch` runs it with `sky launch --down` and waits for
+it before the GPU task; with SPOT=1 both are one managed-job pipeline (pipeline.sky.yaml, the CPU task
+first). The GPU task's setup only checks the stamps; a mismatch there runs the full check (it says how
+many bytes it reads) and never a download.
 
 The artifacts directory (build/<run_id>) is .gitignore'd, so SkyPilot's workdir upload skips it;
 it reaches the nodes as a file mount at /rlaunch/run instead, and the workdir upload stays the
@@ -25,6 +32,8 @@ machine's server or a shared one (`sky api login -e URL`).
 
 Env (launch, status, logs, down, dashboard, runs):
     RLAUNCH_SKY  the sky executable (default: `sky` on PATH, else the one beside this Python)
+    RLAUNCH_INPUTS_DEADLINE_S  launch: seconds the CPU step may take (default 10800: a 66 GB model at
+                 ~10 MB/s from the hub, with margin)
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from rlaunch import ROOT
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.backends.skypilot import extras as skyextras
-from rlaunch.config import inputs as run_inputs, knobs
+from rlaunch.config import inputs, knobs
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.plan import artifacts, catalog, imagecheck, jobenv
 from rlaunch.plan.render import parse_back, render_template, shjoin
@@ -62,6 +71,13 @@ NO_JOBS_CONTROLLER = ("No in-progress managed jobs", "All managed jobs should ha
 RUN_LABEL = "rlaunch-run"  # on every cluster of a run: `make runs` picks rlaunch's clusters by it
 FINISHED_JOB_STATES = {"SUCCEEDED", "CANCELLED", "FAILED", "FAILED_SETUP", "FAILED_PRECHECKS",
                        "FAILED_NO_RESOURCE", "FAILED_CONTROLLER"}
+# The CPU step (issue 46): its task, the managed-job pipeline of SPOT=1, the GPU task's check-only setup.
+INPUTS_TASK = "inputs.sky.yaml"
+PIPELINE = "pipeline.sky.yaml"
+CHECK_SCRIPT = "inputs-check.sh"
+# Downloads and hashing: a few cores and page cache. SkyPilot's own default CPU node is 8+ vCPUs.
+INPUTS_RESOURCES = {"cpus": "4+", "memory": "16+"}
+INPUTS_DEADLINE_S = 3 * 3600
 # SkyPilot's cloud names (`sky status` records) -> the INFRA= value.
 INFRA_OF_CLOUD = {cloud: name for name, cloud in backends.sky_clouds().items() if cloud}
 
@@ -118,11 +134,41 @@ def secret_args(spec: Spec) -> list[str]:
     return [arg for name in spec.secrets for arg in ("--secret", name)]
 
 
+def has_inputs_step(spec: Spec) -> bool:
+    """A CPU step prepares the inputs when the framework has lines that prepare them."""
+    return bool(frameworks.get(spec.framework.name).setup(spec))
+
+
+def inputs_name(spec: Spec) -> str:
+    return f"{cluster_name(spec)}-inputs"
+
+
 def launch_argv(spec: Spec, out: Path | str) -> list[str]:
     task = str(Path(out) / "task.yaml")
     if spec.infra.spot:
+        task = str(Path(out) / PIPELINE) if has_inputs_step(spec) else task
         return ["jobs", "launch", "-n", cluster_name(spec), task, *secret_args(spec), "-y"]
     return ["launch", "-c", cluster_name(spec), task, *secret_args(spec), "-y"]
+
+
+def inputs_argv(spec: Spec, out: Path | str) -> list[str]:
+    """The CPU step of a cluster launch: its own small cluster, taken down when its run ends."""
+    return ["launch", "--down", "-c", inputs_name(spec), str(Path(out) / INPUTS_TASK), *secret_args(spec), "-y"]
+
+
+def inputs_resources_line(spec: Spec) -> str:
+    """The CPU step's instance and hourly price, from SkyPilot's catalog as it would choose it."""
+    where, wanted = cloud(spec), ", ".join(f"{k} {v}" for k, v in INPUTS_RESOURCES.items())
+    if where in ("", "kubernetes"):
+        return f"1 x ({wanted}): the instance is chosen at launch ({where or 'any cloud'})"
+    parts = infra_string(spec).split("/")
+    pick = catalog.cpu_instance(where, INPUTS_RESOURCES["cpus"], INPUTS_RESOURCES["memory"],
+                                parts[1] if len(parts) > 1 and parts[1] else None)
+    if isinstance(pick, str):
+        return f"1 x ({wanted}): warning: instance and price not known: {pick}"
+    price = f"${pick.price:,.2f}/h on demand" if pick.price is not None else "not priced"
+    return (f"1 x {where} {pick.name} ({pick.vcpus:g} vCPUs, {pick.memory_gib:g} GiB; the cheapest for "
+            f"{wanted}): {price}")
 
 
 def _resources(spec: Spec) -> dict[str, Any]:
@@ -160,6 +206,15 @@ def resources_line(spec: Spec) -> str:
 
     return (f"{n} x {where} {pick.name} ({pick.vcpus:g} vCPUs, {pick.memory_gib:g} GiB; the cheapest of "
             f"{len(got)} for {wanted}): {cost(pick.price)} on demand, {cost(pick.spot_price)} spot for the cluster")
+
+
+def _inputs_home(spec: Spec) -> str:
+    """Whether the next run finds this run's prepared inputs: only on storage it names again."""
+    if spec.storage.source or spec.storage.bucket:
+        return "a run that names the same storage finds them prepared (its CPU step checks stamps only)"
+    store = storage_entry(spec)["store"]
+    return (f"this run's own new bucket: the next run downloads them again; SET=\"storage.bucket=<name> "
+            f"storage.store={store}\" (created once) or storage.source=<bucket URL> keeps them for the runs after")
 
 
 def _json_tail(text: str, kind: type = dict) -> Any:
@@ -213,8 +268,10 @@ def _job_run(job: dict[str, Any], run_id: str = "") -> Run:
                active=state not in FINISHED_JOB_STATES)
 
 
-SETUP_RUNNER = """SkyPilot runs it on rank 0 only (task.yaml `setup`: one writer, no
-# races), before `run` starts on any node. The lines are the framework adapter's, verbatim."""
+SETUP_RUNNER = """The CPU step runs it (inputs.sky.yaml `run`: one writer, before any
+# GPU is requested). The lines are the framework adapter's, verbatim."""
+CHECK_RUNNER = """Check only: the GPU task's rank 0 runs it (task.yaml `setup`) on what
+# the CPU step prepared: a matching stamp reads no file; a mismatch runs the full check, never a download."""
 
 
 class SkyPilot(Backend):
@@ -240,19 +297,35 @@ class SkyPilot(Backend):
         fw = frameworks.get(spec.framework.name)
         setup_lines = fw.setup(spec)
         image_mode = spec.framework.image == "rlaunch"
+        check_lines = inputs.check_lines(spec) if setup_lines else []
         if setup_lines:
             files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=setup_lines, runner=SETUP_RUNNER)
+            files[INPUTS_TASK] = render_template(
+                "skypilot/inputs.yaml.j2", spec=spec, task_name=inputs_name(spec), infra=infra_string(spec),
+                envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
+                uploads=inputs.uploads(spec), workdir="" if image_mode else str(ROOT),
+                image_id=_resources(spec)["image_id"],
+                labels=_resources(spec)["labels"], launch_command="sky " + shjoin(inputs_argv(spec, spec.run.out)),
+                **INPUTS_RESOURCES)
+        if check_lines:
+            files[CHECK_SCRIPT] = render_template("common/setup.sh.j2", spec=spec, lines=check_lines,
+                                                  runner=CHECK_RUNNER)
         files["task.yaml"] = render_template(
             "skypilot/task.yaml.j2", spec=spec, task_name=cluster_name(spec), infra=infra_string(spec),
             envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
-            uploads=run_inputs.uploads(spec),
             workdir="" if image_mode else str(ROOT), spot=spec.infra.spot,
             rdma_k8s=spec.infra.rdma and on_k8s(spec),
             launch_command="sky " + shjoin(launch_argv(spec, spec.run.out)),
-            setup=bool(setup_lines),
+            setup=bool(check_lines), setup_script=CHECK_SCRIPT, inputs_task=INPUTS_TASK,
             run=render_template("skypilot/run.sh.j2", spec=spec, spot=spec.infra.spot,
                                 install=imagecheck.install_lines(spec)),
             **_resources(spec))
+        if spec.infra.spot and setup_lines:
+            # SkyPilot's managed-job pipeline: a first document with the name alone, then the tasks,
+            # run one after the other, each on its own cluster (sky.utils.dag_utils).
+            files[PIPELINE] = (f"# SkyPilot managed-job pipeline of rlaunch run {spec.run.id}: the CPU step, then "
+                               f"the GPU task.\nname: {json.dumps(cluster_name(spec))}\n---\n"
+                               f"{files[INPUTS_TASK]}---\n{files['task.yaml']}")
         return files
 
     # --- check (offline) -----------------------------------------------------------------------
@@ -272,19 +345,31 @@ class SkyPilot(Backend):
             v.check_secrets(spec, task, files),
             v.check_kubernetes(task, on_k8s(spec)),
         ]
-        facts = v.skypilot_facts({"task.yaml": files["task.yaml"]})
+        steps = {rel: files[rel] for rel in ("task.yaml", INPUTS_TASK, PIPELINE) if rel in files}
+        if INPUTS_TASK in files:
+            ours.append(v.check_image(v.parse_task(files[INPUTS_TASK])))
+        facts = v.skypilot_facts(steps)  # one child process: `import sky` once for every file
+        for rel, result in facts["tasks"].items():
+            if not result["ok"]:
+                parser = "sky's chain-DAG loader" if rel == PIPELINE else "sky.Task.from_yaml"
+                raise CheckError("skypilot", f"{parser} rejected {rel}: {result['error']}")
         result = facts["tasks"]["task.yaml"]
-        if not result["ok"]:
-            raise CheckError("skypilot", f"sky.Task.from_yaml rejected task.yaml: {result['error']}")
-        lines = [
+        lines: list[str | None] = [
             f"task.yaml accepted by sky.Task.from_yaml (skypilot {facts['skypilot']}, isolated HOME): "
-            f"{result['num_nodes']} x {', '.join(result['resources'])}",
+            f"{result['num_nodes']} x {', '.join(result['resources'])}"]
+        if INPUTS_TASK in facts["tasks"]:
+            lines.append(f"{INPUTS_TASK} accepted by sky.Task.from_yaml: "
+                         f"{', '.join(facts['tasks'][INPUTS_TASK]['resources'])}")
+        if PIPELINE in facts["tasks"]:
+            chain = " -> ".join(facts["tasks"][PIPELINE]["chain"])
+            lines.append(f"{PIPELINE} accepted by sky's chain-DAG loader: {chain}")
+        lines += [
             v.check_accelerator(task, facts),
             v.check_recovery(task, facts),
-            v.check_skypilot_storage(result),
+            *(v.check_skypilot_storage(r) for r in facts["tasks"].values()),
             *ours,
         ]
-        return [line for line in lines if line]
+        return [line for line in dict.fromkeys(lines) if line]
 
     def plan(self, spec: Spec, files: dict[str, str]) -> list[str]:
         out, name = spec.run.out, cluster_name(spec)
@@ -293,17 +378,27 @@ class SkyPilot(Backend):
                  f"{storage['store']} bucket {storage['name']} ({storage['mode']}; SkyPilot creates it if "
                  f"missing); it stays after `make down`: `sky storage delete {storage['name']}` removes it")
         target = cloud(spec) or "any enabled infra"
-        setup = "setup (rank 0 prepares data), " if "\nsetup:" in files["task.yaml"] else ""
+        setup = "setup (rank 0 checks the inputs' stamps), " if "\nsetup:" in files["task.yaml"] else ""
         c = spec.cluster
         lines = []
         if cloud(spec) in skyextras.ON_FIRST_USE and skyextras.missing(skyextras.EXTRAS[cloud(spec)]):
             lines.append(f"first use of {cloud(spec)}: pip install SkyPilot's {cloud(spec)} extra into this venv "
                          f"({skyextras.ON_FIRST_USE[cloud(spec)]})")
+        lines.append(f"sky check -o json {cloud(spec)}".rstrip() + f"   (SkyPilot must have {target} enabled)")
+        if INPUTS_TASK in files:
+            lines += [
+                (f"step 1, inputs on CPU: the first task of {PIPELINE}" if spec.infra.spot else
+                 "step 1, inputs on CPU: sky " + shjoin(inputs_argv(spec, out)) + "   (waited for, then down)"),
+                f"  resources {inputs_resources_line(spec)}",
+                f"  runs setup.sh on {spec.storage.mount}: downloads what is missing, stamps what it verified",
+                "step 2, the GPU task" + (f" (the second task of {PIPELINE}: one managed job for both)"
+                                          if spec.infra.spot else "") + ":",
+            ]
         lines += [
-            f"sky check -o json {cloud(spec)}".rstrip() + f"   (SkyPilot must have {target} enabled)",
             "sky " + shjoin(launch_argv(spec, out)) + "   (follows the logs)",
             f"  resources {resources_line(spec)}",
             f"  shared storage {spec.storage.mount} <- {where}",
+            *([f"  inputs live on it: {_inputs_home(spec)}"] if INPUTS_TASK in files else []),
             f"  every node: {setup}scripts/ray-up ({c.nodes} nodes, Ray {c.ray_port}/"
             f"{c.dashboard_port}); rank 0: bash {ARTIFACTS_MOUNT}/job.sh",
         ]
@@ -327,15 +422,15 @@ class SkyPilot(Backend):
                                       "run `make setup` (it installs skypilot into .venv), or set RLAUNCH_SKY")
         return found
 
-    def _run(self, *args: str, capture: bool = False) -> subprocess.CompletedProcess[str]:
+    def _run(self, *args: str, capture: bool = False, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
         # argv only, never a shell string; the environment (with any secret) passes through unchanged,
         # but for PATH: SkyPilot runs `az` and `aws` from where the venv installed them, beside `sky`.
         argv = [self._sky(), *args]
         env = dict(os.environ)
         env["PATH"] = os.pathsep.join([str(Path(argv[0]).parent), env.get("PATH", "")]).rstrip(os.pathsep)
         if capture:
-            return subprocess.run(argv, check=False, capture_output=True, text=True, env=env)
-        return subprocess.run(argv, check=False, text=True, env=env)
+            return subprocess.run(argv, check=False, capture_output=True, text=True, env=env, timeout=timeout)
+        return subprocess.run(argv, check=False, text=True, env=env, timeout=timeout)
 
     def _require_clients(self, spec: Spec) -> None:
         """The cloud's SkyPilot extra in this venv; azure's installs here on its first launch."""
@@ -363,10 +458,36 @@ class SkyPilot(Backend):
         self.require_secrets(spec)
         self._require_clients(spec)
         self._require_cloud(spec)
+        if INPUTS_TASK in plan.files and not spec.infra.spot:  # SPOT=1: the pipeline's first task
+            rc = self._inputs_step(spec, out)
+            if rc:
+                return rc
         rc = self._run(*launch_argv(spec, out)).returncode
         print(f"skypilot: {'managed job' if spec.infra.spot else 'cluster'} {cluster_name(spec)}; run dir "
               f"{spec.paths.run_dir} on the shared storage; make status / logs / down "
               f"RUN_ID={spec.run.id}")
+        return rc
+
+    def _inputs_step(self, spec: Spec, out: Path) -> int:
+        """The CPU step, to its end (sky launch --down), within its deadline; 0 when the inputs are ready."""
+        raw = os.environ.get("RLAUNCH_INPUTS_DEADLINE_S", str(INPUTS_DEADLINE_S))
+        if not raw.isdigit() or int(raw) < 1:
+            raise ConfigError("RLAUNCH_INPUTS_DEADLINE_S", raw, "a whole number of seconds >= 1")
+        deadline, name = int(raw), inputs_name(spec)
+        print(f"skypilot: step 1: the inputs on a CPU instance (cluster {name}), at most {deadline} s; "
+              "no GPU is requested before it ends")
+        try:
+            rc = self._run(*inputs_argv(spec, out), timeout=deadline).returncode
+        except subprocess.TimeoutExpired:
+            print(f"skypilot: the inputs step did not end within {deadline} s (RLAUNCH_INPUTS_DEADLINE_S); "
+                  f"no GPU was requested. `sky logs {name}` shows where it is; `sky down {name}` removes it",
+                  file=sys.stderr)
+            return 1
+        if rc:
+            # --down takes the cluster down with its logs: sky launch printed them above.
+            print(f"skypilot: the inputs step failed ({rc}); no GPU was requested. Its log is above (cluster "
+                  f"{name} is taken down after its run)",
+                  file=sys.stderr)
         return rc
 
     # --- what SkyPilot knows: its API server answers ------------------------------------------
