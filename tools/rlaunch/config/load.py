@@ -25,6 +25,7 @@ from typing import Any, Callable
 import yaml
 
 from rlaunch import CONFIGS, ROOT
+from rlaunch.config import code as _code  # `code` reads as the stdlib module's name
 from rlaunch.config import dotted, hub, images, inputs, pins, rehearse, spec, topology
 from rlaunch.config import overrides as _overrides  # load() has a parameter of that name
 from rlaunch.config import knobs as _knobs
@@ -323,6 +324,13 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     if data_path.startswith("/"):  # a relative one: rlaunch.config.inputs.check says where it must be
         _check(_knobs.path_problem, "data.path", data_path, sources)
     pins = _pins(config)
+    code_dir, code_value = "", config.code.dir
+    if code_value:  # CODE=: packed here, named by its content (rlaunch.config.code)
+        root = _code.resolve(code_value, ROOT / "build" / "code-cache")
+        packed = _code.pack(root, code_value, config.code.allow_dirty, sources.get("code.dir", ""))
+        pins["code"] = packed.pin()
+        code_dir = f"{mount}/code/{packed.hash}"
+        code_value = code_value if _code.GIT_SOURCE.match(code_value) else str(root)
     # model.path=[modelscope:]<org>/<name>[@rev]: a model like a pinned one (rlaunch.config.hub), unless
     # it is the pin's own id.
     if not model_path.startswith("/") and model_path != pins["model"].get("hf_id"):
@@ -334,10 +342,12 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     config = config.model_copy(update={
         "run": run.model_copy(update={"name": name, "id": run_id, "out": out}),
         "storage": config.storage.model_copy(update={"mount": mount}),
+        "code": config.code.model_copy(update={"dir": code_value}),
         "model": config.model.model_copy(update={"path": model_path or pins["model"].get("hf_id", "")}),
         "secrets": secret_names(config, pins["model"]),
     })
     paths = _paths(config, pins)
+    paths["code_dir"] = code_dir
     # What the framework loads (rlaunch.config.inputs decides it): the model directory, or another hub id.
     paths["model"] = inputs.model_dir_of(config.model.path, pins["model"], paths["model_dir"]) or config.model.path
     derived = {
@@ -613,4 +623,5 @@ def _pins(config: spec.Config) -> dict[str, Any]:
         # The model's config.json facts are rlaunch.config.modelfacts' (it reads them there).
         "model": {k: v for k, v in versions["models"].get(model_name, {}).items() if k != "config"},
         "dataset": dict(versions["datasets"][dataset]),
+        "code": {},
     }
