@@ -11,8 +11,8 @@ files as MANIFEST. A change to the code is a new hash, so a new directory: nothi
 A dirty git tree (anything not at HEAD) is refused unless code.allow_dirty (CODE_DIRTY=1); then the
 sha256 of `git status --porcelain` and `git diff HEAD` is recorded with the commit.
 
-Standard library, plus pathspec for .gitignore rules outside git (imported only there): `verify` and
-`stage` also run on the nodes, where only the manifest is read.
+Standard library, plus pathspec for .gitignore rules outside git (imported only there). On the nodes,
+preflight checks the staged directory against its manifest (rlaunch.verify.probes.probe_code).
 """
 
 from __future__ import annotations
@@ -35,7 +35,10 @@ from rlaunch.errors import ConfigError
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
 
+    from rlaunch.config.spec import Spec
+
 MANIFEST = ".rlaunch-code-manifest"
+CACHE = "code-cache"  # under build/: the commits fetched for CODE=<url>@<commit>
 # Never part of a pack, whatever the ignore files say: git's own data, caches, virtual environments.
 ALWAYS_OUT = ("/.git/ (git's data)", "__pycache__/", "*.pyc", ".venv*")
 _OUT_PARTS = re.compile(r"^(\.git|__pycache__|\.venv.*)$")
@@ -100,8 +103,8 @@ def describe(pin: dict[str, str | int | bool], where: str) -> str:
     human = f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.1f} KiB"
     commit = str(pin["commit"])
     state = ("dirty, diff " + str(pin["diff_sha256"])[:12]) if pin["dirty"] else ("clean" if commit else "not git")
-    return (f"{where} -> hash {str(pin['hash'])[:12]}, {pin['files']} files, {human}, "
-            f"commit {commit[:12] or '-'}, {state}")
+    files = f"{pin['files']} file{'' if pin['files'] == 1 else 's'}"
+    return f"{where} -> hash {str(pin['hash'])[:12]}, {files}, {human}, commit {commit[:12] or '-'}, {state}"
 
 
 # ---------------------------------------------------------------- where CODE is
@@ -280,17 +283,85 @@ def pack(root: Path, value: str = "", allow_dirty: bool = False, source: str = "
 # ---------------------------------------------------------------- on the nodes
 
 
-def verify(directory: Path | str) -> str:
-    """A staged pack's hash, after checking every file against its MANIFEST; ValueError naming the
-    first file that differs. Standard library only: preflight runs it on every node."""
-    directory = Path(directory)
-    text = (directory / MANIFEST).read_text(encoding="utf-8")
-    for line in text.splitlines():
-        digest, _, rel = line.split(" ", 2)
-        got = _entry(directory, rel)
-        if got is None or got.sha256 != digest:
-            raise ValueError(f"{directory}/{rel}: {'missing' if got is None else 'differs from its manifest'}")
-    return hashlib.sha256(text.encode()).hexdigest()
+def of(spec: Spec) -> Pack | None:
+    """The pack the plan pinned, packed again (a launch, a transport that carries its bytes): the same
+    hash, or a ConfigError saying CODE changed since the plan. None without CODE."""
+    if not spec.paths.code_dir:
+        return None
+    from rlaunch import ROOT  # rlaunch's own build/ holds the cache of fetched commits
+
+    value = spec.code.dir
+    packed = pack(resolve(value, ROOT / "build" / CACHE), value, spec.code.allow_dirty)
+    want = str(spec.pins.code["hash"])
+    if packed.hash != want:
+        raise ConfigError("code.dir", value, f"the code the plan packed (hash {want[:12]}); it changed since "
+                          f"(now {packed.hash[:12]}): plan again")
+    return packed
+
+
+def require(spec: Spec, rels: list[str], key: str, value: str) -> str:
+    """The first of `rels` (paths relative to CODE) that the pack holds; else a ConfigError for `key`
+    naming the file and CODE, or the ignore rule that dropped it."""
+    packed = of(spec)
+    if packed is None:
+        raise ConfigError(key, value, "a path in CODE: set CODE= to the directory that holds it")
+    held = {e.path for e in packed.entries}
+    found = next((rel for rel in rels if rel in held), None)
+    if found is not None:
+        return found
+    on_disk = next((rel for rel in rels if (packed.root / rel).is_file()), None)
+    if on_disk is not None:
+        rule = ignore_rule(packed.root, on_disk) or "not in git's file list"
+        raise ConfigError(key, value, f"a file CODE packs: {on_disk} is in {spec.code.dir} but left out by "
+                          f"{rule}; change that rule, or force-add the file (git add -f)")
+    raise ConfigError(key, value, f"a file in CODE: {' or '.join(rels)} is not in {spec.code.dir}")
+
+
+def node_path(spec: Spec, key: str, value: str) -> str:
+    """A file the framework opens on every node (verl's reward file, its data.custom_cls), as every
+    node finds it: relative to CODE -> <paths.code_dir>/<rel> (checked in the pack); under
+    storage.mount, or anywhere on this machine for INFRA=local (its nodes share this disk) -> as is; a
+    path in CODE's directory here -> its place in code_dir. `~...` and any other path of this machine
+    are refused, naming `key` and the fix."""
+    mount = spec.storage.mount
+    fix = (f"put the file in CODE and give its path relative to CODE (CODE=<its directory>, "
+           f"{key.removeprefix('framework.overrides[').rstrip(']')}=<path in it>), or on the shared storage under {mount}")
+    if "${" in value or value in ("", "null", "None"):
+        return value  # an interpolation, or no file: the framework's own
+    if value.startswith("~"):
+        raise ConfigError(key, value, f"a path every node finds: the framework does not expand ~, and no other "
+                          f"node has this machine's home; {fix}")
+    if value.startswith("/"):
+        if value.startswith(mount + "/"):
+            return value
+        packed = of(spec)
+        if packed is not None and Path(value).is_relative_to(packed.root):
+            rel = Path(value).relative_to(packed.root).as_posix()
+            return f"{spec.paths.code_dir}/{require(spec, [rel], key, value)}"
+        if spec.infra.name == "local":
+            return value
+        raise ConfigError(key, value, f"a path every node finds: {value} is on this machine, outside "
+                          f"storage.mount and outside CODE; {fix}")
+    rel = os.path.normpath(value)
+    if rel.startswith(".."):
+        raise ConfigError(key, value, f"a path inside CODE (no '..'); {fix}")
+    if not spec.paths.code_dir:
+        raise ConfigError(key, value, f"an absolute path, or a path relative to CODE= (not set): the framework's "
+                          f"workers resolve a relative one from their own directory; {fix}")
+    return f"{spec.paths.code_dir}/{require(spec, [rel], key, value)}"
+
+
+def check_limit(spec: Spec, limit: int, via: str, source: str = "") -> None:
+    """CODE fits its transport: the pack's tar.gz at most `limit` bytes (0: no limit)."""
+    packed = of(spec) if limit else None
+    if packed is None:
+        return
+    size = len(packed.tar_gz())
+    if size > limit:
+        raise ConfigError("code.dir", spec.code.dir, f"a pack of at most {limit // 1024} KiB compressed on "
+                          f"INFRA={spec.infra.name}, which carries it in {via}: this one is {size // 1024} KiB "
+                          f"({len(packed.entries)} files, {packed.size // 1024} KiB); leave large files out "
+                          "(.gitignore) or put them on the shared storage", source)
 
 
 def stage(code: Pack, dest: Path | str) -> bool:

@@ -5,18 +5,37 @@ NCCL and the GPUs Ray Train hands it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
+from rlaunch.config import code
 from rlaunch.errors import CheckError, ConfigError
 from rlaunch.frameworks.base import ARTIFACTS, Framework
 from rlaunch.rehearsal.settings import ConfigError as TrainConfigError
-from rlaunch.rehearsal.settings import parse_config  # validates exactly as the job will
+from rlaunch.rehearsal.settings import REWARD_RE, parse_config  # validates exactly as the job will
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
 
 ENTRY = "rlaunch.rehearsal.train"
+
+
+# The framework.overrides the TRL adapter takes: `reward=<module>:<function>`, a reward the workers
+# import (from CODE, first on their PYTHONPATH) instead of rlaunch.rehearsal.tiny.copy_reward.
+OVERRIDES = ("reward",)
+
+
+def _overrides(spec: Spec) -> dict[str, str]:
+    out = {}
+    for item in spec.framework.overrides:
+        key, sep, value = item.partition("=")
+        if not sep or key not in OVERRIDES:
+            raise ConfigError(f"framework.overrides[{key}]", item, "for the TRL adapter: reward=<module>:<function> "
+                              "(a reward function your CODE holds), the only setting it takes from overrides")
+        out[key] = value
+    return out
 
 
 class Trl(Framework):
@@ -36,6 +55,7 @@ class Trl(Framework):
             "seed": 0,
             "save_freq": max(train.save_freq, 0),  # -1 (only at the end): no checkpoint to resume from
             **({"smoke": True} if train.smoke else {}),
+            **_overrides(spec),
         }
 
     def command(self, spec: Spec) -> list[str]:
@@ -52,6 +72,12 @@ class Trl(Framework):
                               ">= 2 (GRPO compares responses within a group)")
         if spec.train.steps < 1:
             raise ConfigError("train.steps", spec.train.steps, ">= 1 for the TRL adapter")
+        reward = _overrides(spec).get("reward", "")
+        if reward and not re.fullmatch(REWARD_RE, reward):
+            raise ConfigError("framework.overrides[reward]", reward, "<module>:<function>, e.g. my_pkg.rewards:copy")
+        if reward and spec.paths.code_dir and importlib.util.find_spec(reward.split(".")[0].split(":")[0]) is None:
+            module = reward.split(":")[0].replace(".", "/")  # not importable here: it must be CODE's
+            code.require(spec, [f"{module}.py", f"{module}/__init__.py"], "framework.overrides[reward]", reward)
         if spec.data.dataset != "digits":
             raise ConfigError("data.dataset", spec.data.dataset,
                               "digits (the TRL adapter's task is made at run time)")
