@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from rlaunch.config import code
 from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
+from rlaunch.verify import probes
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull}
@@ -128,15 +130,102 @@ def test_staging_is_atomic_idempotent_and_the_nodes_check_the_manifest(tmp_path)
     dest = tmp_path / "mount" / "code" / packed.hash
     assert code.stage(packed, dest) is True
     assert code.stage(packed, dest) is False  # the same hash: kept, nothing copied
-    assert code.verify(dest) == packed.hash
+    assert probes.probe_code(str(dest), code.MANIFEST) == {"path": str(dest), "hash": packed.hash, "problems": []}
     assert os.access(dest / "run.sh", os.X_OK)
     assert [p.name for p in dest.parent.iterdir()] == [packed.hash]
     (dest / "pkg" / "reward.py").write_text("tampered")
-    with pytest.raises(ValueError, match="pkg/reward.py: differs from its manifest"):
-        code.verify(dest)
+    (dest / "run.sh").unlink()
+    assert probes.probe_code(str(dest), code.MANIFEST)["problems"] == ["pkg/reward.py differs from the manifest",
+                                                                      "run.sh missing"]
 
 
 def test_the_plan_line_says_hash_files_size_commit_and_state():
     line = code.describe({"hash": "a" * 64, "commit": "b" * 40, "dirty": False, "diff_sha256": "",
                           "files": 3, "bytes": 2048}, "/src")
     assert line == f"/src -> hash {'a' * 12}, 3 files, 2.0 KiB, commit {'b' * 12}, clean"
+
+
+# ---------------------------------------------------------------- the files the framework opens on every node
+
+REWARD = "reward.custom_reward_function.path"
+VERL = "verl-grpo-math-7b"
+
+
+def verl(tmp_path, path: str, key: str = REWARD, infra: str = "gcp", **knobs):
+    spec = config.load(VERL, {"RUN_ID": "t", "INFRA": infra, **knobs}, [f"framework.overrides=[{key}={path}]"])
+    from rlaunch.registry import frameworks
+
+    return spec, frameworks.get("verl").command(spec)
+
+
+@pytest.mark.parametrize(("path", "needle"), [
+    ("~/my_reward.py", "the framework does not expand ~"),
+    ("/home/me/my_reward.py", "/home/me/my_reward.py is on this machine, outside storage.mount and outside CODE"),
+    ("rewards/mine.py", "a path relative to CODE= (not set)"),
+])
+def test_a_reward_no_node_would_find_is_refused_naming_the_argument_and_the_fix(tmp_path, path, needle):
+    with pytest.raises(ConfigError) as err:
+        verl(tmp_path, path)
+    assert err.value.key == f"framework.overrides[{REWARD}]" and err.value.value == path
+    assert needle in str(err.value) and "put the file in CODE and give its path relative to CODE" in str(err.value)
+
+
+def test_a_reward_relative_to_code_reaches_verl_at_the_code_dir_on_every_node(tmp_path):
+    root = repo(tmp_path / "user")
+    spec, argv = verl(tmp_path, "pkg/reward.py", CODE=str(root))
+    assert f"{REWARD}={spec.paths.code_dir}/pkg/reward.py" in argv
+    spec, argv = verl(tmp_path, str(root / "pkg" / "reward.py"), CODE=str(root))  # its path here: the same file
+    assert f"{REWARD}={spec.paths.code_dir}/pkg/reward.py" in argv
+    spec, argv = verl(tmp_path, "/storage/rewards/r.py", CODE=str(root))  # on the shared storage: as is
+    assert f"{REWARD}=/storage/rewards/r.py" in argv
+    spec, argv = verl(tmp_path, "pkg/reward.py", key="data.custom_cls.path", CODE=str(root))
+    assert f"data.custom_cls.path={spec.paths.code_dir}/pkg/reward.py" in argv
+    _, argv = verl(tmp_path, str(tmp_path / "r.py"), infra="local", NODES="1", GPUS_PER_NODE="1",
+                   ACCELERATOR="H100")  # local: every node shares this disk
+    assert f"{REWARD}={tmp_path / 'r.py'}" in argv
+
+
+def test_a_file_missing_from_code_or_dropped_by_an_ignore_rule_is_named(tmp_path):
+    root = repo(tmp_path / "user")
+    with pytest.raises(ConfigError, match=f"a file in CODE: pkg/missing.py is not in {root}"):
+        verl(tmp_path, "pkg/missing.py", key="data.custom_cls.path", CODE=str(root))
+    (root / "out" / "reward.py").write_text("def compute_score(): ...\n")
+    with pytest.raises(ConfigError) as err:
+        verl(tmp_path, "out/reward.py", CODE=str(root))
+    assert "out/reward.py is in" in str(err.value) and "left out by .gitignore: out/" in str(err.value)
+    with pytest.raises(ConfigError, match="a path inside CODE"):
+        verl(tmp_path, "../elsewhere.py", CODE=str(root))
+
+
+def test_a_code_over_the_transports_limit_is_refused_naming_the_size_and_the_limit(tmp_path):
+    root = tmp_path / "user"
+    root.mkdir()
+    (root / "weights.bin").write_bytes(os.urandom(1024 * 1024))  # does not compress
+    with pytest.raises(ConfigError) as err:
+        config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t", "INFRA": "kuberay", "CODE": str(root)})
+    assert err.value.key == "code.dir" and err.value.source == "CODE"
+    assert "at most 900 KiB compressed on INFRA=kuberay" in str(err.value) and "this one is 1024 KiB" in str(err.value)
+    assert config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(root)}).pins.code
+
+
+def test_the_trl_reward_from_code_must_be_in_it(tmp_path):
+    root = repo(tmp_path / "user")
+    sets = ["framework.overrides=[reward=pkg.reward:score]"]
+    spec = config.load("rehearsal", {"RUN_ID": "t", "CODE": str(root)}, sets)
+    from rlaunch.registry import frameworks
+
+    assert frameworks.get("trl").train_config(spec)["reward"] == "pkg.reward:score"
+    with pytest.raises(ConfigError, match="a file in CODE: nope/mod.py or nope/mod/__init__.py is not in"):
+        config.load("rehearsal", {"RUN_ID": "t", "CODE": str(root)}, ["framework.overrides=[reward=nope.mod:f]"])
+    with pytest.raises(ConfigError, match=r"framework.overrides\[steps\].*reward=<module>:<function>"):
+        config.load("rehearsal", {"RUN_ID": "t"}, ["framework.overrides=[steps=3]"])
+
+
+def test_a_refused_code_exits_2_and_writes_nothing(tmp_path):
+    root = repo(tmp_path / "user")
+    (root / "new.py").write_text("")
+    out = tmp_path / "out"
+    env = {**os.environ, "RLAUNCH_KNOB_CODE": str(root), "RLAUNCH_KNOB_OUT": str(out), "RLAUNCH_KNOB_RUN_ID": "t"}
+    done = subprocess.run([sys.executable, "-m", "rlaunch", "plan"], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "CODE_DIRTY=1" in done.stderr and done.stderr.count("\n") == 1
+    assert not out.exists()

@@ -326,7 +326,7 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     pins = _pins(config)
     code_dir, code_value = "", config.code.dir
     if code_value:  # CODE=: packed here, named by its content (rlaunch.config.code)
-        root = _code.resolve(code_value, ROOT / "build" / "code-cache")
+        root = _code.resolve(code_value, ROOT / "build" / _code.CACHE)
         packed = _code.pack(root, code_value, config.code.allow_dirty, sources.get("code.dir", ""))
         pins["code"] = packed.pin()
         code_dir = f"{mount}/code/{packed.hash}"
@@ -393,6 +393,8 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
         raise ConfigError("cluster.accelerator", cluster.accelerator, "a GPU type needs GPUs: set "
                           "GPUS_PER_NODE too (this run has cluster.gpus_per_node=0)", "ACCELERATOR")
     _check_image_facts(spec_.framework, sources)
+    where = backends.infra(spec_.infra.name)
+    _code.check_limit(spec_, where.code_limit, where.code_via, sources.get("code.dir", ""))
     _check_recovery(spec_, sources)
     if cluster.gpus_per_node > 0 and not cluster.accelerator:
         raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
