@@ -364,6 +364,12 @@ def check_limit(spec: Spec, limit: int, via: str, source: str = "") -> None:
                           "(.gitignore) or put them on the shared storage", source)
 
 
+def outbox(spec: Spec) -> str:
+    """Where launch stages the pack on this machine for a transport that uploads a directory (SkyPilot's
+    file mount): beside the run's artifacts, named by the hash."""
+    return f"{spec.run.out}/code/{spec.pins.code['hash']}"
+
+
 def stage(code: Pack, dest: Path | str) -> bool:
     """Copy the pack to `dest` (`<mount>/code/<hash>`) atomically: written to a temporary directory
     beside it, then renamed. An existing `dest` holds the same hash by its name and is kept as it is.

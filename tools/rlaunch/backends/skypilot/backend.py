@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from rlaunch import ROOT
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.backends.skypilot import extras as skyextras
-from rlaunch.config import knobs
+from rlaunch.config import code, knobs
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.plan import artifacts, catalog, imagecheck, jobenv
 from rlaunch.plan.render import parse_back, render_template, shjoin
@@ -246,6 +246,7 @@ class SkyPilot(Backend):
             "skypilot/task.yaml.j2", spec=spec, task_name=cluster_name(spec), infra=infra_string(spec),
             envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
             workdir="" if image_mode else str(ROOT), spot=spec.infra.spot,
+            code_outbox=code.outbox(spec) if spec.paths.code_dir else "",
             rdma_k8s=spec.infra.rdma and on_k8s(spec),
             launch_command="sky " + shjoin(launch_argv(spec, spec.run.out)),
             setup=bool(setup_lines),
@@ -303,6 +304,8 @@ class SkyPilot(Backend):
             "sky " + shjoin(launch_argv(spec, out)) + "   (follows the logs)",
             f"  resources {resources_line(spec)}",
             f"  shared storage {spec.storage.mount} <- {where}",
+            *([f"  code {spec.paths.code_dir} <- file mount of {code.outbox(spec)} (CODE's pack, staged there "
+               "first)"] if spec.paths.code_dir else []),
             f"  every node: {setup}scripts/ray-up ({c.nodes} nodes, Ray {c.ray_port}/"
             f"{c.dashboard_port}); rank 0: bash {ARTIFACTS_MOUNT}/job.sh",
         ]
@@ -362,6 +365,9 @@ class SkyPilot(Backend):
         self.require_secrets(spec)
         self._require_clients(spec)
         self._require_cloud(spec)
+        packed = code.of(spec)  # the plan's hash, or exit 2: the file mount uploads it from here
+        if packed is not None:
+            code.stage(packed, code.outbox(spec))
         rc = self._run(*launch_argv(spec, out)).returncode
         print(f"skypilot: {'managed job' if spec.infra.spot else 'cluster'} {cluster_name(spec)}; run dir "
               f"{spec.paths.run_dir} on the shared storage; make status / logs / down "
