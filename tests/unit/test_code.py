@@ -229,3 +229,57 @@ def test_a_refused_code_exits_2_and_writes_nothing(tmp_path):
     done = subprocess.run([sys.executable, "-m", "rlaunch", "plan"], env=env, capture_output=True, text=True)
     assert done.returncode == 2 and "CODE_DIRTY=1" in done.stderr and done.stderr.count("\n") == 1
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- the transports (goldens show the rest)
+
+
+def test_kuberay_carries_the_pack_in_a_configmap_the_inputs_job_extracts(tmp_path):
+    import base64
+
+    import yaml
+
+    from rlaunch.backends.kuberay import manifests
+
+    root = repo(tmp_path / "user")
+    mount = tmp_path / "volume"
+    spec = config.load("rehearsal", {"RUN_ID": "t", "INFRA": "kuberay", "CODE": str(root),
+                                     "WORK_ROOT": str(mount)})
+    cm = manifests.code_configmap_manifest(spec)
+    assert cm["metadata"]["name"] == "t-code" and list(cm["binaryData"]) == ["code.tar.gz"]
+    archive = tmp_path / "code.tar.gz"
+    archive.write_bytes(base64.b64decode(cm["binaryData"]["code.tar.gz"]))
+    files = manifests.render(spec)
+    job = yaml.safe_load(files["kuberay/inputs.yaml"])["spec"]["template"]["spec"]
+    assert {"name": "code", "mountPath": "/opt/rlaunch-code", "readOnly": True} in job["containers"][0]["volumeMounts"]
+    assert "t-code" in [v.get("configMap", {}).get("name") for v in job["volumes"]]
+    assert f"{spec.paths.code_dir}:${{PYTHONPATH}}" in files["kuberay/rayjob.yaml"]
+    # setup.sh's lines, run here against the "volume": the pack lands whole at code_dir, once.
+    script = "set -Eeuo pipefail\n" + "\n".join(code.unpack_lines(spec, str(archive))) + "\n"
+    for _ in range(2):
+        subprocess.run(["bash", "-c", script], check=True)
+    assert probes.probe_code(spec.paths.code_dir, code.MANIFEST) == {
+        "path": spec.paths.code_dir, "hash": spec.pins.code["hash"], "problems": []}
+    assert sorted(p.name for p in (mount / "code").iterdir()) == [spec.pins.code["hash"]]
+
+
+def test_aistudio_stages_under_work_root_and_its_run_script_checks_the_hash(tmp_path):
+    from rlaunch.backends.aistudio import backend as aistudio
+
+    root = repo(tmp_path / "user")
+    spec = config.load("rehearsal", {"RUN_ID": "t", "INFRA": "aistudio", "CODE": str(root),
+                                     "WORK_ROOT": str(tmp_path / "mnt")})
+    run = aistudio.AIStudio().render(spec)["run.sh"]
+    lines = run.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("# CODE's pack"))
+    last = next(i for i, line in enumerate(lines) if line.startswith('say "CODE:'))
+    check = "\n".join(['die() { echo "$2"; exit "$1"; }', "say() { echo \"$*\"; }", *lines[first:last + 1]])
+    assert code.stage(code.pack(root), spec.paths.code_dir)
+    done = subprocess.run(["bash", "-c", check], capture_output=True, text=True)
+    assert done.returncode == 0 and f"hash {spec.pins.code['hash'][:12]}, 4 files match" in done.stdout
+    (Path(spec.paths.code_dir) / "pkg" / "reward.py").write_text("changed")
+    done = subprocess.run(["bash", "-c", check], capture_output=True, text=True)
+    assert done.returncode == 3 and "pkg/reward.py missing or altered" in done.stdout
+    (Path(spec.paths.code_dir) / code.MANIFEST).write_text("")
+    done = subprocess.run(["bash", "-c", check], capture_output=True, text=True)
+    assert done.returncode == 3 and "missing (make launch stages it)" in done.stdout

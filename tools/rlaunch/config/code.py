@@ -22,6 +22,7 @@ import hashlib
 import io
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -368,6 +369,25 @@ def outbox(spec: Spec) -> str:
     """Where launch stages the pack on this machine for a transport that uploads a directory (SkyPilot's
     file mount): beside the run's artifacts, named by the hash."""
     return f"{spec.run.out}/code/{spec.pins.code['hash']}"
+
+
+def unpack_lines(spec: Spec, archive: str) -> list[str]:
+    """Shell lines (for a setup script on a node that sees the shared storage) that put the pack's
+    tar.gz `archive` at paths.code_dir as stage() does: extracted beside it, then renamed; a directory
+    of that hash already there is kept."""
+    dest = shlex.quote(spec.paths.code_dir)
+    parent = shlex.quote(os.path.dirname(spec.paths.code_dir))
+    return [
+        "# CODE's pack (rlaunch.config.code): extracted beside its directory, then renamed into place;",
+        "# a directory of that hash (its name) is the same code, kept as it is.",
+        f"if [[ ! -d {dest} ]]; then",
+        f"  mkdir -p {parent}",
+        f'  code_tmp="$(mktemp -d {parent}/.code-XXXXXX)"',
+        f'  tar -xzf {shlex.quote(archive)} -C "$code_tmp"',
+        f'  chmod 755 "$code_tmp"',
+        f'  mv -T "$code_tmp" {dest} 2>/dev/null || {{ rm -rf "$code_tmp"; [[ -d {dest} ]]; }}',
+        "fi",
+    ]
 
 
 def stage(code: Pack, dest: Path | str) -> bool:
