@@ -217,8 +217,8 @@ def test_the_trl_reward_from_code_must_be_in_it(tmp_path):
     assert frameworks.get("trl").train_config(spec)["reward"] == "pkg.reward:score"
     with pytest.raises(ConfigError, match="a file in CODE: nope/mod.py or nope/mod/__init__.py is not in"):
         config.load("rehearsal", {"RUN_ID": "t", "CODE": str(root)}, ["framework.overrides=[reward=nope.mod:f]"])
-    with pytest.raises(ConfigError, match=r"framework.overrides\[steps\].*reward=<module>:<function>"):
-        config.load("rehearsal", {"RUN_ID": "t"}, ["framework.overrides=[steps=3]"])
+    with pytest.raises(ConfigError, match=r"framework.overrides\[reward\].*<module>:<function>"):
+        config.load("rehearsal", {"RUN_ID": "t"}, ["framework.overrides=[reward=not-a-module]"])
 
 
 def test_a_refused_code_exits_2_and_writes_nothing(tmp_path):
@@ -283,3 +283,38 @@ def test_aistudio_stages_under_work_root_and_its_run_script_checks_the_hash(tmp_
     (Path(spec.paths.code_dir) / code.MANIFEST).write_text("")
     done = subprocess.run(["bash", "-c", check], capture_output=True, text=True)
     assert done.returncode == 3 and "missing (make launch stages it)" in done.stdout
+
+
+# ---------------------------------------------------------------- CMD= (verl)
+
+
+def test_cmd_names_verls_entry_and_its_key_values_are_overrides_under_the_same_rules(tmp_path):
+    root = repo(tmp_path / "user")
+    cmd = ("python3 -m verl.experimental.fully_async_policy.fully_async_main data.train_batch_size=64 "
+           "reward.custom_reward_function.path=pkg/reward.py trainer.resume_mode=auto")
+    spec = config.load(VERL, {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(root), "CMD": cmd})
+    from rlaunch.registry import frameworks
+
+    argv = frameworks.get("verl").command(spec)
+    assert argv[:3] == ["python3", "-m", "verl.experimental.fully_async_policy.fully_async_main"]
+    assert spec.train.batch_size == 64  # the owned-key table applied: rlaunch's key, checked as such
+    assert f"{REWARD}={spec.paths.code_dir}/pkg/reward.py" in argv and argv.count("trainer.resume_mode=auto") == 1
+
+
+@pytest.mark.parametrize(("cmd", "key", "needle"), [
+    ("bash train.sh", "code.command", "python3 -m <module> key=value"),
+    ("python3 -m verl.trainer.main_ppo --config-path x", "code.command", "'--config-path' is not key=value"),
+    ("python3 -m verl.trainer.main_ppo data.custom_cls.path=~/ds.py", "framework.overrides[data.custom_cls.path]",
+     "does not expand ~"),
+    ("python3 -m verl.trainer.main_ppo +ray_kwargs.ray_init.runtime_env.working_dir=/home/me/proj",
+     "framework.overrides[ray_kwargs.ray_init.runtime_env.working_dir]", "outside storage.mount and outside CODE"),
+])
+def test_cmd_refusals_name_the_argument(cmd, key, needle):
+    with pytest.raises(ConfigError) as err:
+        config.load(VERL, {"RUN_ID": "t", "INFRA": "gcp", "CMD": cmd})
+    assert err.value.key == key and needle in str(err.value) and err.value.source == "CMD"
+
+
+def test_cmd_runs_verl_commands_only():
+    with pytest.raises(ConfigError, match="a verl command .*CMD= does not run trl yet"):
+        config.load("rehearsal", {"RUN_ID": "t", "CMD": "python3 -m verl.trainer.main_ppo"})

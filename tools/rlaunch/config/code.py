@@ -320,29 +320,42 @@ def require(spec: Spec, rels: list[str], key: str, value: str) -> str:
 
 def node_path(spec: Spec, key: str, value: str) -> str:
     """A file the framework opens on every node (verl's reward file, its data.custom_cls), as every
-    node finds it: relative to CODE -> <paths.code_dir>/<rel> (checked in the pack); under
-    storage.mount, or anywhere on this machine for INFRA=local (its nodes share this disk) -> as is; a
-    path in CODE's directory here -> its place in code_dir. `~...` and any other path of this machine
-    are refused, naming `key` and the fix."""
-    mount = spec.storage.mount
-    fix = (f"put the file in CODE and give its path relative to CODE (CODE=<its directory>, "
-           f"{key.removeprefix('framework.overrides[').rstrip(']')}=<path in it>), or on the shared storage under {mount}")
+    node finds it: relative to CODE -> <paths.code_dir>/<rel> (checked in the pack); a path in CODE's
+    directory here -> its place in code_dir; any other path as check_paths allows it."""
     if "${" in value or value in ("", "null", "None"):
         return value  # an interpolation, or no file: the framework's own
-    if value.startswith("~"):
-        raise ConfigError(key, value, f"a path every node finds: the framework does not expand ~, and no other "
-                          f"node has this machine's home; {fix}")
     if value.startswith("/"):
-        if value.startswith(mount + "/"):
-            return value
-        packed = of(spec)
+        packed = of(spec) if not value.startswith(spec.storage.mount + "/") else None
         if packed is not None and Path(value).is_relative_to(packed.root):
             rel = Path(value).relative_to(packed.root).as_posix()
             return f"{spec.paths.code_dir}/{require(spec, [rel], key, value)}"
-        if spec.infra.name == "local":
-            return value
-        raise ConfigError(key, value, f"a path every node finds: {value} is on this machine, outside "
-                          f"storage.mount and outside CODE; {fix}")
+    if value.startswith(("/", "~")):
+        check_paths(spec, key, value)
+        return value
+    return _in_code(spec, key, value)
+
+
+def _fix(spec: Spec, key: str) -> str:
+    name = key.removeprefix("framework.overrides[").rstrip("]")
+    return (f"put the file in CODE and give its path relative to CODE (CODE=<its directory>, {name}=<path in it>), "
+            f"or on the shared storage under {spec.storage.mount}")
+
+
+def check_paths(spec: Spec, key: str, value: str) -> None:
+    """An argument of the user's (an override, CMD's key=value) that is a path of this machine: `~...`
+    refused (nothing expands it there); an absolute one outside storage.mount refused, but on
+    INFRA=local, whose nodes share this disk."""
+    mount, path = spec.storage.mount, value.strip("'\"")
+    if path.startswith("~"):
+        raise ConfigError(key, value, f"a path every node finds: the framework does not expand ~, and no other "
+                          f"node has this machine's home; {_fix(spec, key)}")
+    if path.startswith("/") and not path.startswith(mount + "/") and path != mount and spec.infra.name != "local":
+        raise ConfigError(key, value, f"a path every node finds: {path} is on this machine, outside "
+                          f"storage.mount and outside CODE; {_fix(spec, key)}")
+
+
+def _in_code(spec: Spec, key: str, value: str) -> str:
+    fix = _fix(spec, key)
     rel = os.path.normpath(value)
     if rel.startswith(".."):
         raise ConfigError(key, value, f"a path inside CODE (no '..'); {fix}")
@@ -363,6 +376,29 @@ def check_limit(spec: Spec, limit: int, via: str, source: str = "") -> None:
                           f"INFRA={spec.infra.name}, which carries it in {via}: this one is {size // 1024} KiB "
                           f"({len(packed.entries)} files, {packed.size // 1024} KiB); leave large files out "
                           "(.gitignore) or put them on the shared storage", source)
+
+
+COMMAND_ALLOWED = ("python3 -m <module> key=value ...: verl's entry module (verl.trainer.main_ppo, a recipe's) "
+                   "and its Hydra overrides, one line")
+_PYTHON = re.compile(r"^(?:.*/)?python(?:3(?:\.[0-9]+)?)?$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def parse_command(text: str, source: str = "") -> tuple[str, list[str]]:
+    """CMD= (code.command), the command line as the user's script runs it: (entry module, its
+    key=value overrides). ConfigError naming CMD for anything else."""
+    if re.search(r"[\x00-\x1f\x7f]", text):
+        raise ConfigError("code.command", text, f"{COMMAND_ALLOWED} (no control characters)", source)
+    try:
+        argv = shlex.split(text)
+    except ValueError as err:
+        raise ConfigError("code.command", text, f"{COMMAND_ALLOWED} ({str(err).lower()})", source) from None
+    if len(argv) < 3 or not _PYTHON.match(argv[0]) or argv[1] != "-m" or not _MODULE.match(argv[2]):
+        raise ConfigError("code.command", text, COMMAND_ALLOWED, source)
+    bad = next((a for a in argv[3:] if "=" not in a or a.startswith("-")), None)
+    if bad is not None:
+        raise ConfigError("code.command", text, f"{COMMAND_ALLOWED}: {bad!r} is not key=value", source)
+    return argv[2], argv[3:]
 
 
 def outbox(spec: Spec) -> str:

@@ -267,6 +267,12 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
         sources[key] = "SET"
     for key, value in names.items():
         _set(cfg, key, value, "")
+    command = dotted.get(cfg, "code.command", "")
+    if isinstance(command, str) and command:  # CMD=: its key=value are overrides like SET's
+        _, args = _code.parse_command(command, sources.get("code.command", ""))
+        if isinstance(cfg["framework"].get("overrides"), list):
+            cfg["framework"]["overrides"] = [*cfg["framework"]["overrides"], *args]
+            sources["framework.overrides"] = sources.get("code.command", "CMD")
     # Overrides of what rlaunch owns become rlaunch's keys (or stop here), so every check sees them.
     _overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS})
     rewrites: list[rehearse.Rewrite] = []
@@ -392,6 +398,9 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
     if cluster.accelerator and cluster.gpus_per_node == 0 and sources.get("cluster.accelerator") == "ACCELERATOR":
         raise ConfigError("cluster.accelerator", cluster.accelerator, "a GPU type needs GPUs: set "
                           "GPUS_PER_NODE too (this run has cluster.gpus_per_node=0)", "ACCELERATOR")
+    if spec_.code.command and spec_.framework.name != "verl":
+        raise ConfigError("code.command", spec_.code.command, "a verl command (FRAMEWORK=verl or a verl preset): "
+                          f"CMD= does not run {spec_.framework.name} yet", sources.get("code.command", ""))
     _check_image_facts(spec_.framework, sources)
     where = backends.infra(spec_.infra.name)
     _code.check_limit(spec_, where.code_limit, where.code_via, sources.get("code.dir", ""))

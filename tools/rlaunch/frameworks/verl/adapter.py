@@ -232,6 +232,8 @@ class Verl(Framework):
                       if not (ppo and o.partition("=")[0].lstrip("+") == CRITIC_MODEL)]
 
     def command(self, spec: Spec) -> list[str]:
+        if spec.code.command:  # CMD=: the user's entry module (its key=value are in the overrides)
+            return [*ENTRY[:2], code.parse_command(spec.code.command)[0], *self.overrides(spec)]
         return ENTRY + self.overrides(spec)
 
     def env(self, spec: Spec) -> dict[str, str]:
@@ -295,6 +297,9 @@ class Verl(Framework):
                                   "verl's default reward would score your data")
         for override in spec.framework.overrides:  # refused here, before anything is rendered
             _on_nodes(spec, override)
+            name, _, value = override.partition("=")
+            if name.lstrip("+~") not in NODE_FILES:  # any other path of this machine: no node has it
+                code.check_paths(spec, f"framework.overrides[{name.lstrip('+~')}]", value)
         if "trainer.logger" in eff:
             topology.metrics_logger("framework.overrides[trainer.logger]",
                                     topology.hydra_list(eff["trainer.logger"]), "file")
