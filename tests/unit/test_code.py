@@ -318,3 +318,12 @@ def test_cmd_refusals_name_the_argument(cmd, key, needle):
 def test_cmd_runs_verl_commands_only():
     with pytest.raises(ConfigError, match="a verl command .*CMD= does not run trl yet"):
         config.load("rehearsal", {"RUN_ID": "t", "CMD": "python3 -m verl.trainer.main_ppo"})
+
+
+def test_the_rehearsals_reward_check_reads_a_reward_relative_to_code_where_it_is(tmp_path):
+    from rlaunch.frameworks.verl.cpu import plan as cpu_plan
+
+    root = repo(tmp_path / "user")
+    spec = config.load(VERL, {"RUN_ID": "t", "REHEARSE": "1", "CODE": str(root)},
+                       [f"framework.overrides=[{REWARD}=pkg/reward.py,reward.custom_reward_function.name=score]"])
+    assert cpu_plan.reward_function(spec)[:2] == (str(root / "pkg" / "reward.py"), "score")
