@@ -327,3 +327,11 @@ def test_the_rehearsals_reward_check_reads_a_reward_relative_to_code_where_it_is
     spec = config.load(VERL, {"RUN_ID": "t", "REHEARSE": "1", "CODE": str(root)},
                        [f"framework.overrides=[{REWARD}=pkg/reward.py,reward.custom_reward_function.name=score]"])
     assert cpu_plan.reward_function(spec)[:2] == (str(root / "pkg" / "reward.py"), "score")
+
+
+def test_a_directory_its_repository_ignores_is_walked_not_emptied(tmp_path):
+    root = repo(tmp_path / "user")  # its .gitignore drops out/
+    (root / "out" / "job").mkdir()
+    (root / "out" / "job" / "train.py").write_text("print(1)\n")
+    packed = code.pack(root / "out" / "job")
+    assert [e.path for e in packed.entries] == ["train.py"] and packed.commit == ""

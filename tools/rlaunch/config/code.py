@@ -169,10 +169,14 @@ def _kept(rel: str) -> bool:
 
 
 def _git_top(root: Path) -> bool:
+    """Inside a git work tree that tracks it: a directory its repository ignores (a checkout under
+    another project's build/) is packed by a walk, as outside git."""
     try:
-        return _git("rev-parse", "--is-inside-work-tree", cwd=root, check=True).strip() == "true"
+        inside = _git("rev-parse", "--is-inside-work-tree", cwd=root, check=True).strip() == "true"
     except (subprocess.CalledProcessError, FileNotFoundError):
         return False
+    ignored = subprocess.run(["git", "check-ignore", "-q", "."], cwd=root, capture_output=True, check=False)
+    return inside and ignored.returncode != 0
 
 
 def _git_files(root: Path) -> list[str]:
