@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rlaunch import ROOT
 from rlaunch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
 
 MANIFEST = ".rlaunch-code-manifest"
-CACHE = "code-cache"  # under build/: the commits fetched for CODE=<url>@<commit>
+CACHE = "code-cache"  # under rlaunch's build/: the commits fetched for CODE=<url>@<commit>
 # Never part of a pack, whatever the ignore files say: git's own data, caches, virtual environments.
 ALWAYS_OUT = ("/.git/ (git's data)", "__pycache__/", "*.pyc", ".venv*")
 _OUT_PARTS = re.compile(r"^(\.git|__pycache__|\.venv.*)$")
@@ -293,8 +294,6 @@ def of(spec: Spec) -> Pack | None:
     hash, or a ConfigError saying CODE changed since the plan. None without CODE."""
     if not spec.paths.code_dir:
         return None
-    from rlaunch import ROOT  # rlaunch's own build/ holds the cache of fetched commits
-
     value = spec.code.dir
     packed = pack(resolve(value, ROOT / "build" / CACHE), value, spec.code.allow_dirty)
     want = str(spec.pins.code["hash"])
