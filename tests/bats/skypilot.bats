@@ -37,10 +37,11 @@ no_secret_anywhere() {
   [[ "${output}" != *sekret-value* ]]
 }
 
-@test "launch: sky check for the cloud, then sky launch by cluster name with the secret by name" {
+@test "launch: sky check, the inputs' CPU step, then sky launch by cluster name with the secret by name" {
   run launch
   [ "${status}" -eq 0 ]
   [ "$(stub_calls sky)" = "check -o json gcp
+launch --down -c ${RUN_ID}-inputs ${OUT}/inputs.sky.yaml --secret WANDB_API_KEY -y
 launch -c ${RUN_ID} ${OUT}/task.yaml --secret WANDB_API_KEY -y" ]
   # sky saw the variable (it reads the value itself), and the value went nowhere else.
   grep -qx "WANDB_API_KEY=set" "${BATS_TEST_TMPDIR}/sky.env"
@@ -48,12 +49,12 @@ launch -c ${RUN_ID} ${OUT}/task.yaml --secret WANDB_API_KEY -y" ]
   [[ "${output}" == *"RUN_ID=${RUN_ID}"* ]]
 }
 
-@test "launch SPOT=1: a managed job with sky jobs launch" {
+@test "launch SPOT=1: one managed job, the CPU step then the GPU task (sky jobs launch of the pipeline)" {
   # A managed job restarts the run, so it needs a checkpoint before the end (the preset saves only there).
   run rl launch --INFRA=gcp --RUN_ID="${RUN_ID}" --OUT="${OUT}" --SET="secrets=[WANDB_API_KEY] train.save_freq=20" --SPOT=1
   [ "${status}" -eq 0 ]
   [ "$(stub_calls sky)" = "check -o json gcp
-jobs launch -n ${RUN_ID} ${OUT}/task.yaml --secret WANDB_API_KEY -y" ]
+jobs launch -n ${RUN_ID} ${OUT}/pipeline.sky.yaml --secret WANDB_API_KEY -y" ]
   no_secret_anywhere
 }
 
