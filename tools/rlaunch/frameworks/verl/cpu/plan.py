@@ -14,6 +14,7 @@ import yaml
 from rlaunch import ROOT
 from rlaunch.config.rehearse import Rewrite
 from rlaunch.errors import CheckError, MissingPrerequisite
+from rlaunch.validate import early
 from rlaunch.config import topology
 from rlaunch.validate import loaders
 from rlaunch.frameworks.verl.cpu import rewrites as cpu
@@ -76,7 +77,7 @@ def run_probe(argv: list[str], what: str) -> dict[str, Any]:
     env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
            "VERL_LOGGING_LEVEL": "ERROR"}
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env, cwd=ROOT)
+        done = early.run(argv, timeout=PROBE_TIMEOUT_S, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired:
         raise CheckError(what, f"the {what} check did not answer in {PROBE_TIMEOUT_S} s "
                          f"({' '.join(argv[2:])})") from None
