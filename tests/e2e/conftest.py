@@ -23,6 +23,10 @@ sys.path.insert(0, str(ROOT / "tests" / "bench"))
 import launch as launch_bench  # noqa: E402 - tests/bench/, just put on the path
 
 
+REHEARSAL_CODE = ("CODE=tests/fixtures/code/rehearsal",
+                  'SET=framework.overrides=["reward=rehearsal_reward:copy_reward"]')
+
+
 @pytest.fixture(scope="session")
 def rehearsal():
     """`make launch` of the rehearsal through a pipe (no TTY): (run_id, cluster name, the process as a
@@ -36,7 +40,9 @@ def rehearsal():
     name = cluster_name(run_id)
     t0 = time.time()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = start_make("launch", f"RUN_ID={run_id}", stdout=out, stderr=err)
+        # With the user's own code (issue 47): the reward the workers import comes from CODE, staged on
+        # the host's storage; test_rehearsal reads where each node found it.
+        proc = start_make("launch", f"RUN_ID={run_id}", *REHEARSAL_CODE, stdout=out, stderr=err)
         ended: list[float] = []
 
         def wait(deadline_s: float) -> int:

@@ -102,6 +102,23 @@ def test_the_launch_benchmark_runs_on_this_launch(rehearsal, tmp_path):
     print(proc.stdout.strip())
 
 
+def test_the_reward_came_from_code_staged_once_with_one_hash_on_both_nodes(rehearsal):
+    """The launch ran with CODE=tests/fixtures/code/rehearsal (conftest): staged at <mount>/code/<hash>,
+    both nodes' preflight read the same hash, and each worker imported its reward from there."""
+    run_id, _, proc, _ = rehearsal
+    run_dir = run_dir_of(run_id)
+    spec = json.loads((run_dir / "spec.json").read_text())
+    code_dir, want = spec["paths"]["code_dir"], spec["pins"]["code"]["hash"]
+    assert code_dir == str(ROOT / "build" / "storage" / "code" / want), code_dir
+    preflight = json.loads((run_dir / "preflight.json").read_text())
+    assert [n["code"]["hash"] for n in preflight["nodes"]] == [want, want]
+    assert next(c for c in preflight["checks"] if c["name"] == "code")["passed"]
+    workers = json.loads((run_dir / "ray-train" / "workers.json").read_text())
+    assert workers["worker_reward"] == [f"{code_dir}/rehearsal_reward/__init__.py"] * 2
+    assert f"rehearsal_reward: from {code_dir}/rehearsal_reward" in (run_dir / "logs" / "job.log").read_text()
+    assert f"local: code {want[:12]}" in proc.stdout
+
+
 def test_without_the_launch_cache_status_and_verify_work_from_the_id(rehearsal):
     run_id, _, _, _ = rehearsal
     shutil.rmtree(ROOT / "build" / run_id)

@@ -1,6 +1,10 @@
 """Golden cases of the AIStudio (managed Ray) backend: the seed-003 preset, the same with its inputs in
 seed 003's own layout (model.path and data.path), and the rehearsal (no checkout, no pinned inputs)
-for the run script's other branch."""
+for the run script's other branch; with CODE, staged under WORK_ROOT by launch and checked by run.sh."""
+
+from pathlib import Path
+
+CODE = str(Path(__file__).resolve().parents[1] / "fixtures" / "code" / "rehearsal")
 
 MOUNT = "/mnt/rlinf-reproduction"
 SEED_LAYOUT = (f"model.path={MOUNT}/models/modelscope/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B/"
@@ -12,4 +16,6 @@ CASES = [
     ("aistudio-rlinf-grpo-pipeline-1.5b-seed-layout", "rlinf-grpo-pipeline-1.5b",
      {"INFRA": "aistudio", "SET": SEED_LAYOUT}),
     ("aistudio-rehearsal", "rehearsal", {"INFRA": "aistudio"}),
+    ("aistudio-rehearsal-code", "rehearsal", {"INFRA": "aistudio", "CODE": CODE,
+                                              "SET": 'framework.overrides=["reward=rehearsal_reward:copy_reward"]'}),
 ]

@@ -1,11 +1,13 @@
 """Golden cases of the SkyPilot backend: each SkyPilot preset on gcp, aws and k8s, plus the
 variants that change the task's shape: AReaL on 2 nodes (Ray scheduler), a managed spot job, RDMA
-on Kubernetes, INFRA=sky with a region, the CPU rehearsal on a cloud, and DATA= a directory of this
-machine (a file_mounts entry, then the inputs step's upload)."""
+on Kubernetes, INFRA=sky with a region, the CPU rehearsal on a cloud, DATA= a directory of this
+machine (a file_mounts entry, then the inputs step's upload), and a verl run with CODE (its pack in a
+file mount at paths.code_dir, the reward file relative to it)."""
 
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data" / "gsm8k-parquet"
+CODE = str(Path(__file__).resolve().parents[1] / "fixtures" / "code" / "rehearsal")
 
 PRESETS = ["verl-ppo-gsm8k-0.5b", "verl-grpo-math-7b", "areal-grpo-gsm8k"]
 
@@ -18,4 +20,7 @@ CASES += [
     ("sky-verl-ppo-gsm8k-0.5b-sky-region", "verl-ppo-gsm8k-0.5b", {"INFRA": "sky", "INFRA_SPEC": "aws/us-east-1"}),
     ("sky-rehearsal-gcp", "rehearsal", {"INFRA": "gcp"}),
     ("sky-verl-grpo-math-7b-gcp-data", "verl-grpo-math-7b", {"INFRA": "gcp", "DATA": str(DATA)}),
+    ("sky-verl-grpo-math-7b-gcp-code", "verl-grpo-math-7b", {
+        "INFRA": "gcp", "CODE": CODE,
+        "SET": 'framework.overrides=["reward.custom_reward_function.path=rehearsal_reward/verl_reward.py"]'}),
 ]

@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 RUN_ID = "golden"
 REPO_TOKEN = "<repo>"
+COMMIT_TOKEN = "<commit>"
 
 
 def cases() -> list[tuple[str, str, dict]]:
@@ -45,7 +46,10 @@ def render_case(preset: str, knobs: dict) -> dict[str, str]:
     sets = knobs.pop("SET", "")
     spec = config.load(preset, {"RUN_ID": RUN_ID, **knobs}, sets)
     files = artifacts.finish(spec, backends.get(spec.infra.name).render(spec))
-    return {rel: text.replace(str(ROOT), REPO_TOKEN) for rel, text in files.items()}
+    # CODE= of a fixture in this repository: its commit is this repository's, which every commit moves.
+    commit = str(spec.pins.code.get("commit", ""))
+    out = {rel: text.replace(str(ROOT), REPO_TOKEN) for rel, text in files.items()}
+    return {rel: text.replace(commit, COMMIT_TOKEN) for rel, text in out.items()} if commit else out
 
 
 def main() -> int:

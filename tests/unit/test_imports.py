@@ -53,7 +53,8 @@ HEAVY = {"sky", "ray", "kubernetes", "torch", "transformers", "datasets", "huggi
          "wandb", "tensorboard", "numpy", "pandas", "pyarrow", "safetensors", "fire", "rich", "jinja2",
          "pydantic", "yaml", "jsonschema", "requests", "google", "boto3", "azure", "kr8s", "trl", "verl",
          "areal", "rlinf", "hydra", "omegaconf", "tokenizers", "cel", "kubernetes_validate", "vllm", "sglang", "accelerate", "peft", "psutil", "docker", "uv", "pip",
-         "packaging", "tomllib", "importlib_metadata", "tensorboardX", "PIL", "grpc", "modelscope", "modelscope_hub"}
+         "packaging", "tomllib", "importlib_metadata", "tensorboardX", "PIL", "grpc", "modelscope", "modelscope_hub",
+         "pathspec"}  # rlaunch.config.code's .gitignore rules: not on the nodes, whose preflight imports it
 
 
 @functools.lru_cache(maxsize=1)

@@ -590,3 +590,24 @@ def test_default_inputs_come_from_the_framework_adapter(tmp_path, monkeypatch):
 
     monkeypatch.setattr(frameworks, "get", lambda name: WithInputs())
     assert preflight.default_inputs(spec) == [spec.paths.model_dir, spec.paths.data_dir + "/train.jsonl"]
+
+
+# ---------------------------------------------------------------- CODE's pack on every node (issue 47)
+
+
+@pytest.mark.parametrize(("third", "needle"), [
+    ({"hash": "bb" * 32}, f"hash {'bb' * 6} on 10.0.0.3, {'aa' * 6} on the others"),
+    ({"problems": ["pkg/reward.py differs from the manifest"]}, "pkg/reward.py differs"),
+])
+def test_code_must_be_whole_and_the_same_on_every_node(gpu_spec, third, needle):
+    gpu_spec["paths"]["code_dir"], gpu_spec["pins"]["code"] = "/storage/code/h", {"hash": "aa" * 32}
+    code = {"path": "/storage/code/h", "hash": "aa" * 32, "problems": []}
+    probes = [{**probe(i, gpus=8), "code": code} for i in (1, 2)] + [{**probe(3, gpus=8), "code": {**code, **third}}]
+    checks = evaluate(gpu_spec, probes)
+    assert failures(checks).keys() == {"code"}
+    assert failures(checks)["code"]["node"] == "10.0.0.3" and needle in failures(checks)["code"]["detail"]
+    probes[2]["code"] = code
+    assert [c["detail"] for c in evaluate(gpu_spec, probes) if c["name"] == "code"] == [
+        f"/storage/code/h: hash {'aa' * 6} on all 3 nodes"]
+    gpu_spec["pins"]["code"] = {"hash": "cc" * 32}  # the same everywhere, but not what the plan pinned
+    assert "the plan pinned cccccc" in failures(evaluate(gpu_spec, probes))["code"]["detail"]

@@ -50,6 +50,8 @@ MANGLE = {"bad-infra-string": ('infra: "gcp/us-central1"', 'infra: "gcp/us-centr
 
 
 def load(preset, knobs, set_=""):
+    knobs = dict(knobs)
+    set_ = set_ or knobs.pop("SET", "")  # a golden case's SET (the CODE case's reward path)
     return config.load(preset, {"RUN_ID": "check", **knobs}, set_)
 
 

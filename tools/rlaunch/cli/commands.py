@@ -26,7 +26,7 @@ from typing import Any
 from rlaunch import ROOT, firecli
 from rlaunch.backends.base import Backend, LaunchPlan, Place, RunHandle
 from rlaunch.backends.local import jobs
-from rlaunch.config import ckptsize, inputs, modelfacts
+from rlaunch.config import ckptsize, code, inputs, modelfacts
 from rlaunch.config import load as config
 from rlaunch.config.knobs import KNOBS, RULES, from_env
 from rlaunch.config.load import available
@@ -110,6 +110,8 @@ def _summary(spec: Spec, backend: Backend, files: dict[str, str], checks: list[s
         f"  algorithm   {spec.algo.name} (group size {spec.algo.group_size})",
         f"  entrypoint  {shjoin(fw.command(spec))}",
         *_inputs_lines(spec),
+        *([f"  code        {code.describe(spec.pins.code, spec.code.dir)}, on every node at {p.code_dir}"]
+          if spec.pins.code else []),
         f"  checkpoints {p.ckpt_dir}",
         f"  run dir     {p.run_dir}   (logs, metrics, preflight.json, verification.json)",
         f"  artifacts   {spec.run.out}/ ({', '.join(sorted(files))})",

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import yaml
 
 from rlaunch import CONFIGS, ROOT
+from rlaunch.config import code as _code  # `code` reads as the stdlib module's name
 from rlaunch.config import datasource, dotted, hub, images, inputs, pins, rehearse, spec, topology
 from rlaunch.config import overrides as _overrides  # load() has a parameter of that name
 from rlaunch.config import knobs as _knobs
@@ -266,6 +267,12 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
         sources[key] = "SET"
     for key, value in names.items():
         _set(cfg, key, value, "")
+    command = dotted.get(cfg, "code.command", "")
+    if isinstance(command, str) and command:  # CMD=: its key=value are overrides like SET's
+        _, args = _code.parse_command(command, sources.get("code.command", ""))
+        if isinstance(cfg["framework"].get("overrides"), list):
+            cfg["framework"]["overrides"] = [*cfg["framework"]["overrides"], *args]
+            sources["framework.overrides"] = sources.get("code.command", "CMD")
     # Overrides of what rlaunch owns become rlaunch's keys (or stop here), so every check sees them.
     _overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS})
     rewrites: list[rehearse.Rewrite] = []
@@ -323,6 +330,13 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     if data_path.startswith("/"):  # a relative one: rlaunch.config.inputs.check says where it must be
         _check(_knobs.path_problem, "data.path", data_path, sources)
     pins = _pins(config)
+    code_dir, code_value = "", config.code.dir
+    if code_value:  # CODE=: packed here, named by its content (rlaunch.config.code)
+        root = _code.resolve(code_value, ROOT / "build" / _code.CACHE)
+        packed = _code.pack(root, code_value, config.code.allow_dirty, sources.get("code.dir", ""))
+        pins["code"] = packed.pin()
+        code_dir = f"{mount}/code/{packed.hash}"
+        code_value = code_value if _code.GIT_SOURCE.match(code_value) else str(root)
     # model.path=[modelscope:]<org>/<name>[@rev]: a model like a pinned one (rlaunch.config.hub), unless
     # it is the pin's own id.
     if not model_path.startswith("/") and model_path != pins["model"].get("hf_id"):
@@ -335,10 +349,12 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     config = config.model_copy(update={
         "run": run.model_copy(update={"name": name, "id": run_id, "out": out}),
         "storage": config.storage.model_copy(update={"mount": mount}),
+        "code": config.code.model_copy(update={"dir": code_value}),
         "model": config.model.model_copy(update={"path": model_path or pins["model"].get("hf_id", "")}),
         "secrets": secret_names(config, pins["model"]),
     })
     paths = _paths(config, pins)
+    paths["code_dir"] = code_dir
     # What the framework loads (rlaunch.config.inputs decides it): the model directory, or another hub id.
     paths["model"] = inputs.model_dir_of(config.model.path, pins["model"], paths["model_dir"]) or config.model.path
     derived = {
@@ -403,7 +419,12 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
     if cluster.accelerator and cluster.gpus_per_node == 0 and sources.get("cluster.accelerator") == "ACCELERATOR":
         raise ConfigError("cluster.accelerator", cluster.accelerator, "a GPU type needs GPUs: set "
                           "GPUS_PER_NODE too (this run has cluster.gpus_per_node=0)", "ACCELERATOR")
+    if spec_.code.command and spec_.framework.name != "verl":
+        raise ConfigError("code.command", spec_.code.command, "a verl command (FRAMEWORK=verl or a verl preset): "
+                          f"CMD= does not run {spec_.framework.name} yet", sources.get("code.command", ""))
     _check_image_facts(spec_.framework, sources)
+    where = backends.infra(spec_.infra.name)
+    _code.check_limit(spec_, where.code_limit, where.code_via, sources.get("code.dir", ""))
     _check_recovery(spec_, sources)
     if cluster.gpus_per_node > 0 and not cluster.accelerator:
         raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
@@ -634,4 +655,5 @@ def _pins(config: spec.Config) -> dict[str, Any]:
         # The model's config.json facts are rlaunch.config.modelfacts' (it reads them there).
         "model": {k: v for k, v in versions["models"].get(model_name, {}).items() if k != "config"},
         "dataset": dict(versions["datasets"][dataset]),
+        "code": {},
     }

@@ -295,6 +295,14 @@ class Verify(Section):
     greedy_min: Float
 
 
+class Code(Section):
+    """The user's own code (CODE=, rlaunch.config.code): packed, carried to every node, pinned."""
+
+    dir: Str           # a directory here, or <git url>@<40-hex commit>; "" for none
+    command: Str       # CMD=: python3 -m <module> key=value ... (verl: the entry, and framework.overrides)
+    allow_dirty: Bool  # CODE_DIRTY=1: pack a git tree with uncommitted changes (the diff's hash is recorded)
+
+
 class Config(Section):
     """The merged config layers, validated."""
 
@@ -311,6 +319,7 @@ class Config(Section):
     logging: Logging
     monitoring: Monitoring
     verify: Verify
+    code: Code
     secrets: list[Annotated[str, Field(pattern=SECRET_NAME)]]
 
 
@@ -329,6 +338,7 @@ class Pins(Section):
     model: dict[str, str]
     dataset: dict[str, str]
     source: dict[str, str] = {}  # data.source's pin (rlaunch.config.datasource); {} without one
+    code: dict[str, str | int | bool]  # CODE's hash, commit, dirty, diff_sha256, files, bytes ({} without CODE)
 
 
 class Paths(Section):
@@ -340,6 +350,7 @@ class Paths(Section):
     data_dir: str        # data.path, else the pinned dataset (one directory per revision)
     model_dir: str       # an absolute model.path, else the pinned model's directory ("" without model.name)
     model: str           # what the framework loads (rlaunch.config.inputs.model_path): a model directory, or a hub id
+    code_dir: str        # CODE's pack, the same absolute path on every node: <mount>/code/<hash> ("" without CODE)
 
 
 class Derived(Section):

@@ -36,6 +36,10 @@ class Infra:
     # labels, SkyPilot names), cut to name_max characters (0: not cut).
     name_prefix: str = "r-"
     name_max: int = 0
+    # CODE='s transport there carries at most this many bytes of the pack's tar.gz (0: no limit;
+    # rlaunch.config.code.check_limit).
+    code_limit: int = 0
+    code_via: str = ""           # what carries it, for the refusal's message
     backend: str = ""            # the package under backends/ (set by the registry)
 
     def cluster_name(self, run_id: str) -> str:

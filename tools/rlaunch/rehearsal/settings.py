@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,11 @@ class RehearsalConfig:
     progress_every: int = 10  # steps between progress lines
     smoke: bool = False  # validation and checkpoint save + reload at step 1 (SMOKE=1)
     save_freq: int = 0  # checkpoint every N steps to resume from (0: only the final model)
+    reward: str = ""  # "<module>:<function>" the workers import (e.g. from CODE); "": tiny.copy_reward
 
 
 LR_SCHEDULERS = ("constant", "linear", "cosine")
+REWARD_RE = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*"
 
 
 class ConfigError(ValueError):
@@ -83,6 +86,8 @@ def _check_ranges(cfg: RehearsalConfig) -> None:
         raise ConfigError(f"save_freq={cfg.save_freq!r}: must be >= 0 (0: only the final checkpoint)")
     if cfg.node_wait_s <= 0:
         raise ConfigError(f"node_wait_s={cfg.node_wait_s!r}: must be > 0")
+    if cfg.reward and not re.fullmatch(REWARD_RE, cfg.reward):
+        raise ConfigError(f"reward={cfg.reward!r}: must be <module>:<function>, e.g. my_pkg.rewards:copy")
     if cfg.lr_scheduler not in LR_SCHEDULERS:
         raise ConfigError(f"lr_scheduler={cfg.lr_scheduler!r}: allowed {', '.join(LR_SCHEDULERS)}")
     global_batch = cfg.per_device_batch * cfg.num_workers

@@ -5,6 +5,8 @@ transformers, trl and ray are imported inside the functions: they exist only on 
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import os
 import resource
@@ -48,7 +50,17 @@ def _metrics_callback(run_dir: Path, t0: float) -> Any:
     return MetricsWriter()
 
 
-def _gather_workers() -> dict[str, Any]:
+def _reward(name: str) -> tuple[Any, str]:
+    """The reward function `<module>:<function>` (rlaunch's copy reward for ""), and the file it came
+    from: a user's module is imported from CODE, first on every worker's PYTHONPATH."""
+    if not name:
+        return tiny.copy_reward, inspect.getsourcefile(tiny.copy_reward) or ""
+    module, _, function = name.partition(":")
+    found = getattr(importlib.import_module(module), function)
+    return found, inspect.getsourcefile(found) or ""
+
+
+def _gather_workers(reward_file: str = "") -> dict[str, Any]:
     """Node IP and Ray node id of every rank, in rank order, the process group's backend, and the
     interface variables each worker was started with (the job's runtime env, or preflight's pick)."""
     import ray
@@ -58,13 +70,15 @@ def _gather_workers() -> dict[str, Any]:
     # several Ray nodes may share a host, and a namespace node's host has other addresses.
     node_id = ray.get_runtime_context().get_node_id()
     ip = next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node_id)
-    mine = (ip, node_id, {k: os.environ.get(k, "") for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")})
+    mine = (ip, node_id, {k: os.environ.get(k, "") for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")},
+            reward_file)
     every: list[Any] = [None] * dist.get_world_size()  # all_gather_object fills it with every rank's `mine`
     dist.all_gather_object(every, mine)
     return {
-        "worker_nodes": [ip for ip, _, _ in every],
-        "worker_node_ids": [node_id for _, node_id, _ in every],
-        "worker_env": [env for _, _, env in every],
+        "worker_nodes": [ip for ip, _, _, _ in every],
+        "worker_node_ids": [node_id for _, node_id, _, _ in every],
+        "worker_env": [env for _, _, env, _ in every],
+        "worker_reward": [where for _, _, _, where in every],  # the file each rank's reward came from
         "backend": str(dist.get_backend()),
     }
 
@@ -183,7 +197,8 @@ def train_loop(config: dict[str, Any]) -> None:
     rank = ray.train.get_context().get_world_rank()
     # Read by transformers' TensorBoard callback; set here because driver env vars stop at the driver.
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(run_dir / TENSORBOARD)
-    workers = _gather_workers()
+    reward, reward_file = _reward(cfg.reward)
+    workers = _gather_workers(reward_file)
 
     tokenizer = tiny.build_tokenizer()
     model = tiny.build_model(cfg.seed)
@@ -197,7 +212,7 @@ def train_loop(config: dict[str, Any]) -> None:
     step1 = _step1_callback(run_dir, cfg) if cfg.smoke else None
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=tiny.copy_reward,
+        reward_funcs=reward,
         args=_grpo_args(cfg, run_dir),
         train_dataset=tiny.build_dataset(tokenizer, cfg.dataset_size, cfg.seed),
         processing_class=tokenizer,

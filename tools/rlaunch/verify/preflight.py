@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from rlaunch import verify
 from rlaunch.config import ckptsize
+from rlaunch.config.code import MANIFEST as CODE_MANIFEST
 from rlaunch.errors import UsageError
 from rlaunch.frameworks import accel as accel_rules
 from rlaunch.registry import frameworks
@@ -328,6 +329,25 @@ def check_inputs(inputs: list[str], probes: dict[str, dict[str, Any]]) -> list[d
     return out
 
 
+def check_code(spec: Spec, probes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """CODE's pack: on every node, whole, and the hash the plan pinned (the same everywhere)."""
+    if not spec.paths.code_dir:
+        return []
+    want = str(spec.pins.code["hash"])
+    seen = {ip: p["code"] for ip, p in probes.items()}
+    bad = next(((ip, s) for ip, s in seen.items() if s["problems"]), None)
+    if bad:
+        return [check("code", False, f"{bad[1]['path']}: {'; '.join(bad[1]['problems'][:3])}", node=bad[0])]
+    hashes = {ip: s["hash"] for ip, s in seen.items()}
+    majority, odd = _odd_ones(hashes)
+    if odd:
+        return [check("code", False, f"hash {hashes[odd[0]][:12]} on {odd[0]}, {majority[:12]} on the others",
+                      node=odd[0])]
+    if majority != want:
+        return [check("code", False, f"hash {majority[:12]} on every node, the plan pinned {want[:12]}")]
+    return [check("code", True, f"{spec.paths.code_dir}: hash {want[:12]} on all {len(seen)} nodes")]
+
+
 def check_storage(probes: dict[str, dict[str, Any]], peers: dict[str, dict[str, Any]],
                   ip_of: dict[str, str]) -> dict[str, Any]:
     """probes by IP, peers by node id: each reader's view of each writer's token."""
@@ -400,6 +420,7 @@ def evaluate(spec: Spec, nodes: list[dict[str, Any]], probes: dict[str, dict[str
     checks += check_gpus(spec, nodes, ok)
     checks += check_rules(spec, ok)
     checks += check_inputs(inputs, ok)
+    checks += check_code(spec, ok)
     checks.append(check_storage(ok, {k: v for k, v in peers.items() if ip_of[k] in ok}, ip_of))
     checks.append(check_space(spec, ok, ckptsize.of(spec, offline=True), _held(spec)))
     return checks
@@ -431,6 +452,7 @@ def collect(spec: Spec, inputs: list[str], timeout_s: float) -> tuple[
         env = verify.task_env(spec)
         ctx = {"framework": spec.framework.name, "inputs": inputs, "run_dir": spec.paths.run_dir,
                "ckpt_dir": spec.paths.ckpt_dir,
+               "code": {"dir": spec.paths.code_dir, "manifest": CODE_MANIFEST} if spec.paths.code_dir else None,
                "tokens": tokens, "expect_gpus": spec.cluster.gpus_per_node > 0,
                "nvlink": nvlink_expected(spec),
                "rules": [r.as_dict() for r in accel_rules.rules_for(spec.framework.name, spec.cluster.accelerator)], "child_timeout_s": max(timeout_s - 10, 5)}

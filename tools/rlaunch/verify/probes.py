@@ -96,7 +96,15 @@ class Probe(TypedDict, total=False):
     gpu: Required[GpuInfo]
     accelerator: dict[str, dict[str, Any]]  # rule name -> verify.accel.runtime_probe's answer
     inputs: list[InputProbe]
+    code: CodeProbe
     storage: Storage
+
+
+class CodeProbe(TypedDict):
+    """CODE's pack as this node sees it: the hash of its manifest, once every file matched it."""
+    path: str
+    hash: str
+    problems: list[str]
 
 
 class Peers(TypedDict):
@@ -124,6 +132,29 @@ def _manifest_entries(path: str) -> dict[str, str]:
             if digest and name:
                 entries[name.lstrip(" *")] = digest
     return entries
+
+
+def probe_code(path: str, manifest: str) -> CodeProbe:
+    """A staged pack (rlaunch.config.code) at `path`: every file its manifest lists checked, the
+    manifest's sha256 (the pack's content hash) reported."""
+    out: CodeProbe = {"path": path, "hash": "", "problems": []}
+    try:
+        with open(os.path.join(path, manifest), "rb") as fh:
+            text = fh.read()
+    except OSError as err:
+        out["problems"].append(f"no manifest ({type(err).__name__}: {err})")
+        return out
+    for line in text.decode("utf-8", "replace").splitlines():
+        digest, _, rel = line.split(" ", 2)  # <sha256> <x|-> <path>
+        try:
+            same = _sha256(os.path.join(path, rel)) == digest
+        except OSError:
+            out["problems"].append(f"{rel} missing")
+            continue
+        if not same:
+            out["problems"].append(f"{rel} differs from the manifest")
+    out["hash"] = hashlib.sha256(text).hexdigest()
+    return out
 
 
 def probe_input(path: str) -> InputProbe:
@@ -309,6 +340,8 @@ def probe(ctx: dict[str, Any]) -> Probe:
         out["accelerator"] = {r["name"]: runtime_probe(r, ctx["expect_gpus"], ctx["child_timeout_s"])
                               for r in ctx["rules"]}
     out["inputs"] = [probe_input(_expand(p, node_ip)) for p in ctx["inputs"]]
+    if ctx.get("code"):
+        out["code"] = probe_code(ctx["code"]["dir"], ctx["code"]["manifest"])
     storage = os.path.join(_expand(ctx["run_dir"], node_ip), PROBE_DIR)
     path = os.path.join(storage, out["node_id"])
     out["storage"] = {"path": path}

@@ -32,6 +32,7 @@ from typing import Any
 from rlaunch import ROOT, verify
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.config import ckptsize
+from rlaunch.config import code as codepack  # `code` names the checkout's record here
 from rlaunch.config import inputs as run_inputs
 from rlaunch.config.spec import Config, Spec
 from rlaunch.errors import CheckError, MissingPrerequisite
@@ -120,7 +121,8 @@ def job_env(spec: Spec) -> dict[str, str]:
     # Workers import the framework's checkout and rlaunch (the rehearsal's train loop) from the
     # shared storage; the adapter's own entries (the image's /opt/Megatron-LM) stay in between.
     code = checkout(spec)
-    parts = [code["path"]] if code else []
+    parts = [spec.paths.code_dir] if spec.paths.code_dir else []  # CODE's pack (rlaunch.config.code) first
+    parts += [code["path"]] if code else []
     parts += _adapter(spec).pythonpath(spec)
     parts += [p for p in env.get("PYTHONPATH", "").split(":") if p]
     parts.append(f"{launch_dir(spec)}/home/tools")
@@ -355,6 +357,7 @@ class AIStudio(Backend):
         run = with_header(spec, "run.sh", render_template(
             "aistudio/run.sh.j2", spec=spec, pins=pins_env(spec), env=job_env(spec), prepare=bool(setup),
             target_steps=target_steps(spec), checkout=checkout(spec), manifests=manifests(spec),
+            code_manifest=codepack.MANIFEST,
             modules=verify.job_modules(spec.framework.name), rules=accel.rules_for(spec.framework.name, spec.cluster.accelerator)))
         startup = with_header(spec, "startup.sh", render_template(
             "aistudio/startup.sh.j2", spec=spec, launch_rel=launch_rel(spec),
@@ -387,9 +390,12 @@ class AIStudio(Backend):
                     f"# checks {space_needed(spec)[0]} GiB free, clones the pinned checkout, prepares the inputs as listed "
                     "above (downloads, SHA256SUMS); a second run downloads nothing"]
                    if "setup.sh" in files else [])
+        code = ([f"stage CODE's pack into WORK_ROOT at {spec.paths.code_dir} (kept when there: the name is the "
+                 "hash); run.sh checks every file and the hash before anything starts"] if spec.paths.code_dir else [])
         return [
             f"install into WORK_ROOT {root}/{launch_rel(spec)}/: run.sh, job.sh, spec.json, "
             f"rlaunch's tools (home/), SHA256SUMS (refused if a different version is there)",
+            *code,
             *prepare,
             "print the three things to paste: the RuntimeEnv JSON, the startup command, the form values "
             f"({spec.run.out}/form.md)",
@@ -409,6 +415,11 @@ class AIStudio(Backend):
     def launch(self, plan: LaunchPlan) -> int:
         spec, files = plan.spec, plan.rendered  # what plan checked and wrote: installed as is
         target, existed = install(spec, files)
+        packed = codepack.of(spec)  # the plan's hash, or exit 2; run.sh checks it again on the platform
+        if packed is not None:
+            dest = install_root(spec) / Path(spec.paths.code_dir).relative_to(spec.storage.mount)
+            print(f"aistudio: code {packed.hash[:12]} {'staged' if codepack.stage(packed, dest) else 'already'} "
+                  f"at {spec.paths.code_dir}")
         if not (target / RunHandle.FILE).is_file():
             # Beside the launch (not in its SHA256SUMS): any machine with the storage finds the run.
             self.handle(plan).write(target)

@@ -48,7 +48,7 @@ from rlaunch.backends.kuberay import kubectl
 from rlaunch.backends.kuberay import manifests
 from rlaunch.backends.kuberay import monitoring
 from rlaunch.backends.kuberay import registry
-from rlaunch.backends.kuberay.names import (MANAGED_BY, RUN_LABEL, configmap_name, head_service, inputs_job_name,
+from rlaunch.backends.kuberay.names import (MANAGED_BY, RUN_LABEL, code_configmap_name, configmap_name, head_service, inputs_job_name,
                                             job_name, secret_name)
 from rlaunch.config import pins
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
@@ -203,6 +203,9 @@ class KubeRay(Backend):
         items = ", ".join(i["path"] for i in manifests.configmap_items(spec, files))
         lines.append(f"kubectl apply --server-side -n {ns} -f -   # ConfigMap {configmap_name(spec)} ({items}) "
                      f"-> {manifests.ARTIFACTS_MOUNT} in every pod")
+        if spec.paths.code_dir:
+            lines.append(f"kubectl apply --server-side -n {ns} -f -   # ConfigMap {code_configmap_name(spec)} "
+                         f"(CODE's pack, {manifests.CODE_KEY}) -> the inputs Job -> {spec.paths.code_dir}")
         batch = manifests.manifest_files(files)
         if "kuberay/inputs.yaml" in files:
             first = " ".join(f"-f {out}/{rel}" for rel in batch if rel != "kuberay/rayjob.yaml")
@@ -299,6 +302,11 @@ class KubeRay(Backend):
         steps.append((f"ConfigMap {configmap_name(spec)}", kubectl.apply_stdin(ns, configmap)))
         if steps[-1][1].returncode != 0:
             return _report_failure(steps[-1])
+        code_map = manifests.code_configmap_manifest(spec)  # CODE's pack, for the inputs Job
+        if code_map is not None:
+            steps.append((f"ConfigMap {code_map['metadata']['name']}", kubectl.apply_stdin(ns, code_map)))
+            if steps[-1][1].returncode != 0:
+                return _report_failure(steps[-1])
         # With an inputs Job: everything else first, then the RayJob once the inputs are ready.
         batches = [manifests.manifest_files(files)]
         if "kuberay/inputs.yaml" in files:

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from rlaunch.backends.kuberay import gke
 from rlaunch.backends.kuberay import monitoring
-from rlaunch.backends.kuberay.names import (RUN_LABEL, configmap_name, head_service, inputs_job_name, job_name,
+from rlaunch.backends.kuberay.names import (RUN_LABEL, code_configmap_name, configmap_name, head_service, inputs_job_name, job_name,
                                             labels, pvc_name, secret_name)
+from rlaunch.config import code
 from rlaunch.errors import MissingPrerequisite
 from rlaunch.plan import artifacts
 from rlaunch.plan import imagecheck
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from rlaunch.config.spec import KubeRaySettings, Spec
 
 ARTIFACTS_MOUNT = "/opt/rlaunch-run"   # the ConfigMap's mount point in every pod
+CODE_MOUNT = "/opt/rlaunch-code"      # CODE's ConfigMap, in the inputs Job's pod
+CODE_KEY = "code.tar.gz"
 RLAUNCH_HOME = "/opt/rlaunch"          # rlaunch's tools inside the rlaunch image
 ONE_PER_HOST_LABEL = "rlaunch.io/one-per-host"
 ARCH_LABEL = "kubernetes.io/arch"      # every pod runs on nodes of its image's architecture
@@ -136,6 +139,8 @@ def _runtime_env(spec: Spec) -> str:
     # The tracker's env too: a backoffLimit retry logs into the same W&B run.
     env_vars = jobenv.job_env(spec, {"RLAUNCH_HOME": RLAUNCH_HOME, "RLAUNCH_PYTHON": "python3",
                                      "PYTHONUNBUFFERED": "1"})
+    if spec.paths.code_dir:  # CODE first on every Ray worker's path (Ray expands ${PYTHONPATH})
+        env_vars["PYTHONPATH"] = f"{spec.paths.code_dir}:${{PYTHONPATH}}"
     runtime = {
         # Uploaded by the submitter, which mounts the ConfigMap; `..data` and the timestamped
         # folder are the ConfigMap volume's own bookkeeping, not artifacts.
@@ -183,6 +188,8 @@ def run_files(spec: Spec) -> dict[str, str]:
     files, and setup.sh (the inputs Job's script) when the framework has inputs to prepare."""
     files = artifacts.common(spec)
     lines = frameworks.get(spec.framework.name).setup(spec)
+    if spec.paths.code_dir:  # the inputs Job puts CODE on the run's volume first, from its ConfigMap
+        lines = [*code.unpack_lines(spec, f"{CODE_MOUNT}/{CODE_KEY}"), *lines]
     if lines:
         files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=lines, runner=INPUTS_RUNNER)
     return files
@@ -229,6 +236,9 @@ def context(spec: Spec, files: dict[str, str] | None = None) -> dict[str, Any]:
         "pvc": pvc_name(spec),
         "mount": spec.storage.mount,
         "configmap": configmap_name(spec),
+        "code_configmap": code_configmap_name(spec) if spec.paths.code_dir else "",
+        "code_mount": CODE_MOUNT,
+        "code_key": CODE_KEY,
         "configmap_items": configmap_items(spec, files),
         "inputs": _inputs(spec, files),
         "artifacts_mount": ARTIFACTS_MOUNT,
@@ -294,6 +304,19 @@ def configmap_manifest(spec: Spec, files: dict[str, str]) -> dict[str, Any]:
             "metadata": {"name": configmap_name(spec), "namespace": spec.infra.namespace,
                          "labels": labels(spec)},
             "data": data}
+
+
+def code_configmap_manifest(spec: Spec) -> dict[str, Any] | None:
+    """The ConfigMap that carries CODE's pack (its tar.gz, binaryData) to the inputs Job, which
+    extracts it onto the run's volume at paths.code_dir; None without CODE. Built at launch, from
+    the pack the plan pinned (its size was checked then: Infra.code_limit)."""
+    packed = code.of(spec)
+    if packed is None:
+        return None
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": code_configmap_name(spec), "namespace": spec.infra.namespace,
+                         "labels": labels(spec)},
+            "binaryData": {CODE_KEY: base64.b64encode(packed.tar_gz()).decode()}}
 
 
 def secret_manifest(spec: Spec, environ: dict[str, str]) -> dict[str, Any]:

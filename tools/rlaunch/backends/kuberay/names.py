@@ -23,6 +23,10 @@ def configmap_name(spec: Spec) -> str:
     return f"{job_name(spec)}-artifacts"
 
 
+def code_configmap_name(spec: Spec) -> str:
+    return f"{job_name(spec)}-code"
+
+
 def secret_name(spec: Spec) -> str:
     return f"{job_name(spec)}-secrets"
 

@@ -38,7 +38,7 @@ from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHa
 from rlaunch.backends.local import forward
 from rlaunch.config import load as config
 from rlaunch.errors import EXIT_NODE_LOST, ConfigError, MissingPrerequisite, RlaunchError
-from rlaunch.config import topology
+from rlaunch.config import code, topology
 from rlaunch.job import attempts, checkpoints, data, phases
 from rlaunch.plan import artifacts, jobenv, tracking
 from rlaunch.registry import frameworks
@@ -143,10 +143,20 @@ def _rehearsal_bin(spec: Spec) -> Path:
     return python.parent
 
 
+def _stage_code(spec: Spec) -> None:
+    """CODE's pack (the plan's hash, packed again) into the host's storage at paths.code_dir."""
+    packed = code.of(spec)
+    if packed is not None:
+        copied = code.stage(packed, spec.paths.code_dir)
+        print(f"local: code {packed.hash[:12]} {'staged' if copied else 'already'} at {spec.paths.code_dir}")
+
+
 def _job_env(spec: Spec, info: dict[str, Any]) -> dict[str, str]:
+    # CODE first on every Ray process's path: the job's runtime env reaches its workers on every node.
+    path = [p for p in (spec.paths.code_dir, str(ROOT / "tools")) if p]
     env = {
         "RLAUNCH_HOME": str(ROOT), "RLAUNCH_PYTHON": sys.executable,
-        "PYTHONPATH": str(ROOT / "tools"), "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": ":".join(path), "PYTHONUNBUFFERED": "1",
         # Every actor of the job connects to this cluster, even with other Ray clusters on the host.
         "RAY_ADDRESS": f"{info['head_ip']}:{info['ray_port']}",
         # All namespaces share the host's name, which /etc/hosts maps to 127.0.0.1: without this,
@@ -294,7 +304,9 @@ class Local(Backend):
 
     def plan(self, spec: Spec, files: dict[str, str]) -> list[str]:
         out = spec.run.out
+        staged = [f"stage CODE into {spec.paths.code_dir} (kept as it is when there: the name is the hash)"]
         return [
+            *(staged if spec.paths.code_dir else []),
             f"scripts/local-cluster up   ({spec.cluster.nodes} nodes, one network namespace each "
             f"(as root, or through passwordless sudo); one node on 127.0.0.1 without either)",
             f"ray job submit {spec.run.id}: bash {out}/job.sh   (from the head's namespace)",
@@ -320,6 +332,7 @@ class Local(Backend):
                 f"{spec.cluster.gpus_per_node} needs NVIDIA GPUs and this machine has none "
                 "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
         upload(spec)
+        _stage_code(spec)  # before Ray starts: every namespace sees the host's storage
         submitted, run_id = False, spec.run.id
         cluster = _Cluster(_cluster_env(spec, out))
         try:

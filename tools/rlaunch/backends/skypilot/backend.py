@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from rlaunch import ROOT
 from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHandle
 from rlaunch.backends.skypilot import extras as skyextras
-from rlaunch.config import inputs, knobs
+from rlaunch.config import code, inputs, knobs
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.plan import artifacts, catalog, imagecheck, jobenv
 from rlaunch.plan.render import parse_back, render_template, shjoin
@@ -314,6 +314,7 @@ class SkyPilot(Backend):
             "skypilot/task.yaml.j2", spec=spec, task_name=cluster_name(spec), infra=infra_string(spec),
             envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
             workdir="" if image_mode else str(ROOT), spot=spec.infra.spot,
+            code_outbox=code.outbox(spec) if spec.paths.code_dir else "",
             rdma_k8s=spec.infra.rdma and on_k8s(spec),
             launch_command="sky " + shjoin(launch_argv(spec, spec.run.out)),
             setup=bool(check_lines), setup_script=CHECK_SCRIPT, inputs_task=INPUTS_TASK,
@@ -399,6 +400,8 @@ class SkyPilot(Backend):
             f"  resources {resources_line(spec)}",
             f"  shared storage {spec.storage.mount} <- {where}",
             *([f"  inputs live on it: {_inputs_home(spec)}"] if INPUTS_TASK in files else []),
+            *([f"  code {spec.paths.code_dir} <- file mount of {code.outbox(spec)} (CODE's pack, staged there "
+               "first)"] if spec.paths.code_dir else []),
             f"  every node: {setup}scripts/ray-up ({c.nodes} nodes, Ray {c.ray_port}/"
             f"{c.dashboard_port}); rank 0: bash {ARTIFACTS_MOUNT}/job.sh",
         ]
@@ -458,6 +461,9 @@ class SkyPilot(Backend):
         self.require_secrets(spec)
         self._require_clients(spec)
         self._require_cloud(spec)
+        packed = code.of(spec)  # the plan's hash, or exit 2: the file mount uploads it from here
+        if packed is not None:
+            code.stage(packed, code.outbox(spec))
         if INPUTS_TASK in plan.files and not spec.infra.spot:  # SPOT=1: the pipeline's first task
             rc = self._inputs_step(spec, out)
             if rc:

@@ -5,18 +5,36 @@ NCCL and the GPUs Ray Train hands it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
+from rlaunch.config import code
 from rlaunch.errors import CheckError, ConfigError
 from rlaunch.frameworks.base import ARTIFACTS, Framework
 from rlaunch.rehearsal.settings import ConfigError as TrainConfigError
-from rlaunch.rehearsal.settings import parse_config  # validates exactly as the job will
+from rlaunch.rehearsal.settings import REWARD_RE, parse_config  # validates exactly as the job will
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
 
 ENTRY = "rlaunch.rehearsal.train"
+
+
+# The framework.overrides the TRL adapter takes: `reward=<module>:<function>`, a reward the workers
+# import (from CODE, first on their PYTHONPATH) instead of rlaunch.rehearsal.tiny.copy_reward.
+OVERRIDES = ("reward",)
+
+
+def _overrides(spec: Spec) -> dict[str, str]:
+    """The overrides the TRL adapter takes (OVERRIDES); it reads no others, as before CODE."""
+    out = {}
+    for item in spec.framework.overrides:
+        key, sep, value = item.partition("=")
+        if sep and key in OVERRIDES:
+            out[key] = value
+    return out
 
 
 class Trl(Framework):
@@ -36,6 +54,7 @@ class Trl(Framework):
             "seed": 0,
             "save_freq": max(train.save_freq, 0),  # -1 (only at the end): no checkpoint to resume from
             **({"smoke": True} if train.smoke else {}),
+            **_overrides(spec),
         }
 
     def command(self, spec: Spec) -> list[str]:
@@ -55,6 +74,12 @@ class Trl(Framework):
         if spec.pins.source:  # refused, not dropped: the trainer would never read it
             raise ConfigError("data.source", spec.data.source, "empty for the TRL adapter, not yet: it trains on its "
                               "own synthetic digits task; DATA= is read by verl, AReaL (GSM8K) and RLinf (.jsonl)")
+        reward = _overrides(spec).get("reward", "")
+        if reward and not re.fullmatch(REWARD_RE, reward):
+            raise ConfigError("framework.overrides[reward]", reward, "<module>:<function>, e.g. my_pkg.rewards:copy")
+        if reward and spec.paths.code_dir and importlib.util.find_spec(reward.split(".")[0].split(":")[0]) is None:
+            module = reward.split(":")[0].replace(".", "/")  # not importable here: it must be CODE's
+            code.require(spec, [f"{module}.py", f"{module}/__init__.py"], "framework.overrides[reward]", reward)
         if spec.data.dataset != "digits":
             raise ConfigError("data.dataset", spec.data.dataset,
                               "digits (the TRL adapter's task is made at run time)")

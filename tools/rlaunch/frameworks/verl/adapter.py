@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlaunch.config import code
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
@@ -118,6 +119,19 @@ def critic_model_problem(spec: Spec, path: str) -> str:
 def _hydra(files: list[str]) -> str:
     """One file as itself (today's rendered overrides), several as Hydra's list [a,b]."""
     return files[0] if len(files) == 1 else f"[{','.join(files)}]"
+# The files verl's workers open on every node, relative to their own directory (rlaunch.config.code).
+NODE_FILES = ("reward.custom_reward_function.path", "data.custom_cls.path")
+
+
+def _on_nodes(spec: Spec, override: str) -> str:
+    """An override naming a file verl's workers open, with the path every node finds it at
+    (a path relative to CODE -> <paths.code_dir>/<path>); refused where no node would find it."""
+    key, sep, value = override.partition("=")
+    name = key.lstrip("+~")
+    if not sep or name not in NODE_FILES:
+        return override
+    path = value.strip("'\"")  # Hydra's quotes
+    return f"{key}={code.node_path(spec, f'framework.overrides[{name}]', path)}"
 
 
 class Verl(Framework):
@@ -221,10 +235,12 @@ class Verl(Framework):
         # last checkpoint in the run directory; the first start finds none and begins at step 0.
         out.append("trainer.resume_mode=auto")
         # critic.model.path, the actor's (check): rendered above for PPO, from the prepared model
-        return out + [o for o in spec.framework.overrides
+        return out + [_on_nodes(spec, o) for o in spec.framework.overrides
                       if not (ppo and o.partition("=")[0].lstrip("+") == CRITIC_MODEL)]
 
     def command(self, spec: Spec) -> list[str]:
+        if spec.code.command:  # CMD=: the user's entry module (its key=value are in the overrides)
+            return [*ENTRY[:2], code.parse_command(spec.code.command)[0], *self.overrides(spec)]
         return ENTRY + self.overrides(spec)
 
     def env(self, spec: Spec) -> dict[str, str]:
@@ -286,6 +302,11 @@ class Verl(Framework):
                                   "the reward function from reward.custom_reward_function only (its "
                                   "fully_async_main alone moves the top-level key there); with this one "
                                   "verl's default reward would score your data")
+        for override in spec.framework.overrides:  # refused here, before anything is rendered
+            _on_nodes(spec, override)
+            name, _, value = override.partition("=")
+            if name.lstrip("+~") not in NODE_FILES:  # any other path of this machine: no node has it
+                code.check_paths(spec, f"framework.overrides[{name.lstrip('+~')}]", value)
         if "trainer.logger" in eff:
             topology.metrics_logger("framework.overrides[trainer.logger]",
                                     topology.hydra_list(eff["trainer.logger"]), "file")

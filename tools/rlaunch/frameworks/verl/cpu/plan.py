@@ -15,7 +15,7 @@ from rlaunch import ROOT
 from rlaunch.config.rehearse import Rewrite
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.validate import early
-from rlaunch.config import topology
+from rlaunch.config import code, topology
 from rlaunch.validate import loaders
 from rlaunch.frameworks.verl.cpu import rewrites as cpu
 
@@ -69,7 +69,11 @@ def reward_function(spec: Spec) -> tuple[str, str, dict[str, Any]]:
     path = eff.get("reward.custom_reward_function.path", "")
     name = eff.get("reward.custom_reward_function.name", "compute_score")
     kwargs = {k[len(KWARGS):]: yaml.safe_load(v) for k, v in eff.items() if k.startswith(KWARGS)}
-    return ("" if path in ("", "null", "None") else path.strip("'\"")), name.strip("'\""), kwargs
+    path = "" if path in ("", "null", "None") else path.strip("'\"")
+    packed = code.of(spec) if path and not path.startswith(("/", "~")) else None
+    if packed is not None:  # relative to CODE: the nodes get it staged; the check reads it where it is
+        path = str(packed.root / path)
+    return path, name.strip("'\""), kwargs
 
 
 def run_probe(argv: list[str], what: str) -> dict[str, Any]:

@@ -1,0 +1,337 @@
+"""CODE= (issue 47): the user's code packed deterministically, named by its content, pinned in the
+spec, refused when dirty without the opt-in, staged once per hash and checked on the nodes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlaunch.config import code
+from rlaunch.config import load as config
+from rlaunch.errors import ConfigError
+from rlaunch.verify import probes
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull}
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout.strip()
+
+
+def tree(root: Path) -> Path:
+    """A user's project: a package, a script, what ignore rules and caches leave out."""
+    files = {
+        "pkg/__init__.py": "", "pkg/reward.py": "def score(x):\n    return 1.0\n", "run.sh": "#!/bin/sh\n",
+        ".gitignore": "*.log\nout/\n", "train.log": "noise", "out/model.bin": "big",
+        "pkg/__pycache__/reward.cpython-311.pyc": "x", "pkg/old.pyc": "x", ".venv-x/lib.py": "x",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "run.sh").chmod(0o755)
+    return root
+
+
+def repo(root: Path) -> Path:
+    tree(root)
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "first")
+    return root
+
+
+def load(**knobs):
+    return config.load("rehearsal", {"RUN_ID": "t", **knobs})
+
+
+KEPT = [".gitignore", "pkg/__init__.py", "pkg/reward.py", "run.sh"]
+
+
+def test_a_walk_packs_what_the_ignore_rules_keep_and_names_the_rule(tmp_path):
+    packed = code.pack(tree(tmp_path))
+    assert [e.path for e in packed.entries] == KEPT
+    assert [e.executable for e in packed.entries] == [False, False, False, True]
+    assert packed.dropped == {"train.log": ".gitignore: *.log", "out/model.bin": ".gitignore: out/"}
+    assert packed.commit == "" and not packed.dirty
+    assert code.ignore_rule(tmp_path, "out/model.bin") == ".gitignore: out/"
+    assert code.ignore_rule(tmp_path, "pkg/reward.py") == ""
+
+
+def test_the_hash_is_the_manifests_and_follows_content_alone(tmp_path):
+    a, b = tree(tmp_path / "a"), tree(tmp_path / "b")
+    os.utime(b / "pkg" / "reward.py", (1, 1))  # times never count
+    first = code.pack(a)
+    assert first.hash == code.pack(b).hash == hashlib.sha256(first.manifest.encode()).hexdigest()
+    assert first.manifest.splitlines()[-1].endswith(" x run.sh")
+    assert first.tar_gz() == code.pack(b).tar_gz()  # byte for byte: the transports carry it
+    (b / "pkg" / "reward.py").write_text("def score(x):\n    return 0.0\n")
+    assert code.pack(b).hash != first.hash
+    (a / "run.sh").chmod(0o644)  # the x bit counts
+    assert code.pack(a).hash != first.hash
+
+
+def test_a_git_tree_packs_gits_list_with_its_commit(tmp_path):
+    root = repo(tmp_path)
+    packed = code.pack(root)
+    assert [e.path for e in packed.entries] == KEPT
+    assert packed.commit == git(root, "rev-parse", "HEAD") and not packed.dirty
+    assert packed.hash == code.pack(tree(tmp_path.parent / f"{tmp_path.name}-walk")).hash
+    assert code.ignore_rule(root, "train.log") == ".gitignore: *.log"
+
+
+def test_a_dirty_tree_is_refused_naming_code_and_the_fix_unless_allowed(tmp_path):
+    root = repo(tmp_path / "user")
+    (root / "pkg" / "reward.py").write_text("def score(x):\n    return 2.0\n")
+    with pytest.raises(ConfigError) as err:
+        load(CODE=str(root))
+    assert err.value.key == "code.dir" and err.value.source == "CODE"
+    assert "CODE_DIRTY=1" in str(err.value) and "pkg/reward.py" in str(err.value)
+    spec = load(CODE=str(root), CODE_DIRTY="1")
+    assert spec.pins.code["dirty"] is True and len(str(spec.pins.code["diff_sha256"])) == 64
+    (root / "pkg" / "reward.py").unlink()  # deleted, not committed: out of the pack
+    assert "pkg/reward.py" not in [e.path for e in code.pack(root, allow_dirty=True).entries]
+
+
+def test_the_spec_pins_code_at_the_same_path_on_every_node(tmp_path, monkeypatch):
+    root = repo(tmp_path / "user")
+    monkeypatch.chdir(tmp_path)
+    spec = load(CODE="user")  # relative to where make runs
+    packed = code.pack(root)
+    assert spec.code.dir == str(root)
+    assert spec.paths.code_dir == f"{spec.storage.mount}/code/{packed.hash}"
+    assert spec.pins.code == {"hash": packed.hash, "commit": packed.commit, "dirty": False, "diff_sha256": "",
+                              "files": 4, "bytes": packed.size}
+    assert load().paths.code_dir == "" and load().pins.code == {}
+    with pytest.raises(ConfigError, match="code.dir='nowhere'.*a directory on this machine"):
+        load(CODE="nowhere")
+
+
+def test_a_git_url_at_a_commit_is_fetched_once(tmp_path):
+    root = repo(tmp_path / "upstream")
+    commit = git(root, "rev-parse", "HEAD")
+    cache = tmp_path / "cache"
+    first = code.resolve(f"file://{root}@{commit}", cache)
+    assert code.pack(first).hash == code.pack(root).hash and code.pack(first).commit == commit
+    assert code.resolve(f"file://{root}@{commit}", cache) == first
+    with pytest.raises(ConfigError, match="a git repository this machine can fetch"):
+        code.resolve(f"file://{root}@{'0' * 40}", cache)
+    assert sorted(p.name for p in first.parent.iterdir()) == [commit]  # a failed fetch leaves nothing
+
+
+def test_staging_is_atomic_idempotent_and_the_nodes_check_the_manifest(tmp_path):
+    packed = code.pack(tree(tmp_path / "user"))
+    dest = tmp_path / "mount" / "code" / packed.hash
+    assert code.stage(packed, dest) is True
+    assert code.stage(packed, dest) is False  # the same hash: kept, nothing copied
+    assert probes.probe_code(str(dest), code.MANIFEST) == {"path": str(dest), "hash": packed.hash, "problems": []}
+    assert os.access(dest / "run.sh", os.X_OK)
+    assert [p.name for p in dest.parent.iterdir()] == [packed.hash]
+    (dest / "pkg" / "reward.py").write_text("tampered")
+    (dest / "run.sh").unlink()
+    assert probes.probe_code(str(dest), code.MANIFEST)["problems"] == ["pkg/reward.py differs from the manifest",
+                                                                      "run.sh missing"]
+
+
+def test_the_plan_line_says_hash_files_size_commit_and_state():
+    line = code.describe({"hash": "a" * 64, "commit": "b" * 40, "dirty": False, "diff_sha256": "",
+                          "files": 3, "bytes": 2048}, "/src")
+    assert line == f"/src -> hash {'a' * 12}, 3 files, 2.0 KiB, commit {'b' * 12}, clean"
+
+
+# ---------------------------------------------------------------- the files the framework opens on every node
+
+REWARD = "reward.custom_reward_function.path"
+VERL = "verl-grpo-math-7b"
+
+
+def verl(tmp_path, path: str, key: str = REWARD, infra: str = "gcp", **knobs):
+    spec = config.load(VERL, {"RUN_ID": "t", "INFRA": infra, **knobs}, [f"framework.overrides=[{key}={path}]"])
+    from rlaunch.registry import frameworks
+
+    return spec, frameworks.get("verl").command(spec)
+
+
+@pytest.mark.parametrize(("path", "needle"), [
+    ("~/my_reward.py", "the framework does not expand ~"),
+    ("/home/me/my_reward.py", "/home/me/my_reward.py is on this machine, outside storage.mount and outside CODE"),
+    ("rewards/mine.py", "a path relative to CODE= (not set)"),
+])
+def test_a_reward_no_node_would_find_is_refused_naming_the_argument_and_the_fix(tmp_path, path, needle):
+    with pytest.raises(ConfigError) as err:
+        verl(tmp_path, path)
+    assert err.value.key == f"framework.overrides[{REWARD}]" and err.value.value == path
+    assert needle in str(err.value) and "put the file in CODE and give its path relative to CODE" in str(err.value)
+
+
+def test_a_reward_relative_to_code_reaches_verl_at_the_code_dir_on_every_node(tmp_path):
+    root = repo(tmp_path / "user")
+    spec, argv = verl(tmp_path, "pkg/reward.py", CODE=str(root))
+    assert f"{REWARD}={spec.paths.code_dir}/pkg/reward.py" in argv
+    spec, argv = verl(tmp_path, str(root / "pkg" / "reward.py"), CODE=str(root))  # its path here: the same file
+    assert f"{REWARD}={spec.paths.code_dir}/pkg/reward.py" in argv
+    spec, argv = verl(tmp_path, "/storage/rewards/r.py", CODE=str(root))  # on the shared storage: as is
+    assert f"{REWARD}=/storage/rewards/r.py" in argv
+    spec, argv = verl(tmp_path, "pkg/reward.py", key="data.custom_cls.path", CODE=str(root))
+    assert f"data.custom_cls.path={spec.paths.code_dir}/pkg/reward.py" in argv
+    _, argv = verl(tmp_path, str(tmp_path / "r.py"), infra="local", NODES="1", GPUS_PER_NODE="1",
+                   ACCELERATOR="H100")  # local: every node shares this disk
+    assert f"{REWARD}={tmp_path / 'r.py'}" in argv
+
+
+def test_a_file_missing_from_code_or_dropped_by_an_ignore_rule_is_named(tmp_path):
+    root = repo(tmp_path / "user")
+    with pytest.raises(ConfigError, match=f"a file in CODE: pkg/missing.py is not in {root}"):
+        verl(tmp_path, "pkg/missing.py", key="data.custom_cls.path", CODE=str(root))
+    (root / "out" / "reward.py").write_text("def compute_score(): ...\n")
+    with pytest.raises(ConfigError) as err:
+        verl(tmp_path, "out/reward.py", CODE=str(root))
+    assert "out/reward.py is in" in str(err.value) and "left out by .gitignore: out/" in str(err.value)
+    with pytest.raises(ConfigError, match="a path inside CODE"):
+        verl(tmp_path, "../elsewhere.py", CODE=str(root))
+
+
+def test_a_code_over_the_transports_limit_is_refused_naming_the_size_and_the_limit(tmp_path):
+    root = tmp_path / "user"
+    root.mkdir()
+    (root / "weights.bin").write_bytes(os.urandom(1024 * 1024))  # does not compress
+    with pytest.raises(ConfigError) as err:
+        config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t", "INFRA": "kuberay", "CODE": str(root)})
+    assert err.value.key == "code.dir" and err.value.source == "CODE"
+    assert "at most 900 KiB compressed on INFRA=kuberay" in str(err.value) and "this one is 1024 KiB" in str(err.value)
+    assert config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(root)}).pins.code
+
+
+def test_the_trl_reward_from_code_must_be_in_it(tmp_path):
+    root = repo(tmp_path / "user")
+    sets = ["framework.overrides=[reward=pkg.reward:score]"]
+    spec = config.load("rehearsal", {"RUN_ID": "t", "CODE": str(root)}, sets)
+    from rlaunch.registry import frameworks
+
+    assert frameworks.get("trl").train_config(spec)["reward"] == "pkg.reward:score"
+    with pytest.raises(ConfigError, match="a file in CODE: nope/mod.py or nope/mod/__init__.py is not in"):
+        config.load("rehearsal", {"RUN_ID": "t", "CODE": str(root)}, ["framework.overrides=[reward=nope.mod:f]"])
+    with pytest.raises(ConfigError, match=r"framework.overrides\[reward\].*<module>:<function>"):
+        config.load("rehearsal", {"RUN_ID": "t"}, ["framework.overrides=[reward=not-a-module]"])
+
+
+def test_a_refused_code_exits_2_and_writes_nothing(tmp_path):
+    root = repo(tmp_path / "user")
+    (root / "new.py").write_text("")
+    out = tmp_path / "out"
+    env = {**os.environ, "RLAUNCH_KNOB_CODE": str(root), "RLAUNCH_KNOB_OUT": str(out), "RLAUNCH_KNOB_RUN_ID": "t"}
+    done = subprocess.run([sys.executable, "-m", "rlaunch", "plan"], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "CODE_DIRTY=1" in done.stderr and done.stderr.count("\n") == 1
+    assert not out.exists()
+
+
+# ---------------------------------------------------------------- the transports (goldens show the rest)
+
+
+def test_kuberay_carries_the_pack_in_a_configmap_the_inputs_job_extracts(tmp_path):
+    import base64
+
+    import yaml
+
+    from rlaunch.backends.kuberay import manifests
+
+    root = repo(tmp_path / "user")
+    mount = tmp_path / "volume"
+    spec = config.load("rehearsal", {"RUN_ID": "t", "INFRA": "kuberay", "CODE": str(root),
+                                     "WORK_ROOT": str(mount)})
+    cm = manifests.code_configmap_manifest(spec)
+    assert cm["metadata"]["name"] == "t-code" and list(cm["binaryData"]) == ["code.tar.gz"]
+    archive = tmp_path / "code.tar.gz"
+    archive.write_bytes(base64.b64decode(cm["binaryData"]["code.tar.gz"]))
+    files = manifests.render(spec)
+    job = yaml.safe_load(files["kuberay/inputs.yaml"])["spec"]["template"]["spec"]
+    assert {"name": "code", "mountPath": "/opt/rlaunch-code", "readOnly": True} in job["containers"][0]["volumeMounts"]
+    assert "t-code" in [v.get("configMap", {}).get("name") for v in job["volumes"]]
+    assert f"{spec.paths.code_dir}:${{PYTHONPATH}}" in files["kuberay/rayjob.yaml"]
+    # setup.sh's lines, run here against the "volume": the pack lands whole at code_dir, once.
+    script = "set -Eeuo pipefail\n" + "\n".join(code.unpack_lines(spec, str(archive))) + "\n"
+    for _ in range(2):
+        subprocess.run(["bash", "-c", script], check=True)
+    assert probes.probe_code(spec.paths.code_dir, code.MANIFEST) == {
+        "path": spec.paths.code_dir, "hash": spec.pins.code["hash"], "problems": []}
+    assert sorted(p.name for p in (mount / "code").iterdir()) == [spec.pins.code["hash"]]
+
+
+def test_aistudio_stages_under_work_root_and_its_run_script_checks_the_hash(tmp_path):
+    from rlaunch.backends.aistudio import backend as aistudio
+
+    root = repo(tmp_path / "user")
+    spec = config.load("rehearsal", {"RUN_ID": "t", "INFRA": "aistudio", "CODE": str(root),
+                                     "WORK_ROOT": str(tmp_path / "mnt")})
+    run = aistudio.AIStudio().render(spec)["run.sh"]
+    lines = run.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("# CODE's pack"))
+    last = next(i for i, line in enumerate(lines) if line.startswith('say "CODE:'))
+    check = "\n".join(['die() { echo "$2"; exit "$1"; }', "say() { echo \"$*\"; }", *lines[first:last + 1]])
+    assert code.stage(code.pack(root), spec.paths.code_dir)
+    done = subprocess.run(["bash", "-c", check], capture_output=True, text=True)
+    assert done.returncode == 0 and f"hash {spec.pins.code['hash'][:12]}, 4 files match" in done.stdout
+    (Path(spec.paths.code_dir) / "pkg" / "reward.py").write_text("changed")
+    done = subprocess.run(["bash", "-c", check], capture_output=True, text=True)
+    assert done.returncode == 3 and "pkg/reward.py missing or altered" in done.stdout
+    (Path(spec.paths.code_dir) / code.MANIFEST).write_text("")
+    done = subprocess.run(["bash", "-c", check], capture_output=True, text=True)
+    assert done.returncode == 3 and "missing (make launch stages it)" in done.stdout
+
+
+# ---------------------------------------------------------------- CMD= (verl)
+
+
+def test_cmd_names_verls_entry_and_its_key_values_are_overrides_under_the_same_rules(tmp_path):
+    root = repo(tmp_path / "user")
+    cmd = ("python3 -m verl.experimental.fully_async_policy.fully_async_main data.train_batch_size=64 "
+           "reward.custom_reward_function.path=pkg/reward.py trainer.resume_mode=auto")
+    spec = config.load(VERL, {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(root), "CMD": cmd})
+    from rlaunch.registry import frameworks
+
+    argv = frameworks.get("verl").command(spec)
+    assert argv[:3] == ["python3", "-m", "verl.experimental.fully_async_policy.fully_async_main"]
+    assert spec.train.batch_size == 64  # the owned-key table applied: rlaunch's key, checked as such
+    assert f"{REWARD}={spec.paths.code_dir}/pkg/reward.py" in argv and argv.count("trainer.resume_mode=auto") == 1
+
+
+@pytest.mark.parametrize(("cmd", "key", "needle"), [
+    ("bash train.sh", "code.command", "python3 -m <module> key=value"),
+    ("python3 -m verl.trainer.main_ppo --config-path x", "code.command", "'--config-path' is not key=value"),
+    ("python3 -m verl.trainer.main_ppo data.custom_cls.path=~/ds.py", "framework.overrides[data.custom_cls.path]",
+     "does not expand ~"),
+    ("python3 -m verl.trainer.main_ppo +ray_kwargs.ray_init.runtime_env.working_dir=/home/me/proj",
+     "framework.overrides[ray_kwargs.ray_init.runtime_env.working_dir]", "outside storage.mount and outside CODE"),
+])
+def test_cmd_refusals_name_the_argument(cmd, key, needle):
+    with pytest.raises(ConfigError) as err:
+        config.load(VERL, {"RUN_ID": "t", "INFRA": "gcp", "CMD": cmd})
+    assert err.value.key == key and needle in str(err.value) and err.value.source == "CMD"
+
+
+def test_cmd_runs_verl_commands_only():
+    with pytest.raises(ConfigError, match="a verl command .*CMD= does not run trl yet"):
+        config.load("rehearsal", {"RUN_ID": "t", "CMD": "python3 -m verl.trainer.main_ppo"})
+
+
+def test_the_rehearsals_reward_check_reads_a_reward_relative_to_code_where_it_is(tmp_path):
+    from rlaunch.frameworks.verl.cpu import plan as cpu_plan
+
+    root = repo(tmp_path / "user")
+    spec = config.load(VERL, {"RUN_ID": "t", "REHEARSE": "1", "CODE": str(root)},
+                       [f"framework.overrides=[{REWARD}=pkg/reward.py,reward.custom_reward_function.name=score]"])
+    assert cpu_plan.reward_function(spec)[:2] == (str(root / "pkg" / "reward.py"), "score")
+
+
+def test_a_directory_its_repository_ignores_is_walked_not_emptied(tmp_path):
+    root = repo(tmp_path / "user")  # its .gitignore drops out/
+    (root / "out" / "job").mkdir()
+    (root / "out" / "job" / "train.py").write_text("print(1)\n")
+    packed = code.pack(root / "out" / "job")
+    assert [e.path for e in packed.entries] == ["train.py"] and packed.commit == ""
