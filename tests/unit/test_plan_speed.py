@@ -118,3 +118,19 @@ def test_a_background_error_is_raised_as_itself():
     with pytest.raises(ConfigError) as found:
         started.result()
     assert found.value is err
+
+
+def test_the_backends_refusal_still_comes_before_the_loaders(tmp_path, monkeypatch):
+    from rlaunch.registry import backends
+
+    def infra(self, spec, files):
+        raise CheckError("skypilot", "sky.Task.from_yaml rejected task.yaml: bad")
+
+    def loader(self, spec, files):
+        raise CheckError("verl-loader", "verl rejected the config")
+
+    monkeypatch.setattr(type(backends.get("local")), "check", infra)
+    monkeypatch.setattr(type(frameworks.get("verl")), "loader_check", loader)
+    spec = config.load("verl-ppo-gsm8k-0.5b", {"OUT": str(tmp_path / "out")})
+    with pytest.raises(CheckError, match="^check skypilot: sky.Task.from_yaml rejected task.yaml: bad$"):
+        cli.Cli()._plan(spec)

@@ -214,17 +214,18 @@ class Cli:
         """The LaunchPlan: rendered, checked offline, written to OUT with plan.txt, printed."""
         backend, files = _render(spec)
         fw = frameworks.get(spec.framework.name)
-        # The checks that wait on another venv's process start now, beside the quick ones (validate.early):
-        # the framework's own config loader, on the files every infrastructure renders alike; REHEARSE=1's
-        # reward function run here first; DATA='s rows. Collected in this order: the same lines, the same
-        # first refusal as one after another.
+        # The checks that wait on another process start now, beside the quick ones (validate.early): the
+        # backend's (SkyPilot's parser), the framework's own config loader, on the files every
+        # infrastructure renders alike; REHEARSE=1's reward function run here first; DATA='s rows.
+        # Collected in this order: the same lines, the same first refusal as one after another.
+        infra = early.Started(lambda: backend.check(spec, files))
         loader = early.Started(lambda: fw.loader_check(spec, files))
         rehearsal = early.Started(lambda: fw.rehearsal_check(spec))
         data = early.Started(lambda: fw.data_check(spec))
         try:
             # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
             checks = [modelfacts.check(spec), memory.check(spec), ckptsize.plan_line(spec),
-                      *backend.check(spec, files), loader.result()]
+                      *infra.result(), loader.result()]
             checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
             checks += rehearsal.result()
             checks += data.result()
