@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from needs import missing
+from rlaunch import ROOT
 from rlaunch.frameworks.verl import genvalues, values
 from rlaunch.plan import jobenv
 from rlaunch.config import load as config
@@ -127,19 +129,25 @@ def test_rollout_named_and_user_overrides_last():
 
 
 def test_setup_prepares_once(tmp_path):
-    """The setup line skips a data dir whose SHA256SUMS verifies (no python run at all)."""
+    """The setup line keeps a data dir whose SHA256SUMS verifies (no download); a changed file is
+    prepared again."""
     spec, fw, _, _ = render("verl-ppo-gsm8k-0.5b", [f"storage.mount={tmp_path}"])
     data = Path(spec.paths.data_dir)
     assert data.parent == tmp_path / "data" / "gsm8k"  # one directory per pinned revision
     data.mkdir(parents=True)
     (data / "train.parquet").write_text("x")
     subprocess.run(["bash", "-c", "cd \"$1\" && sha256sum train.parquet > SHA256SUMS", "_", str(data)], check=True)
+    # The python the line runs: the check for real, a download recorded and failed.
+    calls, stub = tmp_path / "calls", tmp_path / "python"
+    stub.write_text(f'#!/bin/bash\necho "$*" >> {calls}\n[[ "$3" == --check=* ]] && exec {sys.executable} "$@"\nexit 1\n')
+    stub.chmod(0o755)
+    env = {"RLAUNCH_PYTHON": str(stub), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "tools")}
     line = fw.setup(spec)[0]
-    done = subprocess.run(["bash", "-c", line], env={"RLAUNCH_PYTHON": "false", "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0  # `false` as python would fail: it was not called
+    done = subprocess.run(["bash", "-c", line], env=env)
+    assert done.returncode == 0 and "--dataset" not in calls.read_text()
     (data / "train.parquet").write_text("changed")
-    redo = subprocess.run(["bash", "-c", line], env={"RLAUNCH_PYTHON": "false", "PATH": "/usr/bin:/bin"})
-    assert redo.returncode != 0  # a changed file is prepared again
+    redo = subprocess.run(["bash", "-c", line], env=env)
+    assert redo.returncode != 0 and "--dataset=gsm8k" in calls.read_text()  # a changed file is prepared again
     assert f"{data}/train.parquet" in fw.inputs(spec)
 
 

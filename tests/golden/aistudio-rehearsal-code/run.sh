@@ -115,9 +115,10 @@ say "=== 3. RUN_ID $RUN_ID unused"
 
 say "=== 4. inputs"
 # check_manifest WHAT DIR FILE...: DIR/SHA256SUMS lists every FILE (*.ext: at least one file with
-# that suffix) and every file it lists matches.
+# that suffix) and every file it lists matches: by the prepare step's stamp (SHA256SUMS.stamp, sizes
+# and versions: no file read) when it still matches, else by hashing every file.
 check_manifest() {
-  local what="$1" dir="$2" file bad
+  local what="$1" dir="$2" file bad stamp
   shift 2
   [[ -d "$dir" ]] || die 3 "$what: directory $dir missing (prepare the inputs on the shared storage first)"
   [[ -s "$dir/SHA256SUMS" ]] || die 3 "$what: manifest $dir/SHA256SUMS missing or empty"
@@ -126,6 +127,12 @@ check_manifest() {
       (f ~ /^\*/ && substr(n, length(n) - length(f) + 2) == substr(f, 2)) || n == f { found = 1 }
       END { exit !found }' "$dir/SHA256SUMS" || die 3 "$what: $dir/SHA256SUMS does not list $file"
   done
+  if stamp="$(PYTHONPATH="$LAUNCH_DIR/home/tools${PYTHONPATH:+:$PYTHONPATH}" "$RLAUNCH_PYTHON" -m rlaunch.job.data \
+    --check-stamp="$dir" --what="$what" 2>/dev/null)"; then
+    say "$what: $(grep -c . "$dir/SHA256SUMS") files match $dir/SHA256SUMS (by its stamp: no file read)"
+    return 0
+  fi
+  [[ -z "$stamp" ]] || say "${stamp#inputs: }"
   if ! bad="$(cd "$dir" && sha256sum --check --quiet --strict SHA256SUMS 2>/dev/null)"; then
     [[ -n "$bad" ]] || die 3 "$what: $dir/SHA256SUMS is malformed (expected sha256sum output)"
     die 3 "$what: input $dir/${bad%%: FAILED*} missing or altered (does not match $dir/SHA256SUMS)"

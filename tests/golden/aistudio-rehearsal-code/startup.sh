@@ -7,5 +7,5 @@
 set -Eeuo pipefail
 RLAUNCH_RUN_SCRIPT="${WORK_ROOT:?set WORK_ROOT in the task env vars}"/rlaunch/launches/golden/run.sh
 test -r "$RLAUNCH_RUN_SCRIPT" || { echo "startup: $RLAUNCH_RUN_SCRIPT not found: run make launch INFRA=aistudio WORK_ROOT=..." >&2; exit 3; }
-echo '0169155d3c98ee27ac6ca3ea9179fb00fdf004b6022c3f777cde87d8218c2d88  '"$RLAUNCH_RUN_SCRIPT" | sha256sum --check --quiet --strict - || { echo "startup: $RLAUNCH_RUN_SCRIPT differs from the rendered run script" >&2; exit 3; }
+echo '4748d02b6c6312a190e02d24d22aed17449aea5fc50e57aa8e8b23399e17c082  '"$RLAUNCH_RUN_SCRIPT" | sha256sum --check --quiet --strict - || { echo "startup: $RLAUNCH_RUN_SCRIPT differs from the rendered run script" >&2; exit 3; }
 exec /bin/bash "$RLAUNCH_RUN_SCRIPT"

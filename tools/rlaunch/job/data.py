@@ -370,7 +370,8 @@ def _fetch_file(dataset: str, pin: dict[str, Any], out: Path, revision: str) -> 
     else:
         from huggingface_hub import hf_hub_download
 
-        hf_hub_download(pin["hf_id"], name, repo_type="dataset", revision=revision or None, local_dir=str(out))
+        hf_hub_download(pin["hf_id"], name, repo_type="dataset", revision=revision or None, local_dir=str(out),
+                        endpoint=_endpoint())
     info = {"dataset": dataset, "hf_id": pin["hf_id"], "file": name, "revision": revision}
     (out / "dataset.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     write_manifest(out)
@@ -386,9 +387,15 @@ def snapshot(dataset: str, out: Path, revision: str = "") -> dict[str, Any]:
     else:
         from huggingface_hub import snapshot_download
 
-        snapshot_download(pin["hf_id"], repo_type="dataset", revision=revision or None, local_dir=str(out))
+        snapshot_download(pin["hf_id"], repo_type="dataset", revision=revision or None, local_dir=str(out),
+                          endpoint=_endpoint())
     write_manifest(out)
     return {"dataset": dataset, "hf_id": pin["hf_id"], "revision": revision, "snapshot": True}
+
+
+def _endpoint() -> str | None:
+    """HF_ENDPOINT as it is now: huggingface_hub reads it once, when first imported."""
+    return os.environ.get("HF_ENDPOINT") or None
 
 
 def fetch_hub_dataset(repo: str, revision: str, out: Path, name: str = hub.DEFAULT) -> dict[str, Any]:
@@ -398,7 +405,8 @@ def fetch_hub_dataset(repo: str, revision: str, out: Path, name: str = hub.DEFAU
     else:
         from huggingface_hub import snapshot_download
 
-        snapshot_download(repo, repo_type="dataset", revision=revision or None, local_dir=str(out))
+        snapshot_download(repo, repo_type="dataset", revision=revision or None, local_dir=str(out),
+                          endpoint=_endpoint())
     write_manifest(out)
     return {"hf_id": repo, "revision": revision, "hub": name, "dataset": True}
 
@@ -456,7 +464,7 @@ def fetch_hub_model(hf_id: str, revision: str, out: Path, name: str = hub.DEFAUL
     else:
         from huggingface_hub import snapshot_download
 
-        snapshot_download(hf_id, revision=revision or None, local_dir=str(out))
+        snapshot_download(hf_id, revision=revision or None, local_dir=str(out), endpoint=_endpoint())
     write_manifest(out)
     return {"hf_id": hf_id, "revision": revision, "hub": name}
 

@@ -13,6 +13,7 @@ selection and prices are SkyPilot's own functions (sky.catalog.common ..._impl) 
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,8 +131,6 @@ def cpu_instance(cloud: str, cpus: str, memory: str, region: str | None = None) 
     if path is None:
         where = os.environ.get(ENV) or "SkyPilot's catalog folder (~/.sky/catalogs/v8)"
         return f"no SkyPilot catalog for {cloud} in {where} (set {ENV} to a copy of the catalog files)"
-    import importlib
-
     from sky.catalog import common
 
     families = getattr(importlib.import_module(f"sky.catalog.{cloud}_catalog"), "_DEFAULT_INSTANCE_FAMILY", [])
