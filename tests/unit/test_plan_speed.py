@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from rlaunch import ROOT
 from rlaunch.cli import commands as cli
 from rlaunch.config import load as config
 from rlaunch.errors import CheckError, ConfigError
@@ -134,3 +135,29 @@ def test_the_backends_refusal_still_comes_before_the_loaders(tmp_path, monkeypat
     spec = config.load("verl-ppo-gsm8k-0.5b", {"OUT": str(tmp_path / "out")})
     with pytest.raises(CheckError, match="^check skypilot: sky.Task.from_yaml rejected task.yaml: bad$"):
         cli.Cli()._plan(spec)
+
+
+def test_checked_rows_are_not_trusted_across_a_rebuilt_verlcpu_venv(tmp_path, monkeypatch):
+    from rlaunch.frameworks.verl.cpu import datacheck
+    from rlaunch.frameworks.verl.cpu import plan as cpu_plan
+
+    python = tmp_path / ".venv-verlcpu" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.touch()
+    stamp = {"now": "aaaa python3.11"}
+    asked = []
+    monkeypatch.setenv("RLAUNCH_DATACHECK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cpu_plan, "venv_python", lambda: python)
+    monkeypatch.setattr(cpu_plan, "venv_stamp", lambda: stamp["now"])
+    monkeypatch.setattr(cpu_plan, "run_probe", lambda argv, what: asked.append(argv) or
+                        {"ok": True, "lines": ["rows: 40 train, 8 test"], "warnings": []})
+    data = ROOT / "tests" / "fixtures" / "data" / "gsm8k-parquet"
+    spec = config.load("verl-grpo-math-7b", {"INFRA": "gcp", "RUN_ID": "data1", "DATA": str(data)})
+    overrides = frameworks.get("verl").overrides(spec)
+    datacheck.lines(spec, overrides), datacheck.lines(spec, overrides)
+    assert len(asked) == 1  # kept
+    stamp["now"] = "bbbb python3.11"  # make setup-verlcpu from another lock
+    assert "cached" not in datacheck.lines(spec, overrides)[0] and len(asked) == 2
+    stamp["now"] = ""  # no identity: neither read nor kept
+    datacheck.lines(spec, overrides), datacheck.lines(spec, overrides)
+    assert len(asked) == 4

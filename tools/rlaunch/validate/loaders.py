@@ -73,10 +73,10 @@ def cache_dir() -> Path:
     return Path(os.environ.get("RLAUNCH_LOADER_CACHE") or ROOT / "build" / "loader-cache")
 
 
-def venv_stamp(framework: str) -> str:
+def venv_stamp(framework: str, name: str = ".rlaunch-validator") -> str:
     """The validator venv's identity: its lock digest and python (scripts/setup-validators' stamp);
     "" when it has none, and then nothing of it is cached."""
-    stamp = venv_python(framework).parent.parent / ".rlaunch-validator"
+    stamp = venv_python(framework).parent.parent / name
     try:
         return stamp.read_text(encoding="utf-8").strip()
     except OSError:

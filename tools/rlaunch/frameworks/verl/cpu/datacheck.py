@@ -8,8 +8,9 @@ lines go into the plan's checks; a failed check is one ConfigError on data.sourc
 written). What cannot be checked here is a WARNING line naming it, never a refusal.
 
 A passing result is kept under build/datacheck/<key>.json (RLAUNCH_DATACHECK_CACHE: elsewhere), the key a sha256 over the rows' files,
-the reward's file, name and kwargs, the tokenizer's files, the limits and the probe's own source: the
-same rows, reward and model are not probed twice.
+the reward's file, name and kwargs, CODE's hash, the tokenizer's files, the limits, the probe's own source
+and the venv's stamp (.venv-verlcpu/.rlaunch-verlcpu: its lock's digest): the same rows, reward and model
+are not probed twice, and nothing is trusted across a rebuilt venv.
 """
 
 from __future__ import annotations
@@ -67,9 +68,12 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
             argv.append("--no-reward")
     if tokenizer:
         argv.append(f"--tokenizer={tokenizer}")
-    key = _key(argv, [*train, *test], path, tokenizer)
+    # CODE's hash: a reward in CODE may import its neighbours. The venv's stamp: verl at another pin
+    # may score or read the rows otherwise. Without a stamp nothing is read or kept.
+    stamp = cpu_plan.venv_stamp()
+    key = _key([*argv, str(spec.pins.code.get("hash", "")), stamp], [*train, *test], path, tokenizer)
     cached = cache_dir() / f"{key}.json"
-    if cached.is_file():
+    if stamp and cached.is_file():
         result = json.loads(cached.read_text(encoding="utf-8"))
         note = " (cached: these rows, reward and tokenizer passed before)"
     else:
@@ -77,7 +81,7 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
         note = ""
     if not result["ok"]:
         raise ConfigError("data.source", spec.data.source, result["error"])
-    if not note:
+    if not note and stamp:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(result), encoding="utf-8")

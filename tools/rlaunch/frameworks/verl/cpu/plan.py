@@ -53,6 +53,12 @@ def venv_python() -> Path:
     return loaders.venv_python(VENV)
 
 
+def venv_stamp() -> str:
+    """The rehearsal venv's identity: its lock's digest and python (scripts/setup-verlcpu's stamp); ""
+    without one."""
+    return loaders.venv_stamp(VENV, f".rlaunch-{VENV}")
+
+
 def require_venv() -> None:
     if not venv_python().exists():
         raise MissingPrerequisite(f"the rehearsal's environment {venv_python().parent.parent.name}",
