@@ -161,3 +161,23 @@ def test_checked_rows_are_not_trusted_across_a_rebuilt_verlcpu_venv(tmp_path, mo
     stamp["now"] = ""  # no identity: neither read nor kept
     datacheck.lines(spec, overrides), datacheck.lines(spec, overrides)
     assert len(asked) == 4
+
+
+def test_a_rehearsals_reward_check_is_kept_like_the_rows(tmp_path, monkeypatch):
+    from rlaunch.frameworks.verl.cpu import plan as cpu_plan
+
+    python = tmp_path / ".venv-verlcpu" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.touch()
+    stamp, asked = {"now": "aaaa python3.11"}, []
+    monkeypatch.setenv("RLAUNCH_DATACHECK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cpu_plan, "venv_python", lambda: python)
+    monkeypatch.setattr(cpu_plan, "venv_stamp", lambda: stamp["now"])
+    monkeypatch.setattr(cpu_plan, "run_probe", lambda argv, what: asked.append(argv) or
+                        {"ok": True, "function": "f", "scores": [1.0, 0.0]})
+    spec = config.load("verl-ppo-gsm8k-0.5b", {"REHEARSE": "1", "RUN_ID": "r1"})
+    first = cpu_plan.check(spec)
+    assert cpu_plan.check(spec) == first and len(asked) == 1
+    stamp["now"] = "bbbb python3.11"
+    cpu_plan.check(spec)
+    assert len(asked) == 2

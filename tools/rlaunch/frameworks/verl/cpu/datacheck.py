@@ -15,13 +15,11 @@ are not probed twice, and nothing is trusted across a rebuilt venv.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlaunch import ROOT
 from rlaunch.config import datasource, hub, topology
 from rlaunch.errors import ConfigError
 from rlaunch.frameworks.verl.cpu import plan as cpu_plan
@@ -37,8 +35,7 @@ ROW_LIMIT = 2000
 FETCH_LIMIT_BYTES = 256 << 20
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("RLAUNCH_DATACHECK_CACHE") or ROOT / "build" / "datacheck")
+cache_dir = cpu_plan.cache_dir  # the hub's rows land here too
 
 
 def lines(spec: Spec, overrides: list[str]) -> list[str]:
@@ -68,24 +65,15 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
             argv.append("--no-reward")
     if tokenizer:
         argv.append(f"--tokenizer={tokenizer}")
-    # CODE's hash: a reward in CODE may import its neighbours. The venv's stamp: verl at another pin
-    # may score or read the rows otherwise. Without a stamp nothing is read or kept.
-    stamp = cpu_plan.venv_stamp()
-    key = _key([*argv, str(spec.pins.code.get("hash", "")), stamp], [*train, *test], path, tokenizer)
-    cached = cache_dir() / f"{key}.json"
-    if stamp and cached.is_file():
-        result = json.loads(cached.read_text(encoding="utf-8"))
-        note = " (cached: these rows, reward and tokenizer passed before)"
-    else:
-        result = cpu_plan.run_probe(argv, "data")
-        note = ""
+    extra = [Path(path)] if path and Path(path).is_file() else []
+    extra += [Path(tokenizer, n) for n in TOKENIZER_FILES if tokenizer and Path(tokenizer, n).is_file()]
+    key = cpu_plan.probe_key(argv, spec, [PROBE, *train, *test, *extra])
+    hit = cpu_plan.kept(key)
+    result = hit or cpu_plan.run_probe(argv, "data")
     if not result["ok"]:
         raise ConfigError("data.source", spec.data.source, result["error"])
-    if not note and stamp:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(result), encoding="utf-8")
-        tmp.replace(cached)
+    cpu_plan.keep(key, result)
+    note = " (cached: these rows, reward and tokenizer passed before)" if hit else ""
     out = [f"data: {line}" for line in result["lines"]]
     if out and note:
         out[0] += note
@@ -156,12 +144,3 @@ def _hub_files(source: dict[str, Any]) -> Path | str:
     return out
 
 
-def _key(argv: list[str], files: list[Path], reward: str, tokenizer: str) -> str:
-    digest = hashlib.sha256(json.dumps(argv[1:]).encode())
-    digest.update(PROBE.read_bytes())
-    extra = [Path(reward)] if reward and Path(reward).is_file() else []
-    extra += [Path(tokenizer, n) for n in TOKENIZER_FILES if tokenizer and Path(tokenizer, n).is_file()]
-    for path in [*files, *extra]:
-        digest.update(str(path).encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"-")
-    return digest.hexdigest()[:32]
