@@ -36,6 +36,7 @@ def _offline_imagecheck() -> None:
     os.environ["RLAUNCH_IMAGECHECK_CACHE"] = str(Path(tmp) / "cache")
     # DATA='s row checks (rlaunch.frameworks.verl.cpu.datacheck) likewise: this session's cache.
     os.environ.setdefault("RLAUNCH_DATACHECK_CACHE", str(Path(tmp) / "datacheck"))
+    os.environ.setdefault("RLAUNCH_LOADER_CACHE", str(Path(tmp) / "loader-cache"))  # accepted loader answers
 
 
 _offline_imagecheck()

@@ -46,6 +46,8 @@ def test_plan_smoke(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     assert schema.problems(data, bench_schema("plan")) == [] and data["presets"] >= 1 and data["failed"] == []
+    # The second plan of the same CODE + DATA config reuses the first one's loader answer and checked rows.
+    assert data["code_data"]["warm_seconds"] < data["code_data"]["cold_seconds"], data["code_data"]
 
 
 def test_inputs_smoke(tmp_path):

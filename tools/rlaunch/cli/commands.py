@@ -39,6 +39,7 @@ from rlaunch.registry import backends, frameworks
 from rlaunch.runs import board, compare
 from rlaunch.runs import listing as runs
 from rlaunch.runs import lookup as runref
+from rlaunch.validate import early
 from rlaunch.verify.summary import closing_summary, markdown_summary
 
 # Where status/logs/down find the last launch; tests point it elsewhere.
@@ -212,14 +213,25 @@ class Cli:
     def _plan(self, spec: Spec) -> tuple[Backend, LaunchPlan]:
         """The LaunchPlan: rendered, checked offline, written to OUT with plan.txt, printed."""
         backend, files = _render(spec)
-        # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
-        checks = [modelfacts.check(spec), memory.check(spec), ckptsize.plan_line(spec), *backend.check(spec, files)]
-        # The framework's own config loader, on the files every infrastructure renders alike.
-        checks.append(frameworks.get(spec.framework.name).loader_check(spec, files))
-        checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
-        # REHEARSE=1: the user's code that can run here (verl: the reward function) runs here first.
-        checks += frameworks.get(spec.framework.name).rehearsal_check(spec)
-        checks += frameworks.get(spec.framework.name).data_check(spec)  # DATA=: the user's rows, here
+        fw = frameworks.get(spec.framework.name)
+        # The checks that wait on another process start now, beside the quick ones (validate.early): the
+        # backend's (SkyPilot's parser), the framework's own config loader, on the files every
+        # infrastructure renders alike; REHEARSE=1's reward function run here first; DATA='s rows.
+        # Collected in this order: the same lines, the same first refusal as one after another.
+        infra = early.Started(lambda: backend.check(spec, files))
+        loader = early.Started(lambda: fw.loader_check(spec, files))
+        rehearsal = early.Started(lambda: fw.rehearsal_check(spec))
+        data = early.Started(lambda: fw.data_check(spec))
+        try:
+            # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
+            checks = [modelfacts.check(spec), memory.check(spec), ckptsize.plan_line(spec),
+                      *infra.result(), loader.result()]
+            checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
+            checks += rehearsal.result()
+            checks += data.result()
+        except BaseException:
+            early.stop()  # refused: the answers still awaited no longer matter
+            raise
         summary = _summary(spec, backend, files, checks)
         steps = tuple(backend.plan(spec, files))
         # plan.txt travels with the artifacts: job.sh copies them into the run directory.

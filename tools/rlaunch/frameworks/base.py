@@ -89,4 +89,4 @@ class Framework:
         request = self.loader_request(spec)
         if request is None:
             return "no loader for this framework"
-        return loaders.result_line(self.name, loaders.run(self.name, [request])[0])
+        return loaders.result_line(self.name, loaders.run(self.name, [request], spec.run.id)[0])

@@ -8,19 +8,18 @@ lines go into the plan's checks; a failed check is one ConfigError on data.sourc
 written). What cannot be checked here is a WARNING line naming it, never a refusal.
 
 A passing result is kept under build/datacheck/<key>.json (RLAUNCH_DATACHECK_CACHE: elsewhere), the key a sha256 over the rows' files,
-the reward's file, name and kwargs, the tokenizer's files, the limits and the probe's own source: the
-same rows, reward and model are not probed twice.
+the reward's file, name and kwargs, CODE's hash, the tokenizer's files, the limits, the probe's own source
+and the venv's stamp (.venv-verlcpu/.rlaunch-verlcpu: its lock's digest): the same rows, reward and model
+are not probed twice, and nothing is trusted across a rebuilt venv.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlaunch import ROOT
 from rlaunch.config import datasource, hub, topology
 from rlaunch.errors import ConfigError
 from rlaunch.frameworks.verl.cpu import plan as cpu_plan
@@ -36,8 +35,7 @@ ROW_LIMIT = 2000
 FETCH_LIMIT_BYTES = 256 << 20
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("RLAUNCH_DATACHECK_CACHE") or ROOT / "build" / "datacheck")
+cache_dir = cpu_plan.cache_dir  # the hub's rows land here too
 
 
 def lines(spec: Spec, overrides: list[str]) -> list[str]:
@@ -67,21 +65,15 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
             argv.append("--no-reward")
     if tokenizer:
         argv.append(f"--tokenizer={tokenizer}")
-    key = _key(argv, [*train, *test], path, tokenizer)
-    cached = cache_dir() / f"{key}.json"
-    if cached.is_file():
-        result = json.loads(cached.read_text(encoding="utf-8"))
-        note = " (cached: these rows, reward and tokenizer passed before)"
-    else:
-        result = cpu_plan.run_probe(argv, "data")
-        note = ""
+    extra = [Path(path)] if path and Path(path).is_file() else []
+    extra += [Path(tokenizer, n) for n in TOKENIZER_FILES if tokenizer and Path(tokenizer, n).is_file()]
+    key = cpu_plan.probe_key(argv, spec, [PROBE, *train, *test, *extra])
+    hit = cpu_plan.kept(key)
+    result = hit or cpu_plan.run_probe(argv, "data")
     if not result["ok"]:
         raise ConfigError("data.source", spec.data.source, result["error"])
-    if not note:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(result), encoding="utf-8")
-        tmp.replace(cached)
+    cpu_plan.keep(key, result)
+    note = " (cached: these rows, reward and tokenizer passed before)" if hit else ""
     out = [f"data: {line}" for line in result["lines"]]
     if out and note:
         out[0] += note
@@ -152,12 +144,3 @@ def _hub_files(source: dict[str, Any]) -> Path | str:
     return out
 
 
-def _key(argv: list[str], files: list[Path], reward: str, tokenizer: str) -> str:
-    digest = hashlib.sha256(json.dumps(argv[1:]).encode())
-    digest.update(PROBE.read_bytes())
-    extra = [Path(reward)] if reward and Path(reward).is_file() else []
-    extra += [Path(tokenizer, n) for n in TOKENIZER_FILES if tokenizer and Path(tokenizer, n).is_file()]
-    for path in [*files, *extra]:
-        digest.update(str(path).encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"-")
-    return digest.hexdigest()[:32]

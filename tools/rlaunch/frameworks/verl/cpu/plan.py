@@ -4,7 +4,9 @@ seconds before any cluster is formed."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +16,7 @@ import yaml
 from rlaunch import ROOT
 from rlaunch.config.rehearse import Rewrite
 from rlaunch.errors import CheckError, MissingPrerequisite
+from rlaunch.validate import early
 from rlaunch.config import code, topology
 from rlaunch.validate import loaders
 from rlaunch.frameworks.verl.cpu import rewrites as cpu
@@ -52,6 +55,54 @@ def venv_python() -> Path:
     return loaders.venv_python(VENV)
 
 
+def venv_stamp() -> str:
+    """The rehearsal venv's identity: its lock's digest and python (scripts/setup-verlcpu's stamp); ""
+    without one."""
+    return loaders.venv_stamp(VENV, f".rlaunch-{VENV}")
+
+
+def cache_dir() -> Path:
+    """Where a probe's passing answers are kept (the data check's and REHEARSE=1's reward check's)."""
+    return Path(os.environ.get("RLAUNCH_DATACHECK_CACHE") or ROOT / "build" / "datacheck")
+
+
+def probe_key(argv: list[str], spec: Spec, files: list[Path]) -> str:
+    """A probe's answer's inputs: its arguments, CODE's hash (a reward in CODE may import its neighbours),
+    the venv's stamp (verl at another pin reads and scores otherwise) and each file's path and bytes;
+    "" without a stamp: then nothing is read or kept."""
+    stamp = venv_stamp()
+    if not stamp:
+        return ""
+    digest = hashlib.sha256(json.dumps([argv[1:], spec.pins.code.get("hash", ""), stamp]).encode())
+    for path in files:
+        digest.update(str(path).encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"-")
+    return digest.hexdigest()[:32]
+
+
+def kept(key: str) -> dict[str, Any] | None:
+    """The passing answer kept under key; None when there is none (or no key)."""
+    try:
+        found: dict[str, Any] = json.loads((cache_dir() / f"{key}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if key else None
+
+
+def keep(key: str, result: dict[str, Any]) -> None:
+    """Keep a passing answer; atomic, so a concurrent plan reads all of it or nothing."""
+    if not key or not result.get("ok"):
+        return
+    cached = cache_dir() / f"{key}.json"
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(result), encoding="utf-8")
+        tmp.replace(cached)
+    except OSError:
+        pass  # a read-only build/: probed again next time
+
+
 def require_venv() -> None:
     if not venv_python().exists():
         raise MissingPrerequisite(f"the rehearsal's environment {venv_python().parent.parent.name}",
@@ -80,7 +131,7 @@ def run_probe(argv: list[str], what: str) -> dict[str, Any]:
     env = {"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
            "VERL_LOGGING_LEVEL": "ERROR"}
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env, cwd=ROOT)
+        done = early.run(argv, timeout=PROBE_TIMEOUT_S, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired:
         raise CheckError(what, f"the {what} check did not answer in {PROBE_TIMEOUT_S} s "
                          f"({' '.join(argv[2:])})") from None
@@ -101,9 +152,13 @@ def check(spec: Spec) -> list[str]:
             f"--dataset={spec.data.dataset}", f"--data-source={spec.pins.dataset['hf_id']}"]
     if path:
         argv += [f"--path={path}", f"--name={name}", f"--kwargs={json.dumps(kwargs)}"]
-    result = run_probe(argv, "reward")
+    # The probe's answer depends on rlaunch's own row making too (rehearsal.tiny, job.data, prepare):
+    # every rlaunch source is in the key, so an edit anywhere probes again.
+    key = probe_key(argv, spec, [Path(path)] * bool(path) + sorted((ROOT / "tools" / "rlaunch").rglob("*.py")))
+    result = kept(key) or run_probe(argv, "reward")
     if not result["ok"]:
         raise CheckError("reward", f"{result['function']} {result['error']}")
+    keep(key, result)
     scores = result["scores"]
     return [f"reward: {result['function']} answered {len(scores)} calls on the rehearsal's rows "
             f"(mean {sum(scores) / len(scores):.2f}: right answers {scores[0::2]}, wrong {scores[1::2]})"]
