@@ -425,6 +425,7 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
     _check_image_facts(spec_.framework, sources)
     where = backends.infra(spec_.infra.name)
     _code.check_limit(spec_, where.code_limit, where.code_via, sources.get("code.dir", ""))
+    datasource.check_carried(spec_, where.code_limit, where.code_via, sources.get("data.source", ""))
     _check_recovery(spec_, sources)
     if cluster.gpus_per_node > 0 and not cluster.accelerator:
         raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "
