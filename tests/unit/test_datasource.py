@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -90,7 +91,6 @@ def test_a_directory_verl_cannot_read_is_refused_at_load(tmp_path, files, found)
                                                    "storage.mount=/storage"),
     ({"DATA": "hf:just-a-name"}, "", "data.source", "hf:<org>/<name>[@<revision>], modelscope:"),
     ({"DATA": "/storage/mine"}, "data.path=/storage/other", "data.path", "empty when data.source is set"),
-    ({"DATA": "/storage/mine", "REHEARSE": "1", "INFRA": "local"}, "", "data.source", "empty with REHEARSE=1, not yet"),
 ])
 def test_what_cannot_work_is_one_line_naming_it(knobs, sets, key, says):
     with pytest.raises(ConfigError) as err:
@@ -153,6 +153,34 @@ def test_aistudio_stages_a_directory_here_under_work_root_once_and_run_sh_checks
     files = aistudio.AIStudio().render(spec)
     assert f"check_manifest dataset {target} train.parquet test.parquet" in files["run.sh"]
     assert f"--adopt={target}" in files["setup.sh"] and "--upload" not in files["setup.sh"]
+
+
+def test_a_rehearsal_with_data_feeds_verl_the_users_first_rows(mine, tmp_path, monkeypatch):
+    from rlaunch.frameworks.verl.cpu import data_probe, prepare
+
+    monkeypatch.setattr(prepare.model, "write_tiny_model", lambda path: None)  # torch: tests of its own
+
+    spec = config.load("verl-grpo-math-7b", {"REHEARSE": "1", "RUN_ID": "data1", "DATA": str(mine),
+                                             "WORK_ROOT": str(tmp_path / "storage")})
+    train, val = verl_files(spec)
+    assert train == f"{spec.data.path}/train.parquet" and val == f"{spec.data.path}/test.parquet"
+    assert "/rehearsal/verl-cpu-1/data-" in spec.data.path
+    assert "data.truncation=left" in frameworks.get("verl").overrides(spec)
+    setup = frameworks.get("verl").setup(spec)
+    assert "--upload=" in setup[0] and "cpu.prepare" in setup[1]  # DATA on the storage before its rows are read
+    argv = shlex.split(setup[1])[3:]
+    assert f"--train-from={spec.pins.source['dir']}/train.parquet" in argv
+    # The prepare step, run on the uploaded files: verl's data keys then hold the user's rows.
+    data.upload(mine, Path(spec.pins.source["dir"]), spec.pins.source["sha256"])
+    assert prepare.main(argv) == 0
+    written = data_probe.read(Path(train))
+    assert written == data_probe.read(mine / "train.parquet")[:prepare.TRAIN_ROWS]
+    assert data_probe.read(Path(val)) == data_probe.read(mine / "test.parquet")[:prepare.TEST_ROWS]
+    plain = FIXTURES / "plain-jsonl" / "train.jsonl"  # rows verl cannot read: refused, named
+    out = tmp_path / "plain"
+    assert prepare.main(["--model", str(tmp_path / "m"), f"--data={out}", "--dataset=gsm8k", "--data-source=x",
+                         f"--train-from={plain}"]) == 2
+    assert not (out / "train.parquet").exists()
 
 
 def test_a_path_on_the_shared_storage_is_used_in_place():

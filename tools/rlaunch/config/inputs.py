@@ -95,7 +95,7 @@ def model_path(spec: Spec) -> str:
 def data_dir(spec: Spec) -> str:
     """The dataset directory: data.path, or the pinned revision's directory in the framework's layout
     (AReaL reads the hub snapshot as is: a sibling directory ending in -hf)."""
-    if spec.pins.source:
+    if spec.pins.source and not spec.train.rehearse:  # a rehearsal reads DATA's first rows at data.path
         return spec.pins.source["dir"]
     if spec.data.path:
         return spec.data.path.rstrip("/")
@@ -106,7 +106,7 @@ def data_dir(spec: Spec) -> str:
 def data_files(spec: Spec) -> dict[str, list[str]]:
     """The dataset's train and test files as every node reads them: data.source's, found by name
     (rlaunch.config.datasource), else the directory's train.parquet and test.parquet."""
-    if spec.pins.source:
+    if spec.pins.source and not spec.train.rehearse:
         return {split: datasource.files(spec.pins.source, split) for split in ("train", "test")}
     ddir = data_dir(spec)
     return {split: [f"{ddir}/{name}"] for split, name in datasource.DEFAULT_FILES.items()}
