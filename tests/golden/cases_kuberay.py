@@ -1,16 +1,19 @@
 """Golden cases of the KubeRay backend (INFRA=kuberay): the RayJob, storage and monitoring manifests
 next to the common artifacts. Flavors and buckets come from the presets' @kuberay overlays. With CODE:
 the inputs Job extracts the pack from its ConfigMap onto the run's volume (setup.sh), and the RayJob's
-runtime env puts it first on PYTHONPATH."""
+runtime env puts it first on PYTHONPATH. With DATA= a directory of this machine too: its files travel in
+the same ConfigMap, and the inputs Job extracts and uploads them to their content-named directory."""
 
 from pathlib import Path
 
 CODE = str(Path(__file__).resolve().parents[1] / "fixtures" / "code" / "rehearsal")
+DATA = str(Path(__file__).resolve().parents[1] / "fixtures" / "data" / "gsm8k-parquet")
 
 CASES = [
     ("kuberay-rehearsal", "rehearsal", {"INFRA": "kuberay"}),
     ("kuberay-rehearsal-code", "rehearsal", {"INFRA": "kuberay", "CODE": CODE,
                                              "SET": 'framework.overrides=["reward=rehearsal_reward:copy_reward"]'}),
+    ("kuberay-verl-ppo-gsm8k-0.5b-data-code", "verl-ppo-gsm8k-0.5b", {"INFRA": "kuberay", "DATA": DATA, "CODE": CODE}),
     ("kuberay-rehearsal-3nodes-rdma", "rehearsal", {"INFRA": "kuberay", "NODES": "3", "RDMA": "1"}),
     ("kuberay-verl-ppo-gsm8k-0.5b-vke", "verl-ppo-gsm8k-0.5b", {"INFRA": "kuberay"}),  # PodMonitors, Grafana
     # seed 002's dashboard Ingress (an ALB) and APMPlus tracing, both asked for

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -90,7 +91,6 @@ def test_a_directory_verl_cannot_read_is_refused_at_load(tmp_path, files, found)
                                                    "storage.mount=/storage"),
     ({"DATA": "hf:just-a-name"}, "", "data.source", "hf:<org>/<name>[@<revision>], modelscope:"),
     ({"DATA": "/storage/mine"}, "data.path=/storage/other", "data.path", "empty when data.source is set"),
-    ({"DATA": "/storage/mine", "REHEARSE": "1", "INFRA": "local"}, "", "data.source", "empty with REHEARSE=1, not yet"),
 ])
 def test_what_cannot_work_is_one_line_naming_it(knobs, sets, key, says):
     with pytest.raises(ConfigError) as err:
@@ -98,11 +98,89 @@ def test_what_cannot_work_is_one_line_naming_it(knobs, sets, key, says):
     assert err.value.key == key and says in err.value.allowed
 
 
-def test_kuberay_and_aistudio_refuse_a_directory_here_honestly(mine):
-    for infra in ("kuberay", "aistudio"):
-        with pytest.raises(ConfigError) as err:
-            config.load("verl-grpo-gsm8k-32b", {"INFRA": infra, "RUN_ID": "data1", "DATA": str(mine)})
-        assert f"not yet on INFRA={infra}" in err.value.allowed and "put it on the shared storage" in err.value.allowed
+def test_kuberay_carries_a_directory_here_in_the_inputs_configmap_and_uploads_it_once(mine, tmp_path):
+    import base64
+
+    from rlaunch.backends.kuberay import manifests
+
+    spec = config.load("verl-grpo-gsm8k-32b", {"INFRA": "kuberay", "RUN_ID": "data1", "DATA": str(mine),
+                                               "WORK_ROOT": str(tmp_path / "volume")})
+    cm = manifests.code_configmap_manifest(spec)
+    assert cm["metadata"]["name"] == "data1-code" and list(cm["binaryData"]) == ["data.tar.gz"]
+    archive = tmp_path / "data.tar.gz"
+    archive.write_bytes(base64.b64decode(cm["binaryData"]["data.tar.gz"]))
+    assert archive.read_bytes() == datasource.archive(spec.pins.source)  # its bytes follow from the content
+    setup = manifests.run_files(spec)["setup.sh"]
+    assert "tar -xzf /opt/rlaunch-code/data.tar.gz" in setup and "(a ConfigMap, then the inputs Job)" in \
+        "\n".join(inputs.layout(spec))
+    # The inputs Job's lines for the dataset, run here: the pod's /tmp is tmp_path/pod, the volume tmp_path/volume.
+    lines = inputs.unpack_lines(spec, str(archive)) + [inputs.setup_lines(spec)[0]]
+    script = "set -Eeuo pipefail\n" + "\n".join(lines).replace(inputs.UPLOAD_MOUNT, str(tmp_path / "pod")) + "\n"
+    env = {**os.environ, "RLAUNCH_PYTHON": sys.executable, "PYTHONPATH": str(ROOT / "tools")}
+    for _ in range(2):
+        subprocess.run(["bash", "-c", script], check=True, env=env, capture_output=True)
+    target = Path(spec.pins.source["dir"])
+    assert sorted(p.name for p in target.iterdir()) == ["SHA256SUMS", "SHA256SUMS.stamp", "test.parquet",
+                                                        "train.parquet"]
+    assert not data.verify_manifest(target) and [p.name for p in target.parent.iterdir()] == [target.name]
+    assert (target / "SHA256SUMS").read_text() == datasource.manifest(mine)
+
+
+def test_kuberay_refuses_data_and_code_over_one_configmap_naming_both_sizes(mine, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "weights.bin").write_bytes(os.urandom(500 * 1024))  # neither compresses
+    (mine / "train.parquet").write_bytes(os.urandom(500 * 1024))
+    knobs = {"INFRA": "kuberay", "RUN_ID": "data1", "DATA": str(mine)}
+    assert config.load("verl-grpo-gsm8k-32b", knobs).pins.source  # alone, it fits
+    with pytest.raises(ConfigError) as err:
+        config.load("verl-grpo-gsm8k-32b", {**knobs, "CODE": str(code)})
+    assert err.value.key == "data.source" and err.value.source == "DATA"
+    assert "at most 900 KiB compressed with CODE on INFRA=kuberay" in err.value.allowed
+    assert "this one is 502 KiB and CODE's pack 500 KiB" in err.value.allowed  # with its test.parquet
+    assert "put it on the shared storage and give its path (DATA=/data/<dir>)" in err.value.allowed
+
+
+def test_aistudio_stages_a_directory_here_under_work_root_once_and_run_sh_checks_it(mine, tmp_path):
+    from rlaunch.backends.aistudio import backend as aistudio
+
+    spec = config.load("verl-grpo-gsm8k-32b", {"INFRA": "aistudio", "RUN_ID": "data1", "DATA": str(mine),
+                                               "WORK_ROOT": str(tmp_path / "mnt")})
+    target = Path(spec.pins.source["dir"])
+    assert aistudio.stage_data(spec).endswith(f"staged at {target} (2 files)")
+    assert aistudio.stage_data(spec).endswith(f"already at {target}, nothing copied")
+    assert not data.verify_manifest(target) and [p.name for p in target.parent.iterdir()] == [target.name]
+    files = aistudio.AIStudio().render(spec)
+    assert f"check_manifest dataset {target} train.parquet test.parquet" in files["run.sh"]
+    assert f"--adopt={target}" in files["setup.sh"] and "--upload" not in files["setup.sh"]
+
+
+def test_a_rehearsal_with_data_feeds_verl_the_users_first_rows(mine, tmp_path, monkeypatch):
+    from rlaunch.frameworks.verl.cpu import data_probe, prepare
+
+    monkeypatch.setattr(prepare.model, "write_tiny_model", lambda path: None)  # torch: tests of its own
+
+    spec = config.load("verl-grpo-math-7b", {"REHEARSE": "1", "RUN_ID": "data1", "DATA": str(mine),
+                                             "WORK_ROOT": str(tmp_path / "storage")})
+    train, val = verl_files(spec)
+    assert train == f"{spec.data.path}/train.parquet" and val == f"{spec.data.path}/test.parquet"
+    assert "/rehearsal/verl-cpu-1/data-" in spec.data.path
+    assert "data.truncation=left" in frameworks.get("verl").overrides(spec)
+    setup = frameworks.get("verl").setup(spec)
+    assert "--upload=" in setup[0] and "cpu.prepare" in setup[1]  # DATA on the storage before its rows are read
+    argv = shlex.split(setup[1])[3:]
+    assert f"--train-from={spec.pins.source['dir']}/train.parquet" in argv
+    # The prepare step, run on the uploaded files: verl's data keys then hold the user's rows.
+    data.upload(mine, Path(spec.pins.source["dir"]), spec.pins.source["sha256"])
+    assert prepare.main(argv) == 0
+    written = data_probe.read(Path(train))
+    assert written == data_probe.read(mine / "train.parquet")[:prepare.TRAIN_ROWS]
+    assert data_probe.read(Path(val)) == data_probe.read(mine / "test.parquet")[:prepare.TEST_ROWS]
+    plain = FIXTURES / "plain-jsonl" / "train.jsonl"  # rows verl cannot read: refused, named
+    out = tmp_path / "plain"
+    assert prepare.main(["--model", str(tmp_path / "m"), f"--data={out}", "--dataset=gsm8k", "--data-source=x",
+                         f"--train-from={plain}"]) == 2
+    assert not (out / "train.parquet").exists()
 
 
 def test_a_path_on_the_shared_storage_is_used_in_place():

@@ -19,8 +19,11 @@ A shared path that this machine cannot see keeps verl's train.parquet / test.par
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import os
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +176,46 @@ def warning(source: dict[str, Any]) -> str:
     return (f"data {prefix}{source['hf_id']}@{source['revision']} is not resolved to a commit "
             f"({source['unresolved']}): '{source['revision']}' moves, so the inputs step downloads what it is "
             f"at launch; name a commit: DATA={prefix}{source['hf_id']}@<40-hex commit>")
+
+
+# ---------------------------------------------------------------- carried in a launch's own bytes
+
+
+def archive(source: dict[str, Any]) -> bytes:
+    """A local dataset as a tar.gz whose bytes follow from its content (no times, owners or walk
+    order), for a transport without a shared disk (KubeRay's ConfigMap). Its files sit at the top as
+    in their directory (a single file: by its name), so the inputs step uploads the extracted
+    directory under the same content hash. ConfigError when it changed since the plan."""
+    here = Path(source["local"])
+    digest = content_hash(here) if here.exists() else ""
+    if digest != source["sha256"]:
+        raise ConfigError(KEY, source["local"], f"the dataset the plan hashed (content {source['sha256'][:12]}); "
+                          f"it {'changed since' if digest else 'is gone'}: plan again")
+    base = here.parent if here.is_file() else here
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in files_of(here):
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.mtime = (base / rel).stat().st_size, 0o644, 0
+            with (base / rel).open("rb") as f:
+                tar.addfile(info, f)
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def check_carried(spec: Any, limit: int, via: str, source: str = "") -> None:
+    """DATA= of this machine fits the transport that carries it (Infra.code_limit bytes, 0: no limit),
+    with CODE's pack when both go: one budget, one refusal naming both sizes."""
+    pin = spec.pins.source
+    if not limit or pin.get("kind") != "local":
+        return
+    from rlaunch.config import code
+
+    packed = code.of(spec)
+    code_size = len(packed.tar_gz()) if packed is not None else 0
+    size = len(archive(pin))
+    if size + code_size > limit:
+        both = f" and CODE's pack {code_size // 1024} KiB" if code_size else ""
+        raise ConfigError(KEY, spec.data.source, f"a dataset on this machine of at most {limit // 1024} KiB "
+                          f"compressed{' with CODE' if code_size else ''} on INFRA={spec.infra.name}, which carries "
+                          f"it in {via}: this one is {size // 1024} KiB{both}; put it on the shared storage and "
+                          f"give its path (DATA={spec.storage.mount.rstrip('/')}/<dir>)", source)

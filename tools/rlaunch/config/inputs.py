@@ -95,7 +95,7 @@ def model_path(spec: Spec) -> str:
 def data_dir(spec: Spec) -> str:
     """The dataset directory: data.path, or the pinned revision's directory in the framework's layout
     (AReaL reads the hub snapshot as is: a sibling directory ending in -hf)."""
-    if spec.pins.source:
+    if spec.pins.source and not spec.train.rehearse:  # a rehearsal reads DATA's first rows at data.path
         return spec.pins.source["dir"]
     if spec.data.path:
         return spec.data.path.rstrip("/")
@@ -106,7 +106,7 @@ def data_dir(spec: Spec) -> str:
 def data_files(spec: Spec) -> dict[str, list[str]]:
     """The dataset's train and test files as every node reads them: data.source's, found by name
     (rlaunch.config.datasource), else the directory's train.parquet and test.parquet."""
-    if spec.pins.source:
+    if spec.pins.source and not spec.train.rehearse:
         return {split: datasource.files(spec.pins.source, split) for split in ("train", "test")}
     ddir = data_dir(spec)
     return {split: [f"{ddir}/{name}"] for split, name in datasource.DEFAULT_FILES.items()}
@@ -180,12 +180,20 @@ def _source(spec: Spec, wanted: list[str]) -> Input:
     if source["kind"] == "hub":
         on = ("--hub=modelscope",) if source["hub"] == "modelscope" else ()
         fetch = (f"--dataset-id={source['hf_id']}", f"--revision={source['revision']}", *on)
+    elif source["kind"] == "local" and _staged(spec):
+        fetch = ()  # `make launch` staged it under WORK_ROOT: only checked (and its manifest kept)
     elif source["kind"] == "local":
         here = source["local"] if spec.infra.name == "local" else f"{UPLOAD_MOUNT}/{source['sha256'][:12]}"
         # Quoted here: a path of the user's machine may hold spaces or quotes; setup_lines joins with spaces.
         fetch = (f"--upload={shlex.quote(here)}", f"--sha256={source['sha256']}")
     return Input(what="dataset", dir=ddir, key="data.source", user=source["kind"] != "hub", fetch=fetch,
                  source=datasource.shown(source), required=required)
+
+
+def _staged(spec: Spec) -> bool:
+    """A DATA= of this machine that `make launch` copies onto the storage itself (AIStudio: this
+    machine mounts WORK_ROOT); elsewhere the inputs step uploads it."""
+    return backends.infra(spec.infra.name).backend == "aistudio"
 
 
 def sites(spec: Spec, first: str = "GitHub") -> str:
@@ -214,11 +222,6 @@ def check(spec: Spec) -> None:
         if _is_dir(path) and not os.path.normpath(path).startswith(mount + "/"):
             raise ConfigError(key, path, f"a directory under storage.mount={mount}: every node and the "
                               "inputs step read it from the shared storage")
-    backend = backends.infra(spec.infra.name).backend
-    if spec.pins.source.get("kind") == "local" and backend not in ("local", "skypilot"):
-        raise ConfigError("data.source", spec.data.source, f"not yet on INFRA={spec.infra.name}: a dataset on "
-                          f"this machine is uploaded by INFRA=local and the SkyPilot infrastructures only; put it "
-                          f"on the shared storage and give its path (data.source={mount}/<dir>)")
 
 
 # ---------------------------------------------------------------- how (shell lines, run on the cluster)
@@ -239,6 +242,18 @@ def setup_lines(spec: Spec) -> list[str]:
             required = "".join(f" --require={shlex.quote(f)}" for f in item.required)
             lines.append(f"{test}{PY} -m rlaunch.job.data --adopt={q} --what={item.what}{required}; fi")
     return lines
+
+
+def unpack_lines(spec: Spec, archive: str) -> list[str]:
+    """Shell lines (KubeRay's inputs Job) that extract a DATA= of this machine, carried as the tar.gz
+    `archive`, where the upload line that follows reads it ({UPLOAD_MOUNT}/<hash12>, the pod's own
+    disk); [] without one. The upload keeps a copy already on the storage (its SHA256SUMS)."""
+    source = spec.pins.source
+    if source.get("kind") != "local":
+        return []
+    here = shlex.quote(f"{UPLOAD_MOUNT}/{source['sha256'][:12]}")
+    return ["# DATA's files (rlaunch.config.datasource.archive): extracted on the pod, then uploaded below",
+            f"mkdir -p {here} && tar -xzf {shlex.quote(archive)} -C {here}"]
 
 
 def check_lines(spec: Spec) -> list[str]:
@@ -286,9 +301,11 @@ def _source_how(spec: Spec, item: Input) -> str:
     """data.source's origin line: where from, how it gets there, the files the framework reads."""
     source = spec.pins.source
     kind = source["kind"]
+    carrier = {"local": "by make launch", "aistudio": "by make launch into WORK_ROOT; run.sh checks it",
+               "kuberay": "(a ConfigMap, then the inputs Job)"}
     how = {"hub": f"downloaded once (unless its {MANIFEST} verifies)",
-           "local": "uploaded once from this machine " + ("by make launch" if spec.infra.name == "local" else
-                                                          "(SkyPilot file_mounts, then the inputs step)"),
+           "local": "uploaded once from this machine " + carrier.get(
+               backends.infra(spec.infra.name).backend, "(SkyPilot file_mounts, then the inputs step)"),
            "shared": f"on the storage already; {MANIFEST} computed once if missing"}[kind]
     note = f"; {source['note']}" if source.get("note") else ""
     return (f"data.source={item.source}: {how}; train {source['train']}, test {source['test']}{note}")

@@ -373,11 +373,8 @@ def _source_pin(config: spec.Config, mount: str, sources: dict[str, str]) -> dic
     data = config.data
     if not data.source:
         return {}
-    if config.train.rehearse:
-        raise ConfigError("data.source", data.source, "empty with REHEARSE=1, not yet: the rehearsal runs on its "
-                          "own 40 rows; `make plan DATA=...` without REHEARSE checks your rows and reward here",
-                          sources.get("data.source", ""))
-    if data.path:
+    # REHEARSE=1 set data.path: the directory its prepare step writes DATA's first rows to (config.rehearse).
+    if data.path and not config.train.rehearse:
         raise ConfigError("data.path", data.path, f"empty when data.source is set (data.source={data.source} "
                           "names the dataset; a path on the storage goes there too)", sources.get("data.path", ""))
     if data.source.startswith("/") and datasource.under(data.source, mount):
@@ -425,6 +422,7 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
     _check_image_facts(spec_.framework, sources)
     where = backends.infra(spec_.infra.name)
     _code.check_limit(spec_, where.code_limit, where.code_via, sources.get("code.dir", ""))
+    datasource.check_carried(spec_, where.code_limit, where.code_via, sources.get("data.source", ""))
     _check_recovery(spec_, sources)
     if cluster.gpus_per_node > 0 and not cluster.accelerator:
         raise ConfigError("cluster.accelerator", "", "a GPU type (e.g. H100, A100) when "

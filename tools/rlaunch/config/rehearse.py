@@ -8,12 +8,14 @@ and each change is a Rewrite the plan lists with its reason (`make plan ... REHE
 - in the framework's CPU module, what the framework itself needs on CPU (verl: rlaunch.frameworks.verl.cpu).
 
 The model is a tiny Qwen2 with a ChatML tokenizer, and the data is a few dozen rows in the dataset's
-own format, converted by the code that converts the real one (rlaunch.job.data). Both are made on
-the shared storage by the job itself (rlaunch.frameworks.verl.cpu.prepare).
+own format, converted by the code that converts the real one (rlaunch.job.data), or with DATA= the
+first rows of the user's data. Both are made on the shared storage by the job itself
+(rlaunch.frameworks.verl.cpu.prepare).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,9 +68,7 @@ def sizes(cfg: dict[str, Any]) -> list[tuple[str, Any, str]]:
                                       "10 where it schedules (declared, not cores)"),
         ("model.path", f"{mount}/{HOME}/model",
          f"a tiny Qwen2 (~300k parameters, ChatML tokenizer) in place of {model or 'the model'}"),
-        ("data.path", f"{mount}/{HOME}/{dataset}",
-         f"40 rows in {dataset}'s own format, converted by the code that converts the real {dataset} "
-         "(its data_source, so the same reward function scores them)"),
+        data_path(mount, dataset, str(dotted.get(cfg, "data.source", "") or "")),
         ("data.max_prompt_length", 128, "the tiny task's prompts with the dataset's instruction"),
         ("data.max_response_length", 8, "a few tokens: the rollout, reward and update run, not a solution"),
         ("train.batch_size", BATCH, f"{BATCH} prompts per step"),
@@ -86,6 +86,19 @@ def sizes(cfg: dict[str, Any]) -> list[tuple[str, Any, str]]:
         ("rollout.tp", 1, "one rollout server per node"),
         ("rollout.backend", "vllm", "vLLM's CPU build is the rollout server on CPU"),
     ]
+
+
+def data_path(mount: str, dataset: str, source: str) -> tuple[str, str, str]:
+    """The rehearsal's data directory: the tiny task's rows, or with DATA= (data.source) the user's
+    first rows, in a directory named by the DATA value (the job's prepare step writes them there)."""
+    if source:
+        name = hashlib.sha256(source.encode()).hexdigest()[:12]
+        return ("data.path", f"{mount}/{HOME}/data-{name}",
+                "the first 40 rows of DATA (32 train, 8 test), checked for verl's columns and written there by the "
+                "job's prepare step: verl reads the user's rows, the reward scores them")
+    return ("data.path", f"{mount}/{HOME}/{dataset}",
+            f"40 rows in {dataset}'s own format, converted by the code that converts the real {dataset} "
+            "(its data_source, so the same reward function scores them)")
 
 
 def infra(asked: str, source: str) -> str:

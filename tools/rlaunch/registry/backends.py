@@ -36,8 +36,8 @@ class Infra:
     # labels, SkyPilot names), cut to name_max characters (0: not cut).
     name_prefix: str = "r-"
     name_max: int = 0
-    # CODE='s transport there carries at most this many bytes of the pack's tar.gz (0: no limit;
-    # rlaunch.config.code.check_limit).
+    # CODE='s transport there carries at most this many bytes of the pack's tar.gz, with DATA='s when
+    # it is on this machine (0: no limit; rlaunch.config.code.check_limit, datasource.check_carried).
     code_limit: int = 0
     code_via: str = ""           # what carries it, for the refusal's message
     backend: str = ""            # the package under backends/ (set by the registry)

@@ -38,7 +38,7 @@ from rlaunch.config.spec import Config, Spec
 from rlaunch.errors import CheckError, MissingPrerequisite
 from rlaunch.frameworks import accel
 from rlaunch.config.inputs import MANIFEST
-from rlaunch.job.data import manifest_text
+from rlaunch.job.data import manifest_text, upload
 from rlaunch.plan import artifacts, jobenv
 from rlaunch.plan.render import render_template, with_header
 from rlaunch.registry import frameworks
@@ -342,6 +342,17 @@ def setup_script(spec: Spec) -> str:
                            runner=SETUP_RUNNER.format(sites=run_inputs.sites(spec)))
 
 
+def stage_data(spec: Spec) -> str:
+    """DATA= of this machine copied into WORK_ROOT as INFRA=local uploads it (once: a copy whose
+    SHA256SUMS is its content hash is kept); run.sh checks it by that manifest. What it did, one line."""
+    source = spec.pins.source
+    dest = install_root(spec) / Path(source["dir"]).relative_to(spec.storage.mount)
+    done = upload(Path(source["local"]), dest, source["sha256"])
+    return (f"aistudio: dataset {source['local']} "
+            + (f"staged at {source['dir']} ({done['copied']} files)" if done["copied"]
+               else f"already at {source['dir']}, nothing copied"))
+
+
 class AIStudio(Backend):
     name = "aistudio"
     secrets_from_env = False  # typed into the task form (form.md lists them), never sent by rlaunch
@@ -390,12 +401,15 @@ class AIStudio(Backend):
                     f"# checks {space_needed(spec)[0]} GiB free, clones the pinned checkout, prepares the inputs as listed "
                     "above (downloads, SHA256SUMS); a second run downloads nothing"]
                    if "setup.sh" in files else [])
-        code = ([f"stage CODE's pack into WORK_ROOT at {spec.paths.code_dir} (kept when there: the name is the "
+        staged = ([f"stage CODE's pack into WORK_ROOT at {spec.paths.code_dir} (kept when there: the name is the "
                  "hash); run.sh checks every file and the hash before anything starts"] if spec.paths.code_dir else [])
+        if spec.pins.source.get("kind") == "local":
+            staged.append(f"stage DATA={spec.pins.source['local']} into WORK_ROOT at {spec.pins.source['dir']} (kept "
+                        f"when its {run_inputs.MANIFEST} matches: the name is the content hash); run.sh checks it")
         return [
             f"install into WORK_ROOT {root}/{launch_rel(spec)}/: run.sh, job.sh, spec.json, "
             f"rlaunch's tools (home/), SHA256SUMS (refused if a different version is there)",
-            *code,
+            *staged,
             *prepare,
             "print the three things to paste: the RuntimeEnv JSON, the startup command, the form values "
             f"({spec.run.out}/form.md)",
@@ -420,6 +434,8 @@ class AIStudio(Backend):
             dest = install_root(spec) / Path(spec.paths.code_dir).relative_to(spec.storage.mount)
             print(f"aistudio: code {packed.hash[:12]} {'staged' if codepack.stage(packed, dest) else 'already'} "
                   f"at {spec.paths.code_dir}")
+        if spec.pins.source.get("kind") == "local":
+            print(stage_data(spec))
         if not (target / RunHandle.FILE).is_file():
             # Beside the launch (not in its SHA256SUMS): any machine with the storage finds the run.
             self.handle(plan).write(target)

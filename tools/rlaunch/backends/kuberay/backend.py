@@ -206,6 +206,10 @@ class KubeRay(Backend):
         if spec.paths.code_dir:
             lines.append(f"kubectl apply --server-side -n {ns} -f -   # ConfigMap {code_configmap_name(spec)} "
                          f"(CODE's pack, {manifests.CODE_KEY}) -> the inputs Job -> {spec.paths.code_dir}")
+        if manifests.DATA_KEY in manifests.carried_keys(spec):
+            also = "" if spec.paths.code_dir else f"kubectl apply --server-side -n {ns} -f -   # ConfigMap "
+            lines.append(f"{also or '  and in '}{code_configmap_name(spec)}: DATA's files ({manifests.DATA_KEY}) "
+                         f"-> the inputs Job -> {spec.pins.source['dir']}")
         batch = manifests.manifest_files(files)
         if "kuberay/inputs.yaml" in files:
             first = " ".join(f"-f {out}/{rel}" for rel in batch if rel != "kuberay/rayjob.yaml")

@@ -13,7 +13,8 @@ from rlaunch.backends.kuberay import gke
 from rlaunch.backends.kuberay import monitoring
 from rlaunch.backends.kuberay.names import (RUN_LABEL, code_configmap_name, configmap_name, head_service, inputs_job_name, job_name,
                                             labels, pvc_name, secret_name)
-from rlaunch.config import code
+from rlaunch.config import code, datasource
+from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import MissingPrerequisite
 from rlaunch.plan import artifacts
 from rlaunch.plan import imagecheck
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 ARTIFACTS_MOUNT = "/opt/rlaunch-run"   # the ConfigMap's mount point in every pod
 CODE_MOUNT = "/opt/rlaunch-code"      # CODE's ConfigMap, in the inputs Job's pod
 CODE_KEY = "code.tar.gz"
+DATA_KEY = "data.tar.gz"              # DATA= of this machine, in the same ConfigMap (one 1 MiB cap)
 RLAUNCH_HOME = "/opt/rlaunch"          # rlaunch's tools inside the rlaunch image
 ONE_PER_HOST_LABEL = "rlaunch.io/one-per-host"
 ARCH_LABEL = "kubernetes.io/arch"      # every pod runs on nodes of its image's architecture
@@ -190,6 +192,8 @@ def run_files(spec: Spec) -> dict[str, str]:
     lines = frameworks.get(spec.framework.name).setup(spec)
     if spec.paths.code_dir:  # the inputs Job puts CODE on the run's volume first, from its ConfigMap
         lines = [*code.unpack_lines(spec, f"{CODE_MOUNT}/{CODE_KEY}"), *lines]
+    # DATA= of this machine: extracted from the same ConfigMap before the upload line reads it.
+    lines = [*run_inputs.unpack_lines(spec, f"{CODE_MOUNT}/{DATA_KEY}"), *lines]
     if lines:
         files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=lines, runner=INPUTS_RUNNER)
     return files
@@ -236,9 +240,9 @@ def context(spec: Spec, files: dict[str, str] | None = None) -> dict[str, Any]:
         "pvc": pvc_name(spec),
         "mount": spec.storage.mount,
         "configmap": configmap_name(spec),
-        "code_configmap": code_configmap_name(spec) if spec.paths.code_dir else "",
+        "code_configmap": code_configmap_name(spec) if carried_keys(spec) else "",
         "code_mount": CODE_MOUNT,
-        "code_key": CODE_KEY,
+        "code_keys": carried_keys(spec),
         "configmap_items": configmap_items(spec, files),
         "inputs": _inputs(spec, files),
         "artifacts_mount": ARTIFACTS_MOUNT,
@@ -306,17 +310,28 @@ def configmap_manifest(spec: Spec, files: dict[str, str]) -> dict[str, Any]:
             "data": data}
 
 
+def carried_keys(spec: Spec) -> list[str]:
+    """The keys of the ConfigMap that carries the user's own bytes to the inputs Job: CODE's pack,
+    DATA's files when they are on this machine."""
+    return ([CODE_KEY] if spec.paths.code_dir else []) + \
+        ([DATA_KEY] if spec.pins.source.get("kind") == "local" else [])
+
+
 def code_configmap_manifest(spec: Spec) -> dict[str, Any] | None:
-    """The ConfigMap that carries CODE's pack (its tar.gz, binaryData) to the inputs Job, which
-    extracts it onto the run's volume at paths.code_dir; None without CODE. Built at launch, from
-    the pack the plan pinned (its size was checked then: Infra.code_limit)."""
+    """The ConfigMap that carries CODE's pack and a DATA= of this machine (tar.gz each, binaryData) to
+    the inputs Job, which extracts CODE onto the run's volume at paths.code_dir and uploads DATA to its
+    content-named directory; None without either. Built at launch, from what the plan pinned (the
+    sizes were checked then: Infra.code_limit)."""
     packed = code.of(spec)
-    if packed is None:
+    blobs = {CODE_KEY: packed.tar_gz()} if packed is not None else {}
+    if spec.pins.source.get("kind") == "local":
+        blobs[DATA_KEY] = datasource.archive(spec.pins.source)
+    if not blobs:
         return None
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": code_configmap_name(spec), "namespace": spec.infra.namespace,
                          "labels": labels(spec)},
-            "binaryData": {CODE_KEY: base64.b64encode(packed.tar_gz()).decode()}}
+            "binaryData": {key: base64.b64encode(blob).decode() for key, blob in blobs.items()}}
 
 
 def secret_manifest(spec: Spec, environ: dict[str, str]) -> dict[str, Any]:

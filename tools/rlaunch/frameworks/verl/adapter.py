@@ -251,6 +251,9 @@ class Verl(Framework):
         return env
 
     def setup(self, spec: Spec) -> list[str]:
+        if spec.train.rehearse and spec.pins.source:  # DATA on the storage first: prepare reads its rows
+            first, *rest = run_inputs.setup_lines(spec)
+            return [first, cpu_prepare.line(spec), *rest]
         if spec.train.rehearse:  # the tiny model and rows first; then their manifests, as for a user's
             return [cpu_prepare.line(spec), *run_inputs.setup_lines(spec)]
         return run_inputs.setup_lines(spec)

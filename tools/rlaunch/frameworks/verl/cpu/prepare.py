@@ -2,9 +2,13 @@
 the dataset's own format, then converted to verl's layout by the code that converts the real dataset
 (rlaunch.job.data.to_row), with the real dataset's data_source. So verl picks the same reward for
 them as for the real rows, and the data pipeline is the real one; only the questions are tiny.
+With DATA= (issue 44) the rows are the user's instead: the first TRAIN_ROWS of its train files and
+TEST_ROWS of its test files, checked for verl's columns as the plan's data probe checks them, and
+written again on every run (the directory is named by the DATA value; its content may move).
 
 Usage (the rehearsal's job.sh runs it; idempotent: what is there is kept):
     python -m rlaunch.frameworks.verl.cpu.prepare --model=DIR --data=DIR --dataset=math --data-source=HF_ID
+        [--train-from=FILE,... --test-from=FILE,...]
 """
 
 from __future__ import annotations
@@ -62,11 +66,42 @@ def write_data(out: Path, dataset: str, data_source: str) -> list[Path]:
     return paths
 
 
+def write_user_data(out: Path, train: list[Path], test: list[Path]) -> list[Path]:
+    """train.parquet and test.parquet of the user's first rows (each file whole or absent, replaced on
+    every run); data_probe.Refused naming the file and row when verl could not read them."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    from rlaunch.frameworks.verl.cpu import data_probe
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for split, files, n in (("train", train, TRAIN_ROWS), ("test", test, TEST_ROWS)):
+        rows: list[dict[str, Any]] = []
+        for f in files:
+            rows += data_probe.read(f)[:n - len(rows)]
+            if len(rows) >= n:
+                break
+        data_probe.check_columns(f"{split} rows from {', '.join(f.name for f in files)}", rows)
+        path = out / f"{split}.parquet"
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
 def line(spec: Spec) -> str:
-    """The shell line job.sh runs (python3: the rehearsal's venv, first on the job's PATH)."""
-    return shlex.join(["python3", "-m", "rlaunch.frameworks.verl.cpu.prepare", f"--model={spec.model.path}",
-                       f"--data={spec.data.path}", f"--dataset={spec.data.dataset}",
-                       f"--data-source={spec.pins.dataset['hf_id']}"])
+    """The shell line job.sh runs (python3: the rehearsal's venv, first on the job's PATH); with DATA,
+    the user's files as every node reads them (rlaunch.config.datasource.files)."""
+    from rlaunch.config import datasource
+
+    argv = ["python3", "-m", "rlaunch.frameworks.verl.cpu.prepare", f"--model={spec.model.path}",
+            f"--data={spec.data.path}", f"--dataset={spec.data.dataset}",
+            f"--data-source={spec.pins.dataset['hf_id']}"]
+    if spec.pins.source:
+        argv += [f"--{split}-from={','.join(datasource.files(spec.pins.source, split))}" for split in ("train", "test")]
+    return shlex.join(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,8 +110,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", required=True)
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--data-source", required=True)
+    parser.add_argument("--train-from", default="", help="DATA's train files: their first rows, not the tiny task's")
+    parser.add_argument("--test-from", default="")
     args = parser.parse_args(argv)
     model.write_tiny_model(args.model)
+    if args.train_from:
+        from rlaunch.frameworks.verl.cpu.data_probe import Refused
+
+        try:
+            files = write_user_data(Path(args.data), [Path(f) for f in args.train_from.split(",")],
+                                    [Path(f) for f in (args.test_from or args.train_from).split(",")])
+        except Refused as err:
+            print(f"prepare: DATA's rows: {err}", file=sys.stderr)
+            return 2
+        print(f"rehearsal inputs: model {args.model}, the first rows of DATA ({args.train_from}) "
+              f"{', '.join(str(f) for f in files)}")
+        return 0
     files = write_data(Path(args.data), args.dataset, args.data_source)
     print(f"rehearsal inputs: model {args.model}, {args.dataset} rows ({args.data_source}) "
           f"{', '.join(str(f) for f in files)}")

@@ -38,6 +38,12 @@ CRITIC = [
     ("critic.model.use_remove_padding", "False", "padding removal needs flash-attn"),
     ("+critic.model.override_config.attn_implementation", "sdpa", "no flash-attn on CPU: torch's SDPA"),
 ]
+# With DATA=: the user's prompts are longer than the tiny model's 128-token prompt window; they are
+# cut, not refused or filtered away (the plan's data check measured them against the real limit).
+USER_ROWS = [
+    ("data.truncation", "left", "DATA's prompts cut to the tiny model's window (the plan checked the real limit)"),
+    ("data.filter_overlong_prompts", "False", "DATA's rows kept whatever their length: they are cut instead"),
+]
 # The job's env on a rehearsal (besides the adapter's own).
 ENV = {
     # verl imports this module in every process: the CPU platform, its engine and device (verl_hooks).
@@ -53,7 +59,7 @@ def key_of(override: str) -> str:
 def apply(spec: Spec, overrides: list[str]) -> tuple[list[str], list[Rewrite]]:
     """The overrides a rehearsal runs: the launch's, less the keys the CPU needs otherwise, then
     those; and each change as a Rewrite (was: the launch's value, None where verl's default stood)."""
-    needed = OVERRIDES + (CRITIC if spec.algo.adv_estimator == "gae" else [])
+    needed = OVERRIDES + (CRITIC if spec.algo.adv_estimator == "gae" else []) + (USER_ROWS if spec.pins.source else [])
     ours = {key.lstrip("+"): (key, value, why) for key, value, why in needed}
     eff = topology.parse_overrides(overrides)
     kept = [o for o in overrides if key_of(o) not in ours]
