@@ -115,9 +115,20 @@ def path_problem(value: str) -> str | None:
     return "an absolute path other than /, its parts letters, digits and . _ - + @ (no '.', '..' or '//')"
 
 
+# C0, DEL, C1 (CSI \x9b starts a terminal escape too) and Unicode's line and paragraph separators.
+CONTROL_RE = r"[\x00-\x1f\x7f-\x9f\u2028\u2029]"
+
+
+def text_problem(value: str) -> str | None:
+    """Any free-text value: one line without control characters. Rendered files, logs and terminals
+    show it; a newline would start a new command or log line, an escape would rewrite the screen."""
+    return None if not re.search(CONTROL_RE, value) else (
+        "one line of text without control characters (newline, tab, escape, NUL, ...)")
+
+
 def out_problem(value: str) -> str | None:
     """OUT: any directory path, but one line: rendered files quote it in comments and commands."""
-    return None if not re.search(r"[\x00-\x1f\x7f]", value) else (
+    return None if not re.search(CONTROL_RE, value) else (
         "a directory path without control characters (newline, tab, ...)")
 
 
