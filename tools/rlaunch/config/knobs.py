@@ -132,6 +132,17 @@ def out_problem(value: str) -> str | None:
         "a directory path without control characters (newline, tab, ...)")
 
 
+# CODE as a workflow input: a repository the runner fetches over HTTPS (it has no SSH key), at a full
+# commit (a branch would move). rlaunch.config.code reads the same `<url>@<40-hex>` form.
+CODE_REF_RE = r"^https://[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[A-Za-z0-9._~-]+)+@[0-9a-f]{40}$"
+
+
+def code_ref_problem(value: str) -> str | None:
+    return None if re.fullmatch(CODE_REF_RE, value) else (
+        "a git repository at a full commit: https://HOST/PATH@<40 lower-case hex> "
+        "(empty: the preset's own program)")
+
+
 def sky_infra_problem(value: str) -> str | None:
     """SkyPilot's infra syntax (sky.utils.infra_utils.InfraInfo.from_str at 0.14.1) and its clouds."""
     cloud, _, rest = value.partition("/")
@@ -205,6 +216,8 @@ RULES: dict[str, Callable[[str], str | None]] = {
     "WORK_ROOT": path_problem, "INFRA_SPEC": sky_infra_problem, "ACCELERATOR": accelerator_problem,
     "REGISTRY": registry_problem, "TAG": tag_problem, "IMAGE": image_ref_problem,
     "BASE": _choice(["official", "standin"]), "BUILDER": _choice(["docker", "podman", "buildah"]),
+    # The workflow's inputs; a directory CODE= and CMD's own grammar are the config's to check at plan.
+    "CODE": code_ref_problem, "CMD": text_problem,
 }
 
 
