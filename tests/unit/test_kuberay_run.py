@@ -6,8 +6,9 @@ injects, the submitter's `ray job submit`) and the kubelet's (env from Secrets a
 Root, seconds: a plain pod with its volumes, env and workdir; deleting and starting a pod again.
 Root, `cluster`: the rehearsal preset trains, verifies and passes postflight as a RayJob with 2 pods
 (with the user's CODE, through its ConfigMap and the inputs Job: every pod reads its hash, every
-worker imports the reward from it), 3 pods and a CPU-only head; and the same RayJob with one thing changed (a mount path, an env var,
-a ray start param, a secret reference) fails before training, saying why. Recovery proof (b): a
+worker imports the reward from it), 3 pods and a CPU-only head; and the same RayJob with one thing
+changed (a mount path, an env var, a ray start param, a secret reference) fails before training,
+saying why. Recovery proof (b): a
 worker pod killed mid-training, the RayJob retried on a fresh cluster (backoffLimit), the run resumed.
 """
 
