@@ -179,9 +179,18 @@ def test_code_and_cmd_with_a_control_character_exit_2_naming_the_key(tmp_path, k
     ("TAG", "v1.2_x-3", True), ("TAG", "-x", False), ("TAG", ".x", False), ("TAG", "a" * 129, False),
     ("TAG", "a:b", False), ("PRESET", "verl-ppo-gsm8k-0.5b", True), ("PRESET", "a/b", False),
     ("NODES", "3", True), ("NODES", "0", False), ("GPUS_PER_NODE", "0", True), ("GPUS_PER_NODE", "x", False),
+    ("CMD", "python3 -m m a='x y'", True), ("CMD", "python3 -m m\na=1", False),
 ])
 def test_rules(name, value, ok):
     assert (knobs.RULES[name](value) is None) == ok
+
+
+def test_an_input_code_is_a_repository_at_a_full_commit_while_make_takes_a_directory():
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert knobs.INPUT_RULES["CODE"](f"https://github.com/acme/rl.git@{commit}") is None
+    for bad in (".", "/home/me/rl", "https://github.com/acme/rl@main", f"git@github.com:acme/rl@{commit}"):
+        assert knobs.INPUT_RULES["CODE"](bad), bad
+    assert "CODE" not in knobs.RULES  # make's CODE= (a directory too) is the config's to check
 
 
 def test_check_command_names_the_first_bad_value_exit_2():
