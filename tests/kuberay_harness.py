@@ -649,13 +649,16 @@ def submitter_backoff_limit(rayjob: dict) -> int:
 
 def kuberay_objects(spec: dict, files: dict[str, str], environ: dict[str, str] | None = None) -> list[dict]:
     """What `make launch` applies for a rendered plan: the Secret (from `environ`, stdin-only in the
-    product), the artifacts ConfigMap, then the rendered manifests in apply order."""
+    product), the artifacts ConfigMap, CODE's ConfigMap, then the rendered manifests in apply order."""
     from rlaunch.backends.kuberay import manifests
 
     objects = []
     if spec.secrets:
         objects.append(manifests.secret_manifest(spec, dict(environ or {})))
     objects.append(manifests.configmap_manifest(spec, files))
+    code_map = manifests.code_configmap_manifest(spec)  # CODE's pack, for the inputs Job (launch applies it)
+    if code_map:
+        objects.append(code_map)
     objects += [doc for _, doc in manifests.documents(files)]
     return objects
 

@@ -82,6 +82,24 @@ def test_a_long_imported_name_plans_without_run_id(imported):
     assert "task.yaml" in files
 
 
+def test_a_verl_script_with_its_own_entry_records_cmd_and_plans_with_code(imported, tmp_path):
+    """`python3 -m recipe.my_grpo.main ...` (the user's module, not main_ppo): the preset records
+    code.command, the report says to pass CODE=, and with CODE= it plans with no further knob."""
+    name, printed = imported("written/verl-own-entry-recipe.sh")
+    assert "code.command='python3 -m recipe.my_grpo.main'" in printed and f"PRESET={name} INFRA=... CODE=" in printed
+    user = tmp_path / "checkout"
+    (user / "recipe" / "my_grpo").mkdir(parents=True)
+    for path in ("recipe/__init__.py", "recipe/my_grpo/__init__.py", "recipe/my_grpo/main.py"):
+        (user / path).write_text("")
+    (user / "recipe" / "my_grpo" / "reward.py").write_text("def compute_score(*args): return 0.0\n")
+    spec = config.load(name, {"INFRA": "gcp", "RUN_ID": "imp2", "CODE": str(user)})
+    argv = frameworks.get("verl").command(spec)
+    assert argv[:3] == ["python3", "-m", "recipe.my_grpo.main"] and "data.train_batch_size=64" in argv
+    assert f"reward.custom_reward_function.path={spec.paths.code_dir}/recipe/my_grpo/reward.py" in argv
+    with pytest.raises(config.ConfigError, match="relative to CODE= \\(not set\\)"):
+        config.load(name, {"INFRA": "gcp", "RUN_ID": "imp2"})  # the recipe's files: only CODE= has them
+
+
 def test_the_report_says_what_was_mapped_and_dropped_and_why():
     result = importer.convert((FIXTURES / "verl-run_qwen2-7b_math.sh").read_text())
     assert "train.batch_size=1024: from data.train_batch_size" in result.mapped

@@ -65,7 +65,8 @@ def test_from_env_reads_make_exports_byte_for_byte():
 @pytest.mark.parametrize("value", ["relative/path", "/mnt/x;touch y", "/", "/mnt/../etc", "/mnt//x",
                                    "/mnt/a b", "/mnt/$HOME", "/mnt/x\n"])
 def test_work_root_must_be_a_plain_absolute_path(value):
-    with pytest.raises(ConfigError, match=r"storage.mount=.*\(from WORK_ROOT\): an absolute path"):
+    # A newline is refused first by the rule every text key shares.
+    with pytest.raises(ConfigError, match=r"storage.mount=.*\(from WORK_ROOT\): (an absolute path|one line of text)"):
         load(INFRA="aistudio", WORK_ROOT=value)
 
 
@@ -140,6 +141,34 @@ def test_out_is_any_path_and_arrives_exactly():
     assert load(OUT=odd).run.out == odd
 
 
+# ---------------------------------------------------------------- control characters, every text key
+
+
+@pytest.mark.parametrize("char", ["\n", "\x1b[2J", "\x00", "\t", "\x9b", "\u2028"],
+                         ids=["newline", "escape", "nul", "tab", "csi", "line-sep"])
+@pytest.mark.parametrize(("key", "value"), [
+    ("run.name", "exp"), ("logging.project", "exp"), ("data.source", "/data/in"), ("model.path", "/m"),
+    ("code.dir", "/home/me/proj"), ("framework.overrides", "trainer.x=1"),
+])
+def test_a_control_character_in_any_text_key_is_refused_naming_the_key(key, value, char):
+    bad = f"{value[:2]}{char}{value[2:]}"
+    given = f'{key}=["{bad.encode("unicode_escape").decode()}"]' if key == "framework.overrides" else f"{key}={bad}"
+    with pytest.raises(ConfigError) as err:
+        config.load("rehearsal", {"RUN_ID": "t-knobs"}, [given])
+    assert err.value.key == key and err.value.value == bad and "without control characters" in str(err.value)
+    assert "\n" not in str(err.value) and "\x1b" not in str(err.value)  # the message itself is one clean line
+
+
+@pytest.mark.parametrize(("knob", "value"), [("CODE", "/home/me/pro\x1bj"), ("CMD", "python3 -m m a=1\nrm -rf /")])
+def test_code_and_cmd_with_a_control_character_exit_2_naming_the_key(tmp_path, knob, value):
+    env = {**os.environ, f"RLAUNCH_KNOB_{knob}": value, "RLAUNCH_KNOB_RUN_ID": "t",
+           "RLAUNCH_KNOB_OUT": str(tmp_path / "out")}
+    done = subprocess.run([sys.executable, "-m", "rlaunch", "plan"], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"code.{'dir' if knob == 'CODE' else 'command'}=" in done.stderr and "control characters" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
 # ---------------------------------------------------------------- REGISTRY, TAG and the check command
 
 
@@ -150,9 +179,18 @@ def test_out_is_any_path_and_arrives_exactly():
     ("TAG", "v1.2_x-3", True), ("TAG", "-x", False), ("TAG", ".x", False), ("TAG", "a" * 129, False),
     ("TAG", "a:b", False), ("PRESET", "verl-ppo-gsm8k-0.5b", True), ("PRESET", "a/b", False),
     ("NODES", "3", True), ("NODES", "0", False), ("GPUS_PER_NODE", "0", True), ("GPUS_PER_NODE", "x", False),
+    ("CMD", "python3 -m m a='x y'", True), ("CMD", "python3 -m m\na=1", False),
 ])
 def test_rules(name, value, ok):
     assert (knobs.RULES[name](value) is None) == ok
+
+
+def test_an_input_code_is_a_repository_at_a_full_commit_while_make_takes_a_directory():
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert knobs.INPUT_RULES["CODE"](f"https://github.com/acme/rl.git@{commit}") is None
+    for bad in (".", "/home/me/rl", "https://github.com/acme/rl@main", f"git@github.com:acme/rl@{commit}"):
+        assert knobs.INPUT_RULES["CODE"](bad), bad
+    assert "CODE" not in knobs.RULES  # make's CODE= (a directory too) is the config's to check
 
 
 def test_check_command_names_the_first_bad_value_exit_2():

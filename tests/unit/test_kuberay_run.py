@@ -4,9 +4,11 @@ network-namespace pods by tests/kuberay_harness.py (its docstring says what is e
 Fast, no root: the operator's rules on the rendered rehearsal (the `ray start` commands, the env it
 injects, the submitter's `ray job submit`) and the kubelet's (env from Secrets and fields, volumes).
 Root, seconds: a plain pod with its volumes, env and workdir; deleting and starting a pod again.
-Root, `cluster`: the rehearsal preset trains, verifies and passes postflight as a RayJob with 2 pods,
-3 pods and a CPU-only head; and the same RayJob with one thing changed (a mount path, an env var,
-a ray start param, a secret reference) fails before training, saying why. Recovery proof (b): a
+Root, `cluster`: the rehearsal preset trains, verifies and passes postflight as a RayJob with 2 pods
+(with the user's CODE, through its ConfigMap and the inputs Job: every pod reads its hash, every
+worker imports the reward from it), 3 pods and a CPU-only head; and the same RayJob with one thing
+changed (a mount path, an env var, a ray start param, a secret reference) fails before training,
+saying why. Recovery proof (b): a
 worker pod killed mid-training, the RayJob retried on a fresh cluster (backoffLimit), the run resumed.
 """
 
@@ -37,8 +39,14 @@ SECRET = "hf-not-a-real-token-kharness"
 TRAIN = "train.steps=150"  # the digit-copy task is learned by ~100 steps; postflight's thresholds hold
 
 
-def plan(run_id: str, sets: str = "", environ: dict | None = None):
-    spec = config.load("rehearsal", {"INFRA": "kuberay", "RUN_ID": run_id}, sets)
+# The user's own code (issue 47): the reward the workers import comes from CODE, through CODE's
+# ConfigMap and the inputs Job onto the volume, never through the submitter's upload.
+CODE = {"CODE": "tests/fixtures/code/rehearsal"}
+CODE_REWARD = 'framework.overrides=["reward=rehearsal_reward:copy_reward"]'
+
+
+def plan(run_id: str, sets: str = "", environ: dict | None = None, knobs: dict | None = None):
+    spec = config.load("rehearsal", {"INFRA": "kuberay", "RUN_ID": run_id, **(knobs or {})}, sets)
     files = artifacts.finish(spec, kuberay.BACKEND.render(spec))
     return spec, kh.kuberay_objects(spec, files, environ or {})
 
@@ -301,8 +309,21 @@ def test_a_pod_can_be_deleted_and_started_again(host_ok, tmp_path):
 # ---------------------------------------------------------------- the RayJob, end to end (cluster)
 
 
+def inputs_job_pod(objects: list[dict]) -> dict | None:
+    """The inputs Job's pod, as the Job controller creates it (None: the plan has no inputs Job)."""
+    job = next((o for o in objects if o.get("kind") == "Job"), None)
+    if job is None:
+        return None
+    return {"metadata": {**job["spec"]["template"].get("metadata", {}), "name": f"{job['metadata']['name']}-x7k2p"},
+            "spec": job["spec"]["template"]["spec"]}
+
+
 def run_rayjob(tmp_path: Path, objects: list[dict], spec: dict, **kwargs) -> kh.JobResult:
     with kh.RayJobRun(objects, workdir=tmp_path / "k8s", images=kh.default_images(spec)) as run:
+        inputs = inputs_job_pod(objects)
+        if inputs is not None:  # launch applies the RayJob once the inputs Job has succeeded
+            done = run.run_pod(inputs, deadline_s=120)
+            assert done.phase == "Succeeded", done.tail(60)
         result = run.execute(ready_s=300, job_s=900, **kwargs)
         run_dir = run.claims[names.pvc_name(spec)] / Path(spec.paths.run_dir).relative_to("/data")
         return result, run_dir
@@ -310,14 +331,14 @@ def run_rayjob(tmp_path: Path, objects: list[dict], spec: dict, **kwargs) -> kh.
 
 @pytest.mark.cluster
 @pytest.mark.slow
-@pytest.mark.parametrize(("sets", "pods", "workers"), [
-    ("", 2, 2),
-    pytest.param("cluster.nodes=3", 3, 3, marks=pytest.mark.full),
-    pytest.param("cluster.cpu_head=true", 3, 2, marks=pytest.mark.full),  # seed 004's: a head with num-cpus 0
-], ids=["2-pods", "3-pods", "cpu-only-head"])
-def test_rehearsal_rayjob_trains_verifies_and_passes_postflight(host_ok, tmp_path, sets, pods, workers):
+@pytest.mark.parametrize(("sets", "pods", "workers", "knobs"), [
+    (CODE_REWARD, 2, 2, CODE),  # with the user's code: the reward comes from CODE
+    pytest.param("cluster.nodes=3", 3, 3, {}, marks=pytest.mark.full),
+    pytest.param("cluster.cpu_head=true", 3, 2, {}, marks=pytest.mark.full),  # seed 004's: a head with num-cpus 0
+], ids=["2-pods-code", "3-pods", "cpu-only-head"])
+def test_rehearsal_rayjob_trains_verifies_and_passes_postflight(host_ok, tmp_path, sets, pods, workers, knobs):
     run_id = f"kh-{pods}-{workers}-{os.getpid()}"
-    spec, objects = plan(run_id, f"{TRAIN} {sets}")
+    spec, objects = plan(run_id, f"{TRAIN} {sets}", knobs=knobs)
     assert len(kh.ray_pods(rayjob(objects), CLUSTER)) == pods
     result, run_dir = run_rayjob(tmp_path, objects, spec)
     assert result.succeeded, result.describe()
@@ -329,7 +350,15 @@ def test_rehearsal_rayjob_trains_verifies_and_passes_postflight(host_ok, tmp_pat
     assert summary["num_workers"] == workers and len(set(summary["worker_nodes"])) == workers
     assert summary["steps"] == 150 and summary["reward_last"] >= 0.9
     # job.sh keeps the plan it ran from the ConfigMap volume: the files, not the kubelet's ..data.
-    assert sorted(p.name for p in (run_dir / "plan").iterdir()) == ["job.sh", "spec.json", "trl.json"]
+    plan_files = ["job.sh", *(["setup.sh"] if knobs else []), "spec.json", "trl.json"]  # setup.sh: the inputs Job's
+    assert sorted(p.name for p in (run_dir / "plan").iterdir()) == plan_files
+    if knobs:  # every pod read the pinned hash, and every worker imported its reward from the staged dir
+        code_dir, want = spec.paths.code_dir, spec.pins.code["hash"]
+        assert code_dir.endswith(f"/code/{want}")
+        assert [n["code"]["hash"] for n in preflight["nodes"]] == [want] * pods
+        assert next(c for c in preflight["checks"] if c["name"] == "code")["passed"]
+        found = json.loads((run_dir / "ray-train" / "workers.json").read_text())["worker_reward"]
+        assert found == [f"{code_dir}/rehearsal_reward/__init__.py"] * workers, found
 
 
 def mutate_worker_mount(objects):

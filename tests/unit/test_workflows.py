@@ -23,7 +23,10 @@ from rlaunch.registry import backends
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 MAKE_VARS = {"infra": "INFRA", "algo": "ALGO", "preset": "PRESET", "nodes": "NODES",
-             "gpus_per_node": "GPUS_PER_NODE", "spot": "SPOT", "run_id": "RUN_ID"}
+             "gpus_per_node": "GPUS_PER_NODE", "spot": "SPOT", "run_id": "RUN_ID", "code": "CODE", "cmd": "CMD"}
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+USER_CODE = f"https://github.com/acme/rl@{COMMIT}"
+USER_CMD = "python3 -m recipe.dapo.main_dapo data.train_batch_size=64 trainer.x='a b'"
 SECRET_NAMES = ["WANDB_API_KEY", "HF_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
                 "GCP_CREDENTIALS_JSON", "KUBECONFIG_DATA", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET",
                 "AZURE_TENANT_ID", "AZURE_SUBSCRIPTION_ID", "SKYPILOT_SERVICE_ACCOUNT_TOKEN"]
@@ -262,8 +265,10 @@ def test_launch_inputs_are_typed_as_agreed():
     # an input the workflow does not have.
     assert inputs["infra"]["options"] == [name for name in backends.names() if name != "sky"]
     assert inputs["algo"]["options"] == ["grpo", "ppo"]
-    assert {k: inputs[k]["type"] for k in ("preset", "nodes", "gpus_per_node", "spot", "run_id")} == {
-        "preset": "string", "nodes": "number", "gpus_per_node": "number", "spot": "boolean", "run_id": "string"}
+    assert {k: inputs[k]["type"] for k in ("preset", "nodes", "gpus_per_node", "spot", "run_id", "code", "cmd")} == {
+        "preset": "string", "nodes": "number", "gpus_per_node": "number", "spot": "boolean", "run_id": "string",
+        "code": "string", "cmd": "string"}
+    assert inputs["code"]["default"] == inputs["cmd"]["default"] == ""  # empty: the preset's own program
 
 
 def test_launch_env_maps_each_input_to_its_make_variable():
@@ -319,11 +324,11 @@ def test_actions_pinned_by_commit_and_checkout_keeps_no_token(name):
 
 def test_each_launch_input_reaches_make(tmp_path):
     inputs = {"infra": "gcp", "algo": "ppo", "preset": "verl-ppo-gsm8k-0.5b", "nodes": 3,
-              "gpus_per_node": 8, "spot": True, "run_id": "exp-1"}
+              "gpus_per_node": 8, "spot": True, "run_id": "exp-1", "code": USER_CODE, "cmd": USER_CMD}
     run = run_workflow(tmp_path, "launch.yml", inputs)
     assert run.status == "success", run.outputs
     want = {"INFRA": "gcp", "ALGO": "ppo", "PRESET": "verl-ppo-gsm8k-0.5b", "NODES": "3",
-            "GPUS_PER_NODE": "8", "SPOT": "1", "RUN_ID": "exp-1"}
+            "GPUS_PER_NODE": "8", "SPOT": "1", "RUN_ID": "exp-1", "CODE": USER_CODE, "CMD": USER_CMD}
     assert [c["argv"][0] for c in run.calls] == ["setup", "plan", "launch", "summary"]
     for target in ("plan", "launch"):
         assert make_vars(run.make(target)) == want, target
@@ -335,9 +340,9 @@ def test_each_input_alone_changes_only_its_variable(tmp_path):
     base = run_workflow(tmp_path / "base", "launch.yml", {"run_id": "r0"})
     base_vars = make_vars(base.make("launch"))
     changed = {"infra": "aws", "algo": "ppo", "preset": "p-x", "nodes": 5, "gpus_per_node": 7,
-               "spot": True, "run_id": "r1"}
+               "spot": True, "run_id": "r1", "code": USER_CODE, "cmd": USER_CMD}
     shown = {"infra": "aws", "algo": "ppo", "preset": "p-x", "nodes": "5", "gpus_per_node": "7",
-             "spot": "1", "run_id": "r1"}
+             "spot": "1", "run_id": "r1", "code": USER_CODE, "cmd": USER_CMD}
     for name, value in changed.items():
         inputs = {"run_id": "r0"} | {name: value}
         run = run_workflow(tmp_path / name, "launch.yml", inputs)
@@ -367,6 +372,19 @@ def test_hostile_input_stays_data(tmp_path):
     assert run.status == "failure" and run.calls == []
     assert f"::error::preset {preset!r} not allowed" in run.outputs["Check inputs"]
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(("name", "value", "needle"), [
+    ("code", "https://github.com/acme/rl@main", "a git repository at a full commit"),
+    ("code", "/home/me/rl", "a git repository at a full commit"),  # the runner has no checkout of theirs
+    ("code", f"https://github.com/acme/rl@{COMMIT}\n::warning::x", "a git repository at a full commit"),
+    ("cmd", "python3 -m m a=1\x1b[2J", "without control characters"),
+])
+def test_bad_code_or_cmd_stops_before_make(tmp_path, name, value, needle):
+    run = run_workflow(tmp_path, "launch.yml", {"run_id": "r1", name: value})
+    assert run.status == "failure" and run.calls == []
+    assert f"::error::{name} {value!r} not allowed: " in run.outputs["Check inputs"]
+    assert needle in run.outputs["Check inputs"] and run.outputs["Check inputs"].count("::error::") == 1
 
 
 def test_bad_run_id_stops_before_make(tmp_path):

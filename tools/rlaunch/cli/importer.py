@@ -8,7 +8,9 @@ as $HOME, is said to be unresolved). The trainer command line (verl's `verl.trai
 `areal.launcher.*` or `python3 <script>.py --config ...`) is then read key by key: what rlaunch owns
 is mapped onto its keys by the framework's own table (its adapter's `owned`, rlaunch.config.overrides), what
 rlaunch makes itself (data files, output directories, experiment names) is dropped, and the rest goes
-into framework.overrides. Every mapped and every dropped key is printed with why.
+into framework.overrides. Every mapped and every dropped key is printed with why. A verl entry other
+than main_ppo (`-m verl.experimental.*`, `-m recipe.*`) is recorded as code.command, CMD's module;
+the user passes CODE= for the checkout that holds it.
 
     python -m rlaunch.cli.importer SCRIPT [--name NAME] [--out DIR] [--accelerator H100]
 """
@@ -89,8 +91,23 @@ def expand(word: str, env: dict[str, str], unresolved: list[str]) -> str:
     return VAR.sub(sub, word)
 
 
-def find_command(lines: list[list[str]]) -> tuple[str, list[str], dict[str, str], list[str]]:
-    """(framework, its key=value arguments, the script's variables, unresolved names)."""
+VERL_ENTRY = "verl.trainer.main_ppo"
+
+
+def _verl_module(words: list[str], i: int) -> str:
+    """The verl entry module `python3 -m <module>` names at words[i] ('' when it is none): main_ppo,
+    one of verl's own other trainers (verl.experimental.*) or a recipe's (recipe.*, the user's checkout)."""
+    w = words[i]
+    if w == VERL_ENTRY or w.endswith("verl/trainer/main_ppo.py"):
+        return VERL_ENTRY
+    if i > 0 and words[i - 1] == "-m" and w.startswith(("verl.", "recipe.")):
+        return w
+    return ""
+
+
+def find_command(lines: list[list[str]]) -> tuple[str, list[str], dict[str, str], list[str], str]:
+    """(framework, its key=value arguments, the script's variables, unresolved names, verl's entry
+    module or '')."""
     env: dict[str, str] = {}
     unresolved: list[str] = []
     for words in lines:
@@ -102,14 +119,16 @@ def find_command(lines: list[list[str]]) -> tuple[str, list[str], dict[str, str]
                 env[name] = expand(val, env, unresolved)
             continue
         for i, w in enumerate(words):
-            if w == "verl.trainer.main_ppo" or w.endswith("verl/trainer/main_ppo.py"):
-                return "verl", [expand(a, env, unresolved) for a in words[i + 1:]], env, unresolved
+            module = _verl_module(words, i)
+            if module:
+                return "verl", [expand(a, env, unresolved) for a in words[i + 1:]], env, unresolved, module
             if w.startswith("areal.launcher") or (w.endswith(".py") and "--config" in words[i + 1:]):
                 rest = words[i + 1:]
                 if w.startswith("areal.launcher"):
                     rest = rest[1:]  # the launcher's own script argument (examples/math/gsm8k_grpo.py)
-                return "areal", [expand(a, env, unresolved) for a in rest], env, unresolved
-    raise ConfigError("SCRIPT", "", "a script that runs verl (python3 -m verl.trainer.main_ppo ...) or AReaL "
+                return "areal", [expand(a, env, unresolved) for a in rest], env, unresolved, ""
+    raise ConfigError("SCRIPT", "", "a script that runs verl (python3 -m verl.trainer.main_ppo, "
+                      "verl.experimental.* or recipe.* ...) or AReaL "
                       "(python3 -m areal.launcher.<local|ray> <entry>.py --config ... key=value ...)")
 
 
@@ -123,9 +142,15 @@ def _put(tree: dict[str, Any], key: str, val: Any) -> None:
 
 def convert(text: str, accelerator: str = "H100") -> Imported:
     lines = logical_lines(text)
-    name, args, _env, unresolved = find_command(lines)
+    name, args, _env, unresolved, module = find_command(lines)
     owned = frameworks.get(name).owned
     result = Imported(name, {"framework": {"name": name, "overrides": []}}, unresolved=unresolved)
+    if module and module != VERL_ENTRY:
+        # Its own entry: CMD's module (its key=value stay overrides below, checked as SET's are). A
+        # recipe's module is in the user's checkout, which only CODE= carries to the nodes.
+        result.preset["code"] = {"command": f"python3 -m {module}"}
+        result.mapped.append(f"code.command='python3 -m {module}': the script's entry, not {VERL_ENTRY}; "
+                             "pass CODE=<your checkout> (a directory or <git url>@<commit>) so every node has it")
     preset, overrides = result.preset, result.preset["framework"]["overrides"]
     seen: dict[str, str] = {}
     args_iter = iter(args)
@@ -231,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
           "(the framework's loader checks them at make plan)")
     if result.unresolved:
         print(f"  unresolved: {', '.join(result.unresolved)} (not defined in the script)")
-    print(f"then: make plan PRESET={name} INFRA=...")
+    code = " CODE=<your checkout>" if "code" in result.preset else ""
+    print(f"then: make plan PRESET={name} INFRA=...{code}")
     return 0
 
 

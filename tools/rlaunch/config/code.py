@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlaunch import ROOT
+from rlaunch.config.knobs import CONTROL_RE
 from rlaunch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -390,7 +391,7 @@ _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 def parse_command(text: str, source: str = "") -> tuple[str, list[str]]:
     """CMD= (code.command), the command line as the user's script runs it: (entry module, its
     key=value overrides). ConfigError naming CMD for anything else."""
-    if re.search(r"[\x00-\x1f\x7f]", text):
+    if re.search(CONTROL_RE, text):  # the rule every text key has (rlaunch.config.knobs)
         raise ConfigError("code.command", text, f"{COMMAND_ALLOWED} (no control characters)", source)
     try:
         argv = shlex.split(text)

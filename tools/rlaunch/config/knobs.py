@@ -14,7 +14,8 @@ CLI:
     python -m rlaunch.config.knobs check [--prefix=TEXT] [--inputs] NAME...
         checks the environment variables NAME... (empty is fine: "not set"); the first bad one
         prints `<prefix><name> '<value>' not allowed: <what is allowed>` and exits 2. --inputs names
-        them as the workflow inputs do (lower case: RUN_ID -> run_id).
+        them as the workflow inputs do (lower case: RUN_ID -> run_id) and applies their rules (CODE:
+        only a repository at a full commit).
 """
 
 from __future__ import annotations
@@ -115,10 +116,32 @@ def path_problem(value: str) -> str | None:
     return "an absolute path other than /, its parts letters, digits and . _ - + @ (no '.', '..' or '//')"
 
 
+# C0, DEL, C1 (CSI \x9b starts a terminal escape too) and Unicode's line and paragraph separators.
+CONTROL_RE = r"[\x00-\x1f\x7f-\x9f\u2028\u2029]"
+
+
+def text_problem(value: str) -> str | None:
+    """Any free-text value: one line without control characters. Rendered files, logs and terminals
+    show it; a newline would start a new command or log line, an escape would rewrite the screen."""
+    return None if not re.search(CONTROL_RE, value) else (
+        "one line of text without control characters (newline, tab, escape, NUL, ...)")
+
+
 def out_problem(value: str) -> str | None:
     """OUT: any directory path, but one line: rendered files quote it in comments and commands."""
-    return None if not re.search(r"[\x00-\x1f\x7f]", value) else (
+    return None if not re.search(CONTROL_RE, value) else (
         "a directory path without control characters (newline, tab, ...)")
+
+
+# CODE as a workflow input: a repository the runner fetches over HTTPS (it has no SSH key), at a full
+# commit (a branch would move). rlaunch.config.code reads the same `<url>@<40-hex>` form.
+CODE_REF_RE = r"^https://[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[A-Za-z0-9._~-]+)+@[0-9a-f]{40}$"
+
+
+def code_ref_problem(value: str) -> str | None:
+    return None if re.fullmatch(CODE_REF_RE, value) else (
+        "a git repository at a full commit: https://HOST/PATH@<40 lower-case hex> "
+        "(empty: the preset's own program)")
 
 
 def sky_infra_problem(value: str) -> str | None:
@@ -194,7 +217,11 @@ RULES: dict[str, Callable[[str], str | None]] = {
     "WORK_ROOT": path_problem, "INFRA_SPEC": sky_infra_problem, "ACCELERATOR": accelerator_problem,
     "REGISTRY": registry_problem, "TAG": tag_problem, "IMAGE": image_ref_problem,
     "BASE": _choice(["official", "standin"]), "BUILDER": _choice(["docker", "podman", "buildah"]),
+    "CMD": text_problem,  # one line; its grammar is the config's to check (rlaunch.config.code)
 }
+# A workflow's inputs (--inputs): the same, and CODE only as a repository at a full commit (the runner
+# has no checkout of the user's; make's CODE= also takes a directory, the config checks it).
+INPUT_RULES: dict[str, Callable[[str], str | None]] = {**RULES, "CODE": code_ref_problem}
 
 
 # Not fire (rlaunch.firecli): the workflows run this on the runner's bare python3, before `make
@@ -204,14 +231,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("command", choices=["check"])
     parser.add_argument("--prefix", default="knobs: ", help="what the error line starts with")
     parser.add_argument("--inputs", action="store_true", help="name them as the workflow inputs do")
-    parser.add_argument("names", nargs="*", metavar="NAME", help="one of " + ", ".join(RULES))
+    parser.add_argument("names", nargs="*", metavar="NAME", help="one of " + ", ".join(INPUT_RULES))
     args = parser.parse_intermixed_args(argv)  # NAMEs may come before or after the options
-    unknown = [name for name in args.names if name not in RULES]
+    rules = INPUT_RULES if args.inputs else RULES
+    unknown = [name for name in args.names if name not in rules]
     if unknown:
-        parser.error(f"no rule for {unknown[0]!r}; rules: {', '.join(RULES)}")
+        parser.error(f"no rule for {unknown[0]!r}; rules: {', '.join(rules)}")
     for name in args.names:
         value = os.environ.get(name, "")
-        problem = RULES[name](value) if value != "" else None
+        problem = rules[name](value) if value != "" else None
         if problem:
             # repr(): one line whatever the value holds (a newline could start a workflow command).
             # A workflow reads its commands (::error::) from stdout.

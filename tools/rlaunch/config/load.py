@@ -140,9 +140,21 @@ def validate(cfg: dict[str, Any], sources: dict[str, str] | None = None) -> spec
     from pydantic import ValidationError
 
     try:
-        return spec.Config.model_validate(cfg)
+        config = spec.Config.model_validate(cfg)
     except ValidationError as err:
         raise _config_error(err.errors(), sources or {}) from None
+    _check_text(config, sources or {})
+    return config
+
+
+def _check_text(config: spec.Config, sources: dict[str, str]) -> None:
+    """Every string of the config (run names, paths, CODE, CMD, overrides, ...) is one line without
+    control characters, by the knobs' rule: the first that is not names its key."""
+    for key in spec.KEYS:
+        value = attrgetter(key)(config)
+        for text in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(text, str):
+                _check(_knobs.text_problem, key, text, sources)
 
 
 def _config_error(errors: Sequence[Mapping[str, Any]], sources: dict[str, str]) -> ConfigError:
