@@ -27,7 +27,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from rlaunch.config import hub
+from rlaunch.config import code, hub
 from rlaunch.errors import ConfigError
 
 KEY = "data.source"
@@ -208,8 +208,6 @@ def check_carried(spec: Any, limit: int, via: str, source: str = "") -> None:
     pin = spec.pins.source
     if not limit or pin.get("kind") != "local":
         return
-    from rlaunch.config import code
-
     packed = code.of(spec)
     code_size = len(packed.tar_gz()) if packed is not None else 0
     size = len(archive(pin))

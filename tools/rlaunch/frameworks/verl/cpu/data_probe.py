@@ -39,13 +39,23 @@ from pathlib import Path
 from typing import Any
 
 from rlaunch import cmdline
-from rlaunch.frameworks.verl.cpu.reward_probe import _where
 
 SUFFIXES = (".parquet", ".json", ".jsonl")
 ANSWER = "The answer is \\boxed{{{0}}}. #### {0}"  # both verl's GSM8K and MATH extractors find it
 WORKERS = 2
 CHUNKS = 8
 LENGTH_LIMIT = 20000  # prompts measured; an even sample of that many beyond
+
+
+def where(err: BaseException, path: str) -> str:
+    """file:line of the deepest frame in the user's file (else the deepest frame), and that line."""
+    frames = traceback.extract_tb(err.__traceback__)
+    mine = [f for f in frames if path and f.filename == path] or frames
+    if not mine:
+        return ""
+    frame = mine[-1]
+    code = f": {frame.line.strip()}" if frame.line else ""
+    return f"{frame.filename}:{frame.lineno} in {frame.name}{code}"
 
 
 class Refused(Exception):
@@ -114,7 +124,7 @@ def load(path: str, name: str) -> tuple[Callable[..., Any], str]:
     except BaseException as err:  # noqa: BLE001 - whatever the user's module raises at import
         cause = err.__cause__ or err
         raise Refused(f"reward {name} ({path}): loading it raised {type(cause).__name__}: {cause} "
-                      f"at {_where(cause, path)}") from None
+                      f"at {where(cause, path)}") from None
     return fn, f"{name} ({path})"
 
 
@@ -145,7 +155,7 @@ def _chunk(fn: Callable[..., Any], kwargs: dict[str, Any], path: str, rows: list
                     return [(index, f"data_source {row['data_source']!r} reaches no reward: verl's "
                              "default_compute_score raises NotImplementedError for it; set "
                              "reward.custom_reward_function.path/name (framework.overrides)")]
-                return [(index, f"raised {type(err).__name__}: {str(err)[:160]} at {_where(err, path)}")]
+                return [(index, f"raised {type(err).__name__}: {str(err)[:160]} at {where(err, path)}")]
             took = time.monotonic() - started
             if took > limit_s:
                 return [(index, f"took {took:.1f} s on one call (limit {limit_s:g} s)")]

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlaunch import cmdline
-from rlaunch.frameworks.verl.cpu import model
+from rlaunch.config import datasource
+from rlaunch.frameworks.verl.cpu import data_probe, model
 from rlaunch.job.data import to_row
 from rlaunch.rehearsal import tiny
 
@@ -72,8 +73,6 @@ def write_user_data(out: Path, train: list[Path], test: list[Path]) -> list[Path
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    from rlaunch.frameworks.verl.cpu import data_probe
-
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for split, files, n in (("train", train, TRAIN_ROWS), ("test", test, TEST_ROWS)):
@@ -94,8 +93,6 @@ def write_user_data(out: Path, train: list[Path], test: list[Path]) -> list[Path
 def line(spec: Spec) -> str:
     """The shell line job.sh runs (python3: the rehearsal's venv, first on the job's PATH); with DATA,
     the user's files as every node reads them (rlaunch.config.datasource.files)."""
-    from rlaunch.config import datasource
-
     argv = ["python3", "-m", "rlaunch.frameworks.verl.cpu.prepare", f"--model={spec.model.path}",
             f"--data={spec.data.path}", f"--dataset={spec.data.dataset}",
             f"--data-source={spec.pins.dataset['hf_id']}"]
@@ -115,12 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     model.write_tiny_model(args.model)
     if args.train_from:
-        from rlaunch.frameworks.verl.cpu.data_probe import Refused
-
         try:
             files = write_user_data(Path(args.data), [Path(f) for f in args.train_from.split(",")],
                                     [Path(f) for f in (args.test_from or args.train_from).split(",")])
-        except Refused as err:
+        except data_probe.Refused as err:
             print(f"prepare: DATA's rows: {err}", file=sys.stderr)
             return 2
         print(f"rehearsal inputs: model {args.model}, the first rows of DATA ({args.train_from}) "

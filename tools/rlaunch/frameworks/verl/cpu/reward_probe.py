@@ -17,23 +17,12 @@ import inspect
 import json
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 from rlaunch import cmdline
 from rlaunch.frameworks.verl.cpu import prepare
-
-
-def _where(err: BaseException, path: str) -> str:
-    """file:line of the deepest frame in the user's file (else the deepest frame), and that line."""
-    frames = traceback.extract_tb(err.__traceback__)
-    mine = [f for f in frames if path and f.filename == path] or frames
-    if not mine:
-        return ""
-    frame = mine[-1]
-    code = f": {frame.line.strip()}" if frame.line else ""
-    return f"{frame.filename}:{frame.lineno} in {frame.name}{code}"
+from rlaunch.frameworks.verl.cpu.data_probe import where
 
 
 def _call(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -55,7 +44,7 @@ def probe(dataset: str, data_source: str, path: str = "", name: str = "",
         except BaseException as err:  # noqa: BLE001 - whatever the user's module raises at import
             cause = err.__cause__ or err
             return {"ok": False, "function": label, "error": f"loading it raised {type(cause).__name__}: "
-                    f"{cause} at {_where(cause, path)}"}
+                    f"{cause} at {where(cause, path)}"}
     else:
         from verl.utils.reward_score import default_compute_score
 
@@ -71,7 +60,7 @@ def probe(dataset: str, data_source: str, path: str = "", name: str = "",
                                    "ground_truth": truth, "extra_info": row["extra_info"], **(reward_kwargs or {})})
             except BaseException as err:  # noqa: BLE001 - the point: the user's code raised
                 return {"ok": False, "function": label,
-                        "error": f"raised {type(err).__name__}: {err} at {_where(err, path)}"}
+                        "error": f"raised {type(err).__name__}: {err} at {where(err, path)}"}
             value = score.get("score") if isinstance(score, dict) else score
             if not isinstance(value, (int, float)):  # bool is an int: verl takes it as 0/1
                 return {"ok": False, "function": label,
