@@ -109,6 +109,8 @@ def test_the_spec_pins_code_at_the_same_path_on_every_node(tmp_path, monkeypatch
     assert spec.pins.code == {"hash": packed.hash, "commit": packed.commit, "dirty": False, "diff_sha256": "",
                               "files": 4, "bytes": packed.size}
     assert load().paths.code_dir == "" and load().pins.code == {}
+    # SkyPilot mounts the bucket after it syncs file mounts: the pack goes beside it, on each node's disk.
+    assert load(CODE="user", INFRA="gcp").paths.code_dir == f"/rlaunch/code/{packed.hash}"
     with pytest.raises(ConfigError, match="code.dir='nowhere'.*a directory on this machine"):
         load(CODE="nowhere")
 
@@ -156,6 +158,21 @@ def verl(tmp_path, path: str, key: str = REWARD, infra: str = "gcp", **knobs):
     from rlaunch.registry import frameworks
 
     return spec, frameworks.get("verl").command(spec)
+
+
+def test_skypilots_storage_check_takes_codes_own_mount_and_still_refuses_a_path_outside(tmp_path):
+    from rlaunch.backends.skypilot import backend as sky
+    from rlaunch.errors import CheckError
+    from rlaunch.plan import artifacts
+    from rlaunch.validate import skypilot as v
+
+    spec, argv = verl(tmp_path, "pkg/reward.py", CODE=str(repo(tmp_path / "user")), OUT=str(tmp_path / "out"))
+    task = v.parse_task(artifacts.finish(spec, sky.BACKEND.render(spec))["task.yaml"])
+    line = v.check_storage(spec, task, [*argv, f"data.train_files={spec.paths.code_dir}/d/train.parquet"], {},
+                           sky.ARTIFACTS_MOUNT)
+    assert f"2 in CODE's file mount {spec.paths.code_dir}" in line  # paths.code_dir and the file in it
+    with pytest.raises(CheckError, match="'/opt/elsewhere/train.parquet' is not under storage.mount"):
+        v.check_storage(spec, task, [*argv, "data.train_files=/opt/elsewhere/train.parquet"], {}, sky.ARTIFACTS_MOUNT)
 
 
 @pytest.mark.parametrize(("path", "needle"), [

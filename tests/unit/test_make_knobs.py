@@ -29,7 +29,7 @@ VALUES = {
     "command-substitution": "$(touch {ran})",
     "both-quotes": "say \"hi\" it's",
     "space-in-quotes": "a \"b c\" 'd e'",
-    "backslash-newline": "back\\slash\nnew line",
+    "backslash": "back\\slash and\\n no newline",
 }
 
 
@@ -109,6 +109,15 @@ def test_a_refused_value_is_rlaunchs_own_error_and_runs_nothing(knob, value, tmp
     line = own_error(proc, prefix)
     assert repr(given) in line  # the value arrived exactly
     assert not out.exists() and not ran.exists()
+
+
+def test_an_override_with_a_newline_is_refused(tmp_path):
+    """One line is meant: a newline would start a new line of job.sh or of a log."""
+    out = tmp_path / "out"
+    sets = "framework.overrides=" + shlex.quote(json.dumps(["trainer.project_name=a\nb"]))
+    proc = make("render", "INFRA=gcp", "PRESET=verl-ppo-gsm8k-0.5b", "RUN_ID=t-make-knobs", f"OUT={out}", f"SET={sets}")
+    assert "framework.overrides=" in own_error(proc, "rlaunch: config: framework.overrides=")
+    assert "one line of text without control characters" in proc.stderr and not out.exists()
 
 
 def test_out_with_a_newline_is_refused(tmp_path):

@@ -5,8 +5,9 @@ build/code-cache/). Its file list is git's when it is a git tree (`ls-files --ca
 --exclude-standard`, less what is deleted), else a walk that applies each directory's .gitignore;
 .git, __pycache__, *.pyc and .venv* stay out always. The manifest is one line a file,
 `<sha256> <x|-> <path>`, sorted by path; the content hash is the sha256 of that text (not Ray's package
-hash), and the pack lands on every node at `<storage.mount>/code/<hash>` with the manifest beside its
-files as MANIFEST. A change to the code is a new hash, so a new directory: nothing is ever overwritten.
+hash), and the pack lands on every node at paths.code_dir (`<storage.mount>/code/<hash>`; SkyPilot: each
+node's `/rlaunch/code/<hash>`) with the manifest beside its files as MANIFEST. A change to the code is a
+new hash, so a new directory: nothing is ever overwritten.
 
 A dirty git tree (anything not at HEAD) is refused unless code.allow_dirty (CODE_DIRTY=1); then the
 sha256 of `git status --porcelain` and `git diff HEAD` is recorded with the commit.

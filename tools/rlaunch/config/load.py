@@ -63,6 +63,8 @@ DEFAULT_PRESET = {
 }
 
 
+SKY_CODE_HOME = "/rlaunch/code"  # CODE on SkyPilot nodes: beside the artifacts' /rlaunch/run
+
 def default_preset(algo: str, infra: str) -> str:
     return DEFAULT_PRESET.get((algo, infra)) or DEFAULT_PRESET.get((algo, ""), "rehearsal")
 
@@ -147,6 +149,10 @@ def validate(cfg: dict[str, Any], sources: dict[str, str] | None = None) -> spec
     return config
 
 
+# Keys whose own rule says more than the general one (OUT: "a directory path ...").
+TEXT_RULES = {"run.out": _knobs.out_problem}
+
+
 def _check_text(config: spec.Config, sources: dict[str, str]) -> None:
     """Every string of the config (run names, paths, CODE, CMD, overrides, ...) is one line without
     control characters, by the knobs' rule: the first that is not names its key."""
@@ -154,7 +160,7 @@ def _check_text(config: spec.Config, sources: dict[str, str]) -> None:
         value = attrgetter(key)(config)
         for text in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(text, str):
-                _check(_knobs.text_problem, key, text, sources)
+                _check(TEXT_RULES.get(key, _knobs.text_problem), key, text, sources)
 
 
 def _config_error(errors: Sequence[Mapping[str, Any]], sources: dict[str, str]) -> ConfigError:
@@ -347,7 +353,10 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
         root = _code.resolve(code_value, ROOT / "build" / _code.CACHE)
         packed = _code.pack(root, code_value, config.code.allow_dirty, sources.get("code.dir", ""))
         pins["code"] = packed.pin()
-        code_dir = f"{mount}/code/{packed.hash}"
+        # SkyPilot syncs file mounts before it mounts the storage (sky's _sync_file_mounts): a pack under
+        # storage.mount would be hidden by the bucket, so there each node keeps it on its own disk.
+        home = SKY_CODE_HOME if config.infra.name in _knobs.SKY_INFRAS else f"{mount}/code"
+        code_dir = f"{home}/{packed.hash}"
         code_value = code_value if _code.GIT_SOURCE.match(code_value) else str(root)
     # model.path=[modelscope:]<org>/<name>[@rev]: a model like a pinned one (rlaunch.config.hub), unless
     # it is the pin's own id.

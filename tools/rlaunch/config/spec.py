@@ -350,7 +350,7 @@ class Paths(Section):
     data_dir: str        # data.path, else the pinned dataset (one directory per revision)
     model_dir: str       # an absolute model.path, else the pinned model's directory ("" without model.name)
     model: str           # what the framework loads (rlaunch.config.inputs.model_path): a model directory, or a hub id
-    code_dir: str        # CODE's pack, the same absolute path on every node: <mount>/code/<hash> ("" without CODE)
+    code_dir: str        # CODE's pack, one path on every node: <mount>/code/<hash> (SkyPilot: /rlaunch/code/<hash>)
 
 
 class Derived(Section):

@@ -275,13 +275,20 @@ def check_storage(spec: Spec, task: dict[str, Any], argv: list[str], framework_f
             resolved = _resolved(parsed, value)
             if resolved is not None:
                 paths.append((f"{relpath}:{key}", resolved))
+    # CODE's pack reaches every node by a file mount of its own, on each node's disk (rlaunch.config.code).
+    code = spec.paths.code_dir if spec.paths.code_dir in mounts else ""
+    in_code = 0
     for key, value in paths:
         if "://" in value:
             continue  # a remote URL (hdfs://, s3://) is shared by definition
+        if code and (value == code or _under(value, code)):
+            in_code += 1
+            continue
         if not value.startswith("/") or not _under(value, mount):
             raise CheckError("storage", f"{key}={value!r} is not under storage.mount={mount!r}: data, "
                              "checkpoints and logs must be on the shared mount every node sees")
-    return f"storage: {len(paths)} framework paths under {mount} (the task's shared mount)"
+    shared = f"storage: {len(paths) - in_code} framework paths under {mount} (the task's shared mount)"
+    return shared + (f", {in_code} in CODE's file mount {code}" if in_code else "")
 
 
 def check_kubernetes(task: dict[str, Any], on_k8s: bool) -> str | None:
