@@ -484,10 +484,15 @@ class SkyPilot(Backend):
               "no GPU is requested before it ends")
         try:
             rc = self._run(*inputs_argv(spec, out), timeout=deadline).returncode
-        except subprocess.TimeoutExpired:
-            print(f"skypilot: the inputs step did not end within {deadline} s (RLAUNCH_INPUTS_DEADLINE_S); "
-                  f"no GPU was requested. `sky logs {name}` shows where it is; `sky down {name}` removes it",
+        except (subprocess.TimeoutExpired, KeyboardInterrupt) as stopped:
+            # Stopped before its --down: the CPU instance is taken down here, so nothing is left behind.
+            late = isinstance(stopped, subprocess.TimeoutExpired)
+            why = f"did not end within {deadline} s (RLAUNCH_INPUTS_DEADLINE_S)" if late else "was interrupted"
+            print(f"skypilot: the inputs step {why}; no GPU was requested; taking its CPU cluster {name} down",
                   file=sys.stderr)
+            self._down(name)
+            if not late:
+                raise
             return 1
         if rc:
             # --down takes the cluster down with its logs: sky launch printed them above.
