@@ -65,6 +65,7 @@ DEFAULT_PRESET = {
 
 SKY_CODE_HOME = "/rlaunch/code"  # CODE on SkyPilot nodes: beside the artifacts' /rlaunch/run
 
+
 def default_preset(algo: str, infra: str) -> str:
     return DEFAULT_PRESET.get((algo, infra)) or DEFAULT_PRESET.get((algo, ""), "rehearsal")
 
