@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,20 +86,26 @@ class Pack:
                 "files": len(self.entries), "bytes": self.size}
 
     def tar_gz(self) -> bytes:
-        """The pack as a tar.gz whose bytes follow from the content alone (no times, owners or order
-        of the walk), with MANIFEST in it: what a transport without a shared disk carries."""
-        raw = io.BytesIO()
-        with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for name, data, mode in [(MANIFEST, self.manifest.encode(), 0o644),
-                                     *((e.path, (self.root / e.path).read_bytes(), 0o755 if e.executable else 0o644)
-                                       for e in self.entries)]:
-                info = tarfile.TarInfo(name)
-                info.size, info.mode, info.mtime = len(data), mode, 0
-                tar.addfile(info, io.BytesIO(data))
-        out = io.BytesIO()
-        with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
-            gz.write(raw.getvalue())
-        return out.getvalue()
+        """The pack as tar_gz() of its files, with MANIFEST in it: what a transport without a shared
+        disk carries."""
+        return tar_gz([(MANIFEST, self.manifest.encode(), 0o644),
+                       *((e.path, (self.root / e.path).read_bytes(), 0o755 if e.executable else 0o644)
+                         for e in self.entries)])
+
+
+def tar_gz(members: Iterable[tuple[str, bytes, int]]) -> bytes:
+    """A tar.gz of (name, bytes, mode) whose bytes follow from the content alone (no times, owners or
+    order of a walk): the same files give the same archive, so a transport can be checked by it."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data, mode in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, 0
+            tar.addfile(info, io.BytesIO(data))
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
 
 
 def describe(pin: dict[str, str | int | bool], where: str) -> str:

@@ -19,11 +19,8 @@ A shared path that this machine cannot see keeps verl's train.parquet / test.par
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import os
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -192,14 +189,7 @@ def archive(source: dict[str, Any]) -> bytes:
         raise ConfigError(KEY, source["local"], f"the dataset the plan hashed (content {source['sha256'][:12]}); "
                           f"it {'changed since' if digest else 'is gone'}: plan again")
     base = here.parent if here.is_file() else here
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for rel in files_of(here):
-            info = tarfile.TarInfo(rel)
-            info.size, info.mode, info.mtime = (base / rel).stat().st_size, 0o644, 0
-            with (base / rel).open("rb") as f:
-                tar.addfile(info, f)
-    return gzip.compress(raw.getvalue(), mtime=0)
+    return code.tar_gz((rel, (base / rel).read_bytes(), 0o644) for rel in files_of(here))
 
 
 def check_carried(spec: Any, limit: int, via: str, source: str = "") -> None:

@@ -337,7 +337,7 @@ class Pins(Section):
     kuberay: str
     model: dict[str, str]
     dataset: dict[str, str]
-    source: dict[str, str] = {}  # data.source's pin (rlaunch.config.datasource); {} without one
+    source: dict[str, str]  # data.source's pin (rlaunch.config.datasource); {} without one
     code: dict[str, str | int | bool]  # CODE's hash, commit, dirty, diff_sha256, files, bytes ({} without CODE)
 
 
