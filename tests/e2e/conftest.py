@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests" / "bench"))
 import launch as launch_bench  # noqa: E402 - tests/bench/, just put on the path
 
 
-REHEARSAL_CODE = ("CODE=tests/fixtures/code/rehearsal",
+REHEARSAL_CODE = ("CODE=tests/fixtures/code/rehearsal", "DATA=tests/fixtures/data/digits-jsonl",
                   'SET=framework.overrides=["reward=rehearsal_reward:copy_reward"]')
 
 
@@ -40,8 +40,9 @@ def rehearsal():
     name = cluster_name(run_id)
     t0 = time.time()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        # With the user's own code (issue 47): the reward the workers import comes from CODE, staged on
-        # the host's storage; test_rehearsal reads where each node found it.
+        # With the user's own code (issue 47) and rows (issue 44): the reward the workers import comes
+        # from CODE, the rows they train on from DATA, both staged on the host's storage; test_rehearsal
+        # reads where each node found them.
         proc = start_make("launch", f"RUN_ID={run_id}", *REHEARSAL_CODE, stdout=out, stderr=err)
         ended: list[float] = []
 

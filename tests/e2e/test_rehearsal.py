@@ -119,6 +119,28 @@ def test_the_reward_came_from_code_staged_once_with_one_hash_on_both_nodes(rehea
     assert f"local: code {want[:12]}" in proc.stdout
 
 
+def test_the_rows_came_from_data_uploaded_once_and_read_by_both_workers(rehearsal):
+    """The launch ran with DATA=tests/fixtures/data/digits-jsonl (conftest): uploaded to the storage under
+    its content hash before any node started, checked by preflight on both nodes, and every worker
+    trained on its 30 rows from there; the same DATA again copies nothing."""
+    run_id, _, proc, _ = rehearsal
+    run_dir = run_dir_of(run_id)
+    source = json.loads((run_dir / "spec.json").read_text())["pins"]["source"]
+    staged = ROOT / "build" / "storage" / "data" / "local" / source["sha256"][:12]
+    assert source["dir"] == str(staged) and (staged / "SHA256SUMS").is_file()
+    assert f"local: dataset {source['local']} -> {staged}: " in proc.stdout  # copied, or kept from a run before
+    assert "data: 30 rows read (train.jsonl)" in proc.stdout  # the plan's check
+    preflight = json.loads((run_dir / "preflight.json").read_text())
+    seen = next(c for c in preflight["checks"] if c["name"] == "input" and str(staged) in c["detail"])
+    assert seen["passed"] and "on all 2 nodes" in seen["detail"], seen
+    workers = json.loads((run_dir / "ray-train" / "workers.json").read_text())
+    assert workers["worker_rows"] == [f"30 rows from {staged}/train.jsonl"] * 2
+    again = subprocess.run([sys.executable, "-m", "rlaunch.job.data", f"--upload={source['local']}",
+                            f"--sha256={source['sha256']}", f"--out={staged}"], capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0 and '"copied": 0' in again.stdout, again.stdout + again.stderr
+
+
 def test_without_the_launch_cache_status_and_verify_work_from_the_id(rehearsal):
     run_id, _, _, _ = rehearsal
     shutil.rmtree(ROOT / "build" / run_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -255,12 +256,51 @@ def test_the_other_frameworks_read_it_or_refuse_it_never_drop_it(mine, tmp_path)
     jsonl = load({"DATA": str(FIXTURES / "math-jsonl")}, preset="rlinf-grpo-pipeline-1.5b")
     assert frameworks.get("rlinf").data_file(jsonl).endswith("/train.jsonl")
     for preset, infra, says in (("rlinf-grpo-pipeline-1.5b", "gcp", "train file is .json or .jsonl for RLinf"),
-                                ("areal-grpo-gsm8k", "gcp", "for AReaL, not yet anything but GSM8K"),
-                                ("rehearsal", "local", "empty for the TRL adapter, not yet")):
+                                ("areal-grpo-gsm8k", "gcp", "for AReaL, not yet anything but GSM8K")):
         with pytest.raises(ConfigError) as err:
             config.load(preset, {"INFRA": infra, "RUN_ID": "data1", "DATA": str(mine),
                                  "WORK_ROOT": str(tmp_path / "storage")})
         assert err.value.key == "data.source" and says in err.value.allowed
+
+
+def trl(data: Path, tmp_path: Path):
+    return config.load("rehearsal", {"RUN_ID": "data1", "DATA": str(data), "WORK_ROOT": str(tmp_path / "storage")})
+
+
+def test_the_trl_rehearsal_trains_on_the_users_rows_checked_at_plan_as_the_workers_read_them(mine, tmp_path):
+    spec = trl(FIXTURES / "digits-jsonl", tmp_path)
+    adapter = frameworks.get("trl")
+    staged = spec.pins.source["dir"]
+    assert json.loads(adapter.files(spec)["trl.json"])["data"] == f"{staged}/train.jsonl"
+    assert adapter.inputs(spec) == [f"{staged}/SHA256SUMS"]  # preflight: every node sees the staged copy
+    assert adapter.data_check(spec) == [
+        "data: 30 rows read (train.jsonl): prompt and answer in the rehearsal's vocabulary, answers 0123456789; "
+        "8 prompts a step are drawn from them; scored by rlaunch's copy reward on the nodes"]
+    with pytest.raises(ConfigError) as err:  # verl's rows: the tiny model has no words for them
+        adapter.data_check(trl(mine, tmp_path))
+    assert err.value.key == "data.source" and "train.parquet row 0: no answer column" in err.value.allowed
+
+
+@pytest.mark.parametrize(("row", "says"), [
+    ({"prompt": "copy the digit 7", "answer": 7}, ""),  # plain text, an int answer
+    ({"prompt": [{"role": "user", "content": "say the digit 3"}], "answer": "3"}, ""),
+    ({"prompt": "copy the number 7", "answer": "7"}, "prompt word 'number' is not in the rehearsal's vocabulary"),
+    ({"prompt": "copy <eos> 7", "answer": "7"}, "prompt word '<eos>' is not in the rehearsal's vocabulary"),
+    ({"prompt": "copy the digit 7", "answer": "seven"}, "answer 'seven' is not a digit 0-9"),
+    ({"prompt": [{"role": "system", "content": "copy"}], "answer": "1"},
+     "prompt message {'role': 'system', 'content': 'copy'} is not {'role': 'user' or 'assistant'"),
+    ({"question": "copy the digit 7", "answer": "7"}, "no prompt column"),
+])
+def test_a_row_the_tiny_model_cannot_train_on_is_named(row, says, tmp_path):
+    from rlaunch.rehearsal import tiny
+
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    if not says:
+        assert tiny.read_rows([str(path)]) == [row]
+        return
+    with pytest.raises(ValueError, match=re.escape("row 0: " + says)):
+        tiny.read_rows([str(path)])
 
 
 def test_the_plan_reads_a_hub_datasets_rows_once_at_its_commit(hub, tmp_path, monkeypatch):

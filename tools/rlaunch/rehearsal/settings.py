@@ -39,6 +39,7 @@ class RehearsalConfig:
     smoke: bool = False  # validation and checkpoint save + reload at step 1 (SMOKE=1)
     save_freq: int = 0  # checkpoint every N steps to resume from (0: only the final model)
     reward: str = ""  # "<module>:<function>" the workers import (e.g. from CODE); "": tiny.copy_reward
+    data: str = ""  # the user's rows (DATA=): comma-separated .jsonl/.json/.parquet files; "": the made-up task
 
 
 LR_SCHEDULERS = ("constant", "linear", "cosine")

@@ -9,6 +9,7 @@ so a perfect score needs the policy to have learned to copy, not to memorise pro
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterable
 from typing import Any
@@ -115,18 +116,83 @@ def eval_pairs(n: int) -> list[tuple[str, str]]:
     return [held[i % len(held)] for i in range(n)]
 
 
-def build_dataset(tokenizer: Any, size: int, seed: int) -> Any:
+def build_dataset(tokenizer: Any, size: int, seed: int, rows: list[dict[str, Any]] | None = None) -> Any:
     """A datasets.Dataset with `prompt` (templated text) and `answer` (the digit), drawn from the
-    training pairs only. GRPOTrainer passes the `answer` column to the reward function."""
+    training pairs only, or from the user's rows (DATA=, read by read_rows). GRPOTrainer passes the
+    `answer` column to the reward function."""
     from datasets import Dataset
 
     rng = random.Random(seed)
+    if rows:
+        drawn = [rng.choice(rows) for _ in range(size)]
+        return Dataset.from_list([{"prompt": tokenizer.apply_chat_template(_messages(r["prompt"]), tokenize=False,
+                                                                           add_generation_prompt=True),
+                                   "answer": str(r["answer"])} for r in drawn])
     pairs = train_pairs()
-    rows = []
+    out = []
     for _ in range(size):
         verb, digit = rng.choice(pairs)
-        rows.append({"prompt": render_prompt(tokenizer, verb, digit), "answer": digit})
-    return Dataset.from_list(rows)
+        out.append({"prompt": render_prompt(tokenizer, verb, digit), "answer": digit})
+    return Dataset.from_list(out)
+
+
+# ---------------------------------------------------------------- the user's rows (DATA=)
+
+ROW_FORMAT = ('rows with "prompt" (the user\'s text, e.g. "copy the digit 7", or chat messages '
+              '[{"role": "user", "content": ...}]) and "answer" (a digit 0-9), in words of the rehearsal\'s '
+              f"vocabulary ({' '.join(WORDS)} and the digits)")
+
+
+def _messages(prompt: Any) -> list[dict[str, str]]:
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+
+
+def row_problem(row: Any) -> str:
+    """Why the tiny model cannot train on one row ("" when it can): the columns, the roles, and
+    every word inside the 22-token vocabulary (the tokenizer would turn any other into <unk>)."""
+    if not isinstance(row, dict) or "prompt" not in row or "answer" not in row:
+        return f"no {'prompt' if not isinstance(row, dict) or 'prompt' not in row else 'answer'} column"
+    if str(row["answer"]) not in DIGITS:
+        return f"answer {row['answer']!r} is not a digit 0-9"
+    prompt = row["prompt"]
+    if not isinstance(prompt, (str, list)) or not prompt:
+        return f"prompt {prompt!r} is neither text nor a list of chat messages"
+    for message in _messages(prompt):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant") \
+                or not isinstance(message.get("content"), str):
+            return f"prompt message {message!r} is not {{'role': 'user' or 'assistant', 'content': text}}"
+        unknown = [w for w in message["content"].split() if w not in VOCAB or w in SPECIAL_TOKENS]
+        if unknown:
+            return f"prompt word {unknown[0]!r} is not in the rehearsal's vocabulary"
+    return ""
+
+
+def read_rows(paths: list[str]) -> list[dict[str, Any]]:
+    """Every row of the user's .jsonl, .json (a list of rows) and .parquet files, in order; ValueError
+    naming the file, the row and what is wrong for the first row the tiny model cannot train on."""
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        if path.endswith(".parquet"):
+            # Only for parquet: the launcher's plan reads jsonl without it.
+            import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+            found = pq.read_table(path).to_pylist()
+        elif path.endswith(".json"):
+            with open(path, encoding="utf-8") as fh:
+                found = json.load(fh)
+            if not isinstance(found, list):
+                raise ValueError(f"{path}: a JSON list of rows, not {type(found).__name__}")
+        else:
+            with open(path, encoding="utf-8") as fh:
+                found = [json.loads(line) for line in fh if line.strip()]
+        for i, row in enumerate(found):
+            problem = row_problem(row)
+            if problem:
+                raise ValueError(f"{path} row {i}: {problem}; the TRL rehearsal trains on {ROW_FORMAT}")
+        rows += found
+    if not rows:
+        raise ValueError(f"{', '.join(paths)}: no rows")
+    return rows
 
 
 def is_correct(completion_ids: Iterable[int], answer: str) -> bool:

@@ -52,7 +52,7 @@ from typing import Any, NoReturn
 from rlaunch import cmdline
 from rlaunch.job import attempts, checkpoints
 from rlaunch.progress import seconds
-from rlaunch.rehearsal import plot
+from rlaunch.rehearsal import plot, tiny
 from rlaunch.rehearsal.layout import (CHECKPOINTS, EVAL, METRICS, OUTPUTS, PLOT, RAY_TRAIN, SUMMARY, TENSORBOARD,
                                       WORKERS)
 from rlaunch.rehearsal.settings import ConfigError, RehearsalConfig, load_config
@@ -306,6 +306,12 @@ def run(cfg: RehearsalConfig) -> dict[str, Any]:
     # Ray Train's print patch reroutes worker stdout past `dill`'s capture, so datasets' function
     # hashing dumps bytecode into the job log. Ray Train forwards this variable to its workers.
     os.environ.setdefault("RAY_TRAIN_ENABLE_PRINT_PATCH", "0")
+    files = [f for f in cfg.data.split(",") if f]
+    if files:  # before any node is asked for: a row the tiny model cannot read stops the run here
+        try:
+            print(f"dataset: {len(tiny.read_rows(files))} rows from {', '.join(files)}", flush=True)
+        except (OSError, ValueError) as err:
+            die(f"DATA: {err}", 2)
     _connect()
     nodes = wait_for_nodes(cfg)
     print(f"{len(nodes)} Ray nodes ready ({', '.join(nodes)}); training {cfg.steps} steps "

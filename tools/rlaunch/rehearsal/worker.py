@@ -60,9 +60,10 @@ def _reward(name: str) -> tuple[Any, str]:
     return found, inspect.getsourcefile(found) or ""
 
 
-def _gather_workers(reward_file: str = "") -> dict[str, Any]:
-    """Node IP and Ray node id of every rank, in rank order, the process group's backend, and the
-    interface variables each worker was started with (the job's runtime env, or preflight's pick)."""
+def _gather_workers(reward_file: str = "", rows: str = "") -> dict[str, Any]:
+    """Node IP and Ray node id of every rank, in rank order, the process group's backend, the
+    interface variables each worker was started with (the job's runtime env, or preflight's pick),
+    where its reward came from and which rows it read ("<n> rows from <files>"; "": the made-up task)."""
     import ray
     import torch.distributed as dist
 
@@ -71,14 +72,15 @@ def _gather_workers(reward_file: str = "") -> dict[str, Any]:
     node_id = ray.get_runtime_context().get_node_id()
     ip = next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node_id)
     mine = (ip, node_id, {k: os.environ.get(k, "") for k in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")},
-            reward_file)
+            reward_file, rows)
     every: list[Any] = [None] * dist.get_world_size()  # all_gather_object fills it with every rank's `mine`
     dist.all_gather_object(every, mine)
     return {
-        "worker_nodes": [ip for ip, _, _, _ in every],
-        "worker_node_ids": [node_id for _, node_id, _, _ in every],
-        "worker_env": [env for _, _, env, _ in every],
-        "worker_reward": [where for _, _, _, where in every],  # the file each rank's reward came from
+        "worker_nodes": [mine[0] for mine in every],
+        "worker_node_ids": [mine[1] for mine in every],
+        "worker_env": [mine[2] for mine in every],
+        "worker_reward": [mine[3] for mine in every],  # the file each rank's reward came from
+        "worker_rows": [mine[4] for mine in every],  # the user's rows each rank trained on (DATA=)
         "backend": str(dist.get_backend()),
     }
 
@@ -198,7 +200,9 @@ def train_loop(config: dict[str, Any]) -> None:
     # Read by transformers' TensorBoard callback; set here because driver env vars stop at the driver.
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(run_dir / TENSORBOARD)
     reward, reward_file = _reward(cfg.reward)
-    workers = _gather_workers(reward_file)
+    files = [f for f in cfg.data.split(",") if f]
+    rows = tiny.read_rows(files) if files else None  # checked at plan time too; here on what the node reads
+    workers = _gather_workers(reward_file, f"{len(rows)} rows from {','.join(files)}" if rows else "")
 
     tokenizer = tiny.build_tokenizer()
     model = tiny.build_model(cfg.seed)
@@ -214,7 +218,7 @@ def train_loop(config: dict[str, Any]) -> None:
         model=model,
         reward_funcs=reward,
         args=_grpo_args(cfg, run_dir),
-        train_dataset=tiny.build_dataset(tokenizer, cfg.dataset_size, cfg.seed),
+        train_dataset=tiny.build_dataset(tokenizer, cfg.dataset_size, cfg.seed, rows),
         processing_class=tokenizer,
         callbacks=[_metrics_callback(run_dir, t0), *([step1] if step1 else [])],
     )

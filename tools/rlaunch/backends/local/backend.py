@@ -572,7 +572,8 @@ def upload(spec: Spec) -> None:
         return
     done = data.upload(Path(source["local"]), Path(source["dir"]), source["sha256"])
     print(f"local: dataset {source['local']} -> {done['dir']}: "
-          + (f"{done['copied']} files copied" if done["copied"] else "already there, nothing copied"))
+          + (f"{done['copied']} file{'s' if done['copied'] > 1 else ''} copied" if done["copied"]
+             else "already there, nothing copied"))
 
 
 def _passwordless_sudo() -> bool:

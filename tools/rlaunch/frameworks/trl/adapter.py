@@ -10,9 +10,11 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from rlaunch.config import code
+from rlaunch.config import code, datasource
 from rlaunch.errors import CheckError, ConfigError
 from rlaunch.frameworks.base import ARTIFACTS, Framework
+from rlaunch.frameworks.verl.cpu.datacheck import rows_here  # where DATA's rows are on this machine
+from rlaunch.rehearsal import tiny
 from rlaunch.rehearsal.settings import ConfigError as TrainConfigError
 from rlaunch.rehearsal.settings import REWARD_RE, parse_config  # validates exactly as the job will
 
@@ -54,6 +56,8 @@ class Trl(Framework):
             "seed": 0,
             "save_freq": max(train.save_freq, 0),  # -1 (only at the end): no checkpoint to resume from
             **({"smoke": True} if train.smoke else {}),
+            # DATA= (data.source): the user's rows, where every node reads them once staged
+            **({"data": ",".join(datasource.files(spec.pins.source, "train"))} if spec.pins.source else {}),
             **_overrides(spec),
         }
 
@@ -71,9 +75,6 @@ class Trl(Framework):
                               ">= 2 (GRPO compares responses within a group)")
         if spec.train.steps < 1:
             raise ConfigError("train.steps", spec.train.steps, ">= 1 for the TRL adapter")
-        if spec.pins.source:  # refused, not dropped: the trainer would never read it
-            raise ConfigError("data.source", spec.data.source, "empty for the TRL adapter, not yet: it trains on its "
-                              "own synthetic digits task; DATA= is read by verl, AReaL (GSM8K) and RLinf (.jsonl)")
         reward = _overrides(spec).get("reward", "")
         if reward and not re.fullmatch(REWARD_RE, reward):
             raise ConfigError("framework.overrides[reward]", reward, "<module>:<function>, e.g. my_pkg.rewards:copy")
@@ -83,6 +84,28 @@ class Trl(Framework):
         if spec.data.dataset != "digits":
             raise ConfigError("data.dataset", spec.data.dataset,
                               "digits (the TRL adapter's task is made at run time)")
+
+    def inputs(self, spec: Spec) -> list[str]:
+        return [f"{spec.pins.source['dir']}/SHA256SUMS"] if spec.pins.source else []
+
+    def data_check(self, spec: Spec) -> list[str]:
+        """DATA='s rows read here as every worker will read them (rlaunch.rehearsal.tiny.read_rows): the
+        columns, the words inside the tiny model's vocabulary, answers that are digits."""
+        if not spec.pins.source:
+            return []
+        found = rows_here(spec)
+        if isinstance(found, str):
+            return [f"WARNING data: rows not checked here: {found}"]
+        try:
+            rows = tiny.read_rows([str(p) for p in found[0]])
+        except (OSError, ValueError) as err:
+            raise ConfigError("data.source", spec.data.source, str(err)) from None
+        answers = sorted({str(r["answer"]) for r in rows})
+        per_step = spec.train.micro_batch_size_per_gpu * spec.cluster.nodes // spec.algo.group_size
+        reward = _overrides(spec).get("reward") or "rlaunch's copy reward"
+        return [f"data: {len(rows)} rows read ({', '.join(p.name for p in found[0])}): prompt and answer in the "
+                f"rehearsal's vocabulary, answers {''.join(answers)}; {per_step} prompts a step are drawn from "
+                f"them; scored by {reward} on the nodes"]
 
     def loader_check(self, spec: Spec, files: dict[str, str]) -> str:
         try:
