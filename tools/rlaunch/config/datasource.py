@@ -152,9 +152,14 @@ def _files(names: list[str], config: str, value: str) -> dict[str, str]:
     return {"train": ",".join(train), "test": ",".join(test), "note": note}
 
 
+def read_dir(source: dict[str, Any]) -> str:
+    """The directory the framework reads: data.prepare's output when there is one, else the source's."""
+    return str(source.get("prepared") or source["dir"])
+
+
 def files(source: dict[str, Any], split: str) -> list[str]:
     """The absolute paths of a pinned source's train or test files, as every node sees them."""
-    return [f"{source['dir']}/{name}" for name in str(source.get(split, "")).split(",") if name]
+    return [f"{read_dir(source)}/{name}" for name in str(source.get(split, "")).split(",") if name]
 
 
 def shown(source: dict[str, Any]) -> str:

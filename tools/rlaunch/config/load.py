@@ -26,7 +26,7 @@ import yaml
 
 from rlaunch import CONFIGS, ROOT
 from rlaunch.config import code as _code  # `code` reads as the stdlib module's name
-from rlaunch.config import datasource, dotted, hub, images, inputs, pins, rehearse, spec, topology
+from rlaunch.config import datasource, dotted, hub, images, inputs, pins, prepare, rehearse, spec, topology
 from rlaunch.config import overrides as _overrides  # load() has a parameter of that name
 from rlaunch.config import knobs as _knobs
 from rlaunch.errors import ConfigError
@@ -349,7 +349,7 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     if data_path.startswith("/"):  # a relative one: rlaunch.config.inputs.check says where it must be
         _check(_knobs.path_problem, "data.path", data_path, sources)
     pins = _pins(config)
-    code_dir, code_value = "", config.code.dir
+    code_dir, code_value, packed = "", config.code.dir, None
     if code_value:  # CODE=: packed here, named by its content (rlaunch.config.code)
         root = _code.resolve(code_value, ROOT / "build" / _code.CACHE)
         packed = _code.pack(root, code_value, config.code.allow_dirty, sources.get("code.dir", ""))
@@ -368,6 +368,10 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
                               sources.get("model.path", ""))
         pins["model"] = hub.pin(mount, model_path) or pins["model"]
     pins["source"] = _source_pin(config, mount, sources)
+    if config.data.prepare:  # PREPARE=: DATA converted (rlaunch.config.prepare)
+        pins["source"] = prepare.pin(pins["source"], config.data.prepare, pins.get("code", {}),
+                                      packed.root if packed else None, {e.path for e in packed.entries} if packed else set(),
+                                      mount, config.framework.name, sources.get("data.prepare", ""))
     config = config.model_copy(update={
         "run": run.model_copy(update={"name": name, "id": run_id, "out": out}),
         "storage": config.storage.model_copy(update={"mount": mount}),

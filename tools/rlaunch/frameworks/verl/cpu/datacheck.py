@@ -71,6 +71,9 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
     hit = cpu_plan.kept(key)
     result = hit or cpu_plan.run_probe(argv, "data")
     if not result["ok"]:
+        if spec.data.prepare:  # the rows are the conversion's: it is what to fix
+            raise ConfigError("data.prepare", spec.data.prepare, f"a conversion whose output verl reads (checked "
+                              f"in {source['prepare_checked']}): {result['error']}")
         raise ConfigError("data.source", spec.data.source, result["error"])
     cpu_plan.keep(key, result)
     note = " (cached: these rows, reward and tokenizer passed before)" if hit else ""
@@ -100,7 +103,11 @@ def rows_here(spec: Spec) -> tuple[list[Path], list[Path]] | str:
     """(train files, test files) this machine can read, or why there are none."""
     source = spec.pins.source
     kind = source["kind"]
-    if kind == "local":
+    if source.get("prepare"):  # data.prepare's output, converted at plan time where DATA is here
+        if not source.get("prepare_checked"):
+            return f"data.prepare's output ({source['note']})"
+        base = Path(source["prepare_checked"])
+    elif kind == "local":
         local = Path(source["local"])
         base = local.parent if local.is_file() else local
     elif kind == "shared":
