@@ -101,6 +101,16 @@ def tokenizer_dir(spec: Spec) -> str:
 
 def rows_here(spec: Spec) -> tuple[list[Path], list[Path]] | str:
     """(train files, test files) this machine can read, or why there are none."""
+    base = base_here(spec)
+    if isinstance(base, str):
+        return base
+    source = spec.pins.source
+    names = {split: [n for n in str(source[split]).split(",") if n] for split in ("train", "test")}
+    return [base / n for n in names["train"]], [base / n for n in names["test"]]
+
+
+def base_here(spec: Spec) -> Path | str:
+    """The directory on this machine that holds what the framework reads at datasource.read_dir, or why none."""
     source = spec.pins.source
     kind = source["kind"]
     if source.get("prepare"):  # data.prepare's output, converted at plan time where DATA is here
@@ -119,8 +129,7 @@ def rows_here(spec: Spec) -> tuple[list[Path], list[Path]] | str:
         if isinstance(got, str):
             return got
         base = got
-    names = {split: [n for n in str(source[split]).split(",") if n] for split in ("train", "test")}
-    return [base / n for n in names["train"]], [base / n for n in names["test"]]
+    return base
 
 
 def _hub_files(source: dict[str, Any]) -> Path | str:
