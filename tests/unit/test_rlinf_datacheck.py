@@ -81,7 +81,7 @@ def test_the_reward_is_called_on_every_row_and_a_raise_names_the_row(registry, t
     got = data_probe.probe([str(rows(tmp_path, 7))], "question", "answer", batch=4, reward={"reward_scale": 5.0})
     assert got["ok"], got
     assert got["lines"][0] == "rows: 7 in train.jsonl: 'question' and 'answer' on every row"
-    assert ("reward: Boxed (math) on 7 rows x 2 responses in a 2-process pool: boxed answer mean 5.000 spread "
+    assert ("reward: Boxed (math) on 7 rows x 2 in a 2-process pool: boxed answer mean 5.000 spread "
             "0.000, empty response mean -5.000") == got["lines"][1]
     bad = data_probe.probe([str(rows(tmp_path, 40))], "question", "answer")
     assert not bad["ok"] and bad["error"].startswith("reward Boxed (math) on row 7 raised ValueError: cannot parse at ")

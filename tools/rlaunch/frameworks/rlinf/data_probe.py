@@ -19,26 +19,19 @@ Prints one JSON object: {"ok": true, "lines": [...], "warnings": [...]} or {"ok"
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import json
-import math
-import multiprocessing
-import statistics
 import sys
 import traceback
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rlaunch import cmdline
+from rlaunch.validate import rowpool
+from rlaunch.validate.rowpool import Refused
 
 SUFFIXES = (".json", ".jsonl")
-WORKERS = 2
-CHUNKS = 8
 CALL_TIMEOUT_S = 30.0
-
-
-class Refused(Exception):
-    """One check failed: its one line."""
 
 
 def where(err: BaseException) -> str:
@@ -92,26 +85,23 @@ def _answers(answer: Any) -> Any:
     return [answer] if isinstance(answer, str) else answer  # as MathDataset.__getitem__ hands it on
 
 
-def _chunk(reward: Any, rows: list[tuple[int, Any]]) -> list[tuple[int, float, float] | tuple[int, str]]:
-    out: list[tuple[int, float, float] | tuple[int, str]] = []
-    for index, answers in rows:
-        got = []
-        first = answers[0] if isinstance(answers, list) and answers else answers
-        for response in (f"The answer is \\boxed{{{first}}}.", ""):
-            try:
-                value = reward.get_reward([response], [answers])
-            except BaseException as err:  # noqa: BLE001 - the point: the reward raised
-                return [(index, f"raised {type(err).__name__}: {str(err)[:160]} at {where(err)}")]
-            score = value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
-            if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
-                return [(index, f"returned {value!r:.80} for one response: RLinf needs one finite number per response")]
-            got.append(float(score))
-        out.append((index, got[0], got[1]))
-    return out
+def _call(reward: Any, index: int, answers: Any) -> tuple[float, float] | str:
+    """In a pool worker: get_reward on one response at a time, the first answer boxed and an empty one."""
+    got = []
+    first = answers[0] if isinstance(answers, list) and answers else answers
+    for response in (f"The answer is \\boxed{{{first}}}.", ""):
+        try:
+            value = reward.get_reward([response], [answers])
+        except BaseException as err:  # noqa: BLE001 - the point: the reward raised
+            return f"raised {type(err).__name__}: {str(err)[:160]} at {where(err)}"
+        score = rowpool.number(value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value)
+        if score is None:
+            return f"returned {value!r:.80} for one response: RLinf needs one finite number per response"
+        got.append(score)
+    return got[0], got[1]
 
 
-def rewards(reward_type: str, config: dict[str, Any], rows: list[tuple[int, Any]], limit: int
-            ) -> tuple[list[str], list[str]]:
+def rewards(reward_type: str, config: dict[str, Any], answers: list[Any], limit: int) -> tuple[list[str], list[str]]:
     try:
         from omegaconf import OmegaConf
 
@@ -123,32 +113,8 @@ def rewards(reward_type: str, config: dict[str, Any], rows: list[tuple[int, Any]
         cls = get_rule_based_reward_class(reward_type)
     except AssertionError:
         raise Refused(f"reward.reward_type={reward_type} is not in RLinf's reward registry") from None
-    label = f"{cls.__name__} ({reward_type})"
-    reward = cls(OmegaConf.create(config))
-    picked = rows if len(rows) <= limit else [rows[int(i * len(rows) / limit)] for i in range(limit)]
-    size = max(1, math.ceil(len(picked) / CHUNKS))
-    chunks = [picked[i:i + size] for i in range(0, len(picked), size)]
-    done: list[tuple[int, float, float] | tuple[int, str]] = []
-    with cf.ProcessPoolExecutor(WORKERS, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [pool.submit(_chunk, reward, chunk) for chunk in chunks]
-        for future, chunk in zip(futures, chunks):
-            try:
-                done += future.result(timeout=CALL_TIMEOUT_S * 2 * len(chunk) + 30)
-            except cf.TimeoutError:
-                raise Refused(f"reward {label} did not answer rows {chunk[0][0]}-{chunk[-1][0]} in time") from None
-    for item in done:
-        if len(item) == 2:
-            raise Refused(f"reward {label} on row {item[0]} {item[1]}")
-    right = [float(item[1]) for item in done]
-    empty = [float(item[2]) for item in done if len(item) == 3]
-    sample = "" if len(rows) <= limit else f" (an even sample of {limit} of {len(rows)} rows)"
-    lines = [f"reward: {label} on {len(done)} rows x 2 responses{sample} in a {WORKERS}-process pool: boxed answer "
-             f"mean {statistics.fmean(right):.3f} spread {statistics.pstdev(right):.3f}, empty response mean "
-             f"{statistics.fmean(empty):.3f}"]
-    warnings = []
-    if len(set(right + empty)) == 1:
-        warnings.append(f"reward {label} gives every row and response the same score {right[0]:g}: no signal to learn from")
-    return lines, warnings
+    return rowpool.scored(partial(_call, cls(OmegaConf.create(config))), answers, f"{cls.__name__} ({reward_type})",
+                          limit, CALL_TIMEOUT_S, "boxed answer/empty response")
 
 
 def probe(files: list[str], prompt_key: str, answer_key: str, chat: bool = False, batch: int = 1,
@@ -167,7 +133,7 @@ def probe(files: list[str], prompt_key: str, answer_key: str, chat: bool = False
             raise Refused(f"{len(rows)} rows, fewer than one rollout batch (data.rollout_batch_size={batch}): "
                           f"set train.batch_size <= {len(rows)} or bring more rows")
         got_lines, got_warnings = rewards(reward_type, reward or {},
-                                          [(i, _answers(r[answer_key])) for i, r in enumerate(rows)], limit)
+                                          [_answers(r[answer_key]) for r in rows], limit)
         lines += got_lines
         warnings += got_warnings
     except Refused as err:

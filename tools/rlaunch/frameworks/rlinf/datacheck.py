@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import datasource, dotted
-from rlaunch.errors import ConfigError
 from rlaunch.frameworks.verl.cpu import datacheck as verl_datacheck
-from rlaunch.frameworks.verl.cpu import plan as cpu_plan
 from rlaunch.validate import loaders
 
 if TYPE_CHECKING:
@@ -29,17 +27,14 @@ VENV = "rlinf"
 
 def lines(spec: Spec, cfg: dict[str, Any]) -> list[str]:
     """The plan's data check lines for RLinf ([] without data.source); ConfigError when a check fails."""
-    source = spec.pins.source
-    if not source:
-        return []
-    base = verl_datacheck.base_here(spec)
-    if isinstance(base, str):
-        return [f"WARNING data: rows not checked here: {base}"]
+    base = verl_datacheck.base_or_lines(spec)
+    if isinstance(base, list):
+        return base
     python = loaders.venv_python(VENV)
     if not python.exists():
         return [f"WARNING data: rows not checked: {python.parent.parent.name} is missing (make setup-validators: "
                 "RLinf at its pin reads and scores them)"]
-    read_dir = datasource.read_dir(source)
+    read_dir = datasource.read_dir(spec.pins.source)
     wanted = [*dotted.get(cfg, "data.train_data_paths", []), *dotted.get(cfg, "data.val_data_paths", [])]
     here = [base / str(p)[len(read_dir) + 1:] for p in dict.fromkeys(wanted) if str(p).startswith(read_dir + "/")]
     reward = dotted.get(cfg, "reward", {}) or {}
@@ -48,14 +43,4 @@ def lines(spec: Spec, cfg: dict[str, Any]) -> list[str]:
             f"--chat={int(bool(dotted.get(cfg, 'data.apply_chat_template')))}",
             f"--batch={dotted.get(cfg, 'data.rollout_batch_size')}",
             f"--reward-type={reward.get('reward_type', 'math')}", f"--reward={json.dumps(reward, default=str)}"]
-    key = cpu_plan.probe_key(argv, spec, [PROBE, *here], loaders.venv_stamp(VENV))
-    hit = cpu_plan.kept(key)
-    result = hit or cpu_plan.run_probe(argv, "data")
-    if not result["ok"]:
-        key_name, value = ("data.prepare", spec.data.prepare) if spec.data.prepare else ("data.source", spec.data.source)
-        raise ConfigError(key_name, value, f"rows RLinf reads and scores: {result['error']}")
-    cpu_plan.keep(key, result)
-    out = [f"data: {line}" for line in result["lines"]]
-    if out and hit:
-        out[0] += " (cached: these rows and reward passed before)"
-    return out + [f"WARNING data: {w}" for w in result["warnings"]]
+    return verl_datacheck.probe_lines(spec, argv, [PROBE, *here], loaders.venv_stamp(VENV), "RLinf")

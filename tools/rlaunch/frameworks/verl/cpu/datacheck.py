@@ -83,6 +83,31 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
     return out + [f"WARNING data: {w}" for w in result["warnings"]]
 
 
+def base_or_lines(spec: Spec) -> Path | list[str]:
+    """base_here for another framework's check: the directory, or its plan lines when there is none ([]
+    without data.source, a WARNING naming why not)."""
+    if not spec.pins.source:
+        return []
+    base = base_here(spec)
+    return [f"WARNING data: rows not checked here: {base}"] if isinstance(base, str) else base
+
+
+def probe_lines(spec: Spec, argv: list[str], files: list[Path], stamp: str, framework: str) -> list[str]:
+    """Another framework's row probe (argv) run once per content, its answer as plan lines; ConfigError naming
+    data.prepare (its output is what to fix) or data.source when a check fails."""
+    key = cpu_plan.probe_key(argv, spec, files, stamp)
+    hit = cpu_plan.kept(key)
+    result = hit or cpu_plan.run_probe(argv, "data")
+    if not result["ok"]:
+        name, value = ("data.prepare", spec.data.prepare) if spec.data.prepare else ("data.source", spec.data.source)
+        raise ConfigError(name, value, f"rows {framework} reads and scores: {result['error']}")
+    cpu_plan.keep(key, result)
+    out = [f"data: {line}" for line in result["lines"]]
+    if out and hit:
+        out[0] += " (cached: these rows and reward passed before)"
+    return out + [f"WARNING data: {w}" for w in result["warnings"]]
+
+
 def tokenizer_dir(spec: Spec) -> str:
     """The model's tokenizer on this machine: its directory (model.path, the pinned one on a local
     storage), else the Hugging Face cache's snapshot at its pinned revision; "" when neither has it.
