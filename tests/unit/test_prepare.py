@@ -31,9 +31,9 @@ def code(tmp_path, monkeypatch):
     return out
 
 
-def load(code: Path, command: str = COMMAND, infra: str = "gcp", **knobs: str):
-    return config.load("verl-grpo-math-7b", {"INFRA": infra, "RUN_ID": "prep1", "DATA": str(FIXTURES / "plain-jsonl"),
-                                             "CODE": str(code), "PREPARE": command, **knobs})
+def load(code: Path, command: str = COMMAND, infra: str = "gcp", preset: str = "verl-grpo-math-7b", **knobs: str):
+    return config.load(preset, {"INFRA": infra, "RUN_ID": "prep1", "DATA": str(FIXTURES / "plain-jsonl"),
+                                "CODE": str(code), "PREPARE": command, **knobs})
 
 
 def test_the_output_is_pinned_converted_here_once_and_verl_reads_it(code):
@@ -100,3 +100,28 @@ def test_the_nodes_convert_once_and_a_second_launch_converts_nothing(code, tmp_p
     again = tmp_path / "again"
     assert data.main([f"--prepare={COMMAND}", f"--input={source['dir']}", f"--code={code}", f"--out={again}"]) == 0
     assert data.manifest_text(again) == data.manifest_text(out)
+
+
+@pytest.mark.parametrize("infra", ["kuberay", "aistudio"])
+def test_every_inputs_step_converts_after_code_and_data_are_there(code, infra):
+    from rlaunch.backends.aistudio import backend as aistudio
+    from rlaunch.backends.kuberay import manifests
+
+    spec = load(code, infra=infra, preset="verl-grpo-gsm8k-32b" if infra == "kuberay" else "verl-grpo-math-7b")
+    script = (manifests.run_files(spec)["setup.sh"] if infra == "kuberay" else aistudio.setup_script(spec))
+    converts = script.index(f"--prepare='{COMMAND}'")
+    assert script.index(f"--check={spec.pins.source['dir']} ") < converts  # the source first
+    if infra == "kuberay":  # CODE from its ConfigMap onto the volume before the command runs in it
+        assert script.index(f"[[ ! -d {spec.paths.code_dir} ]]") < converts
+
+
+def test_data_not_on_this_machine_is_converted_by_the_inputs_step_and_the_plan_says_what_it_did_not_check(code):
+    from rlaunch.frameworks.verl.cpu import datacheck
+
+    spec = load(code, DATA="/storage/datasets/mine")
+    source = spec.pins.source
+    assert (source["train"], source["test"], source["prepare_checked"]) == ("train.parquet", "test.parquet", "")
+    assert datacheck.lines(spec, []) == [
+        "WARNING data: rows not checked here: data.prepare's output (converted by the inputs step, not here (DATA "
+        "is not on this machine): the framework reads train.parquet and test.parquet in its output)"]
+    assert "not converted here" in "\n".join(inputs.layout(spec))
