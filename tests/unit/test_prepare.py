@@ -65,6 +65,7 @@ def test_the_output_is_pinned_converted_here_once_and_verl_reads_it(code):
     (COMMAND, {"DATA": ""}, "empty without DATA="),
     ("python3 ../prep.py --in {input} --out {output}", {}, "its script ../prep.py is outside CODE"),
     ("python3 /etc/prep.py --in {input} --out {output}", {}, "its script /etc/prep.py is outside CODE"),
+    ("bash ../run.sh {input} {output}", {}, "its script ../run.sh is outside CODE"),
     ("python3 missing.py --in {input} --out {output}", {}, "its script missing.py is not a file CODE packs"),
     ("python3 prep.py --in {input} --out {output}\x1b[2J", {}, "without control characters"),
     ("python3 prep.py --in {input}", {}, "it has no {output}"),

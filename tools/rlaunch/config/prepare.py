@@ -44,7 +44,8 @@ ALLOWED = ("a command in CODE that reads {input} and writes the framework's rows
 # The framework's CPU venv (.venv-<name>) the plan converts in (its row checks run there too); others: this python.
 VENVS = {"verl": "verlcpu", "areal": "areal", "rlinf": "rlinf"}
 PLAN_TIMEOUT_S = 300
-_PYTHON = re.compile(r"^(?:.*/)?python(?:3(?:\.[0-9]+)?)?$")
+# An interpreter whose first argument is the script: python3 X.py, bash X.sh.
+_INTERPRETER = re.compile(r"^(?:.*/)?(?:python(?:3(?:\.[0-9]+)?)?|bash|sh)$")
 
 
 def parse(command: str, source: str = "") -> list[str]:
@@ -61,9 +62,9 @@ def parse(command: str, source: str = "") -> list[str]:
 
 
 def script(argv: list[str]) -> str:
-    """The script the command runs (relative to CODE): `python3 X.py ...` -> X.py, `./x.sh` -> x.sh; "" for
-    `python3 -m module` (a module on CODE's path or installed)."""
-    rest = argv[1:] if _PYTHON.match(argv[0]) else argv
+    """The script the command runs (relative to CODE): `python3 X.py ...` -> X.py, `bash x.sh` or `./x.sh` ->
+    x.sh; "" for `python3 -m module` (a module on CODE's path or installed)."""
+    rest = argv[1:] if _INTERPRETER.match(argv[0]) else argv
     for arg in rest:
         if arg == "-m":
             return ""
