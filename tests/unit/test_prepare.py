@@ -126,3 +126,8 @@ def test_data_not_on_this_machine_is_converted_by_the_inputs_step_and_the_plan_s
         "WARNING data: rows not checked here: data.prepare's output (converted by the inputs step, not here (DATA "
         "is not on this machine): the framework reads train.parquet and test.parquet in its output)"]
     assert "not converted here" in "\n".join(inputs.layout(spec))
+
+
+def test_rlinf_reads_json_lines_from_an_output_the_plan_could_not_list(code):
+    spec = load(code, DATA="/storage/datasets/mine", preset="rlinf-grpo-pipeline-1.5b")
+    assert frameworks.get("rlinf").data_file(spec) == f"{spec.pins.source['prepared']}/train.jsonl"

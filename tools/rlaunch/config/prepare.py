@@ -138,12 +138,12 @@ def pin(source: dict[str, Any], command: str, code_pin: dict[str, Any], code_roo
     out = {**source, "prepare": command, "prepare_hash": hashed, "prepared": f"{mount}/data/prepared/{hashed[:12]}"}
     here = _input_here(out)
     if here is None:
-        return {**out, **datasource.DEFAULT_FILES, "note": "converted by the inputs step, not here (DATA is "
-                "not on this machine): the framework reads train.parquet and test.parquet in its output",
-                "prepare_checked": ""}
+        unseen = unseen_files(framework)
+        return {**out, **unseen, "note": "converted by the inputs step, not here (DATA is not on this machine): the "
+                f"framework reads {unseen['train']} and {unseen['test']} in its output", "prepare_checked": ""}
     done = run_here(out, argv, here, code_root, framework, source_key)
     if isinstance(done, str):
-        return {**out, **datasource.DEFAULT_FILES, "note": done, "prepare_checked": ""}
+        return {**out, **unseen_files(framework), "note": done, "prepare_checked": ""}
     names = datasource.files_of(done)
     try:
         train, test, note = datasource.splits([n for n in names if n != "SHA256SUMS.stamp"], "", command)
@@ -151,6 +151,12 @@ def pin(source: dict[str, Any], command: str, code_pin: dict[str, Any], code_roo
         raise ConfigError(KEY, command, f"a command whose output the framework reads: {err.allowed}",
                           source_key) from None
     return {**out, "train": ",".join(train), "test": ",".join(test), "note": note, "prepare_checked": str(done)}
+
+
+def unseen_files(framework: str) -> dict[str, str]:
+    """The output's files when the plan cannot list them: the names the framework's readers take (RLinf
+    reads .json/.jsonl only; verl's scripts write train.parquet/test.parquet)."""
+    return {"train": "train.jsonl", "test": "test.jsonl"} if framework == "rlinf" else dict(datasource.DEFAULT_FILES)
 
 
 def _input_here(source: dict[str, Any]) -> Path | None:
