@@ -369,9 +369,10 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
         pins["model"] = hub.pin(mount, model_path) or pins["model"]
     pins["source"] = _source_pin(config, mount, sources)
     if config.data.prepare:  # PREPARE=: DATA converted (rlaunch.config.prepare)
+        held = {e.path for e in packed.entries} if packed else set()
         pins["source"] = prepare.pin(pins["source"], config.data.prepare, pins.get("code", {}),
-                                      packed.root if packed else None, {e.path for e in packed.entries} if packed else set(),
-                                      mount, config.framework.name, sources.get("data.prepare", ""))
+                                     packed.root if packed else None, held, mount, config.framework.name,
+                                     sources.get("data.prepare", ""))
     config = config.model_copy(update={
         "run": run.model_copy(update={"name": name, "id": run_id, "out": out}),
         "storage": config.storage.model_copy(update={"mount": mount}),

@@ -48,9 +48,9 @@ def load_split(path: str, split: str, cache: str) -> list[dict[str, Any]]:
     try:
         dataset = load_dataset(path=path, name="main", split=split, cache_dir=cache)
     except Exception as err:  # noqa: BLE001 - whatever datasets says is what AReaL would stop on
+        said = str(err).splitlines()[0][:200] if str(err) else ""
         raise Refused(f"AReaL's gsm8k loader cannot read split '{split}' of {path}: load_dataset(path, name='main', "
-                      f"split='{split}') raised {type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
-                      ) from None
+                      f"split='{split}') raised {type(err).__name__}: {said}") from None
     rows = []
     for i, row in enumerate(dataset):
         if not isinstance(row.get("question"), str):
