@@ -131,3 +131,22 @@ def test_data_not_on_this_machine_is_converted_by_the_inputs_step_and_the_plan_s
 def test_rlinf_reads_json_lines_from_an_output_the_plan_could_not_list(code):
     spec = load(code, DATA="/storage/datasets/mine", preset="rlinf-grpo-pipeline-1.5b")
     assert frameworks.get("rlinf").data_file(spec) == f"{spec.pins.source['prepared']}/train.jsonl"
+
+
+def test_a_format_no_framework_reads_is_what_prepare_is_for(code, tmp_path):
+    rows = tmp_path / "mine"
+    rows.mkdir()
+    (rows / "train.csv").write_text("question,answer\nTwo plus two?,4\nThree plus one?,4\n")
+    (code / "csv2verl.py").write_text(
+        "import csv, json, sys\n"
+        "src, out = sys.argv[1], sys.argv[2]\n"
+        "with open(src + '/train.csv') as f, open(out + '/train.jsonl', 'w') as w:\n"
+        "    for r in csv.DictReader(f):\n"
+        "        w.write(json.dumps({'data_source': 'openai/gsm8k', 'prompt': [{'role': 'user', 'content': "
+        "r['question']}], 'reward_model': {'ground_truth': r['answer']}}) + '\\n')\n")
+    with pytest.raises(ConfigError) as err:  # without a conversion: refused, naming what verl reads
+        config.load("verl-grpo-math-7b", {"INFRA": "gcp", "RUN_ID": "prep1", "DATA": str(rows)})
+    assert "found train.csv" in err.value.allowed
+    spec = load(code, "python3 csv2verl.py {input} {output}", DATA=str(rows))
+    assert spec.pins.source["train"] == "train.jsonl"
+    assert (Path(spec.pins.source["prepare_checked"]) / "train.jsonl").read_text().count("\n") == 2

@@ -407,7 +407,7 @@ def _source_pin(config: spec.Config, mount: str, sources: dict[str, str]) -> dic
     if data.source.startswith("/") and datasource.under(data.source, mount):
         _check(_knobs.path_problem, "data.source", data.source, sources)
     try:
-        return datasource.pin(data.source, mount, data.config)
+        return datasource.pin(data.source, mount, data.config, converted=bool(data.prepare))
     except ConfigError as err:
         raise ConfigError(err.key, err.value, err.allowed, sources.get(err.key, "")) from None
 
