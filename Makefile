@@ -37,6 +37,7 @@ WORK_ROOT ?=      ## shared storage's absolute path on every node (storage.mount
 ACCELERATOR ?=    ## GPU type (H100, A100, ...); make image-*: a GPU with an image of its own (GB200: arm64)
 IMAGE ?=          ## any image for one launch (registry/name:tag, never latest); its facts in SET='framework.image_facts...' or, known by name, images.<fw>.known
 DATA ?=           ## your dataset: hf:<org>/<name>[@rev], modelscope:..., a file or directory here, or a path on the storage (README "Bring your own data")
+PREPARE ?=        ## a command in CODE that turns DATA into the framework's rows: 'python3 prep.py --in {input} --out {output}' (README "Bring your own data")
 CODE ?=           ## your code, carried to every node (<WORK_ROOT>/code/<hash>): a directory here or <git url>@<40-hex commit>
 CMD ?=            ## your command line for verl: 'python3 -m <module> key=value ...' (the entry module and its overrides)
 CODE_DIRTY ?=     ## 1: pack CODE's git tree with uncommitted changes (refused otherwise; the diff's hash is recorded)

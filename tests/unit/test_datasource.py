@@ -357,6 +357,10 @@ def test_what_the_plan_cannot_read_here_is_a_warning_naming_it(mine, tmp_path, m
     assert datacheck.lines(load({"DATA": str(mine)}), []) == [
         "WARNING data: rows not checked: .venv-verlcpu is missing (make setup-verlcpu: verl at its pin reads "
         "and scores them)"]
+    from rlaunch.validate import loaders
+
+    monkeypatch.setattr(loaders, "venv_python", lambda name: tmp_path / f".venv-{name}" / "bin" / "python")
     assert frameworks.get("rlinf").data_check(load({"DATA": str(FIXTURES / "math-jsonl")},
                                                    preset="rlinf-grpo-pipeline-1.5b")) == [
-        "WARNING data: rows not checked at plan time for rlinf yet (verl's are)"]
+        "WARNING data: rows not checked: .venv-rlinf is missing (make setup-validators: RLinf at its pin reads "
+        "and scores them)"]

@@ -109,9 +109,10 @@ def under(path: str, mount: str) -> bool:
     return os.path.normpath(path).startswith(mount.rstrip("/") + "/")
 
 
-def pin(value: str, mount: str, config: str = "", cwd: str = "") -> dict[str, str]:
+def pin(value: str, mount: str, config: str = "", cwd: str = "", converted: bool = False) -> dict[str, str]:
     """spec.pins.source for data.source=value ({} when empty). The hub is asked for the commit and
-    file list (unreachable: the revision as given, `unresolved` says why, verl's default names)."""
+    file list (unreachable: the revision as given, `unresolved` says why, verl's default names).
+    converted (data.prepare is set): any files in any format, the conversion's output is what is read."""
     if not value:
         return {}
     if is_hub(value):
@@ -126,35 +127,42 @@ def pin(value: str, mount: str, config: str = "", cwd: str = "") -> dict[str, st
                "unresolved": "" if hub.COMMIT.fullmatch(revision) else why,
                "dir": f"{mount}/data/{'modelscope/' if name == 'modelscope' else 'hub/'}"
                       f"{repo.replace('/', '--')}/{revision[:12]}"}
-        return {**out, **_files(names, config, value)}
+        return {**out, **_files(names, config, value, converted)}
     if value.startswith("/") and under(value, mount):
         here = Path(value)
         names = files_of(here) if here.is_dir() else []
-        return {"kind": "shared", "dir": value.rstrip("/"), **_files(names, config, value)}
+        return {"kind": "shared", "dir": value.rstrip("/"), **_files(names, config, value, converted)}
     here = Path(cwd or os.getcwd(), os.path.expanduser(value))
     if not here.exists():
         raise ConfigError(KEY, value, f"{ALLOWED}: {here} does not exist on this machine and is not under "
                           f"storage.mount={mount}")
-    if here.is_file() and not here.name.endswith(SUFFIXES):
+    if here.is_file() and not here.name.endswith(SUFFIXES) and not converted:
         raise ConfigError(KEY, value, f"a file verl reads ({', '.join(SUFFIXES)}, by suffix), or a directory")
     names = files_of(here)
     digest = content_hash(here)
-    files = _files(names, config, value) if here.is_dir() else {"train": here.name, "test": here.name, "note":
-                                                                  "one file: validation reads the train file"}
+    one = {"train": here.name, "test": here.name, "note": "one file: validation reads the train file"}
+    files = _files(names, config, value, converted) if here.is_dir() else one
     return {"kind": "local", "local": str(here.resolve()), "sha256": digest,
             "dir": f"{mount}/data/local/{digest[:12]}", **files}
 
 
-def _files(names: list[str], config: str, value: str) -> dict[str, str]:
+def _files(names: list[str], config: str, value: str, converted: bool = False) -> dict[str, str]:
+    if converted:  # data.prepare reads the directory as it is; its output's files are found instead
+        return {"train": "", "test": "", "note": "data.prepare's input, as it is"}
     if not names:
         return {**DEFAULT_FILES, "note": "its files are not listed here: verl reads train.parquet and test.parquet"}
     train, test, note = splits(names, config, value)
     return {"train": ",".join(train), "test": ",".join(test), "note": note}
 
 
+def read_dir(source: dict[str, Any]) -> str:
+    """The directory the framework reads: data.prepare's output when there is one, else the source's."""
+    return str(source.get("prepared") or source["dir"])
+
+
 def files(source: dict[str, Any], split: str) -> list[str]:
     """The absolute paths of a pinned source's train or test files, as every node sees them."""
-    return [f"{source['dir']}/{name}" for name in str(source.get(split, "")).split(",") if name]
+    return [f"{read_dir(source)}/{name}" for name in str(source.get(split, "")).split(",") if name]
 
 
 def shown(source: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from rlaunch.config import datasource, hub
+from rlaunch.config import code, datasource, hub, prepare
 from rlaunch.errors import ConfigError
 from rlaunch.registry import backends, frameworks
 
@@ -96,7 +96,7 @@ def data_dir(spec: Spec) -> str:
     """The dataset directory: data.path, or the pinned revision's directory in the framework's layout
     (AReaL reads the hub snapshot as is: a sibling directory ending in -hf)."""
     if spec.pins.source and not spec.train.rehearse:  # a rehearsal reads DATA's first rows at data.path
-        return spec.pins.source["dir"]
+        return datasource.read_dir(spec.pins.source)
     if spec.data.path:
         return spec.data.path.rstrip("/")
     base = spec.paths.data_dir
@@ -115,11 +115,13 @@ def data_files(spec: Spec) -> dict[str, list[str]]:
 def uploads(spec: Spec) -> dict[str, str]:
     """SkyPilot's file_mounts for a DATA= of this machine: {node path: local path} ({} otherwise)."""
     source = spec.pins.source
+    # data.prepare runs in CODE on the CPU step: CODE's pack (staged in its outbox) goes there too.
+    code_mount = {spec.paths.code_dir: code.outbox(spec)} if source.get("prepare") and spec.paths.code_dir else {}
     if source.get("kind") != "local":
-        return {}
+        return code_mount
     target = f"{UPLOAD_MOUNT}/{source['sha256'][:12]}"
     local = source["local"]
-    return {f"{target}/{os.path.basename(local)}" if os.path.isfile(local) else target: local}
+    return {f"{target}/{os.path.basename(local)}" if os.path.isfile(local) else target: local, **code_mount}
 
 
 # ---------------------------------------------------------------- what
@@ -134,6 +136,8 @@ def of(spec: Spec) -> list[Input]:
     adapter = _adapter(spec)
     wanted = [str(p) for p in adapter.inputs(spec)]
     out = [_source(spec, wanted)] if spec.pins.source else []
+    if spec.pins.source.get("prepared"):
+        out.append(_prepared(spec, wanted))
     pin = spec.pins.dataset
     if (pin.get("hf_id") or spec.data.path) and not spec.pins.source:
         ddir = data_dir(spec)
@@ -188,6 +192,18 @@ def _source(spec: Spec, wanted: list[str]) -> Input:
         fetch = (f"--upload={shlex.quote(here)}", f"--sha256={source['sha256']}")
     return Input(what="dataset", dir=ddir, key="data.source", user=source["kind"] != "hub", fetch=fetch,
                  source=datasource.shown(source), required=required)
+
+
+def _prepared(spec: Spec, wanted: list[str]) -> Input:
+    """data.prepare's output: made by the command from the source's directory, in CODE (rlaunch.config.prepare)."""
+    source = spec.pins.source
+    out = source["prepared"]
+    # Quoted here: setup_lines joins the arguments with spaces, and the command is the user's text.
+    fetch = (f"--prepare={shlex.quote(source['prepare'])}", f"--input={shlex.quote(source['dir'])}",
+             f"--code={shlex.quote(spec.paths.code_dir or '.')}")
+    return Input(what="dataset", dir=out, key="data.prepare", user=False, fetch=fetch,
+                 source=f"data.prepare of {datasource.shown(source)}",
+                 required=tuple(dict.fromkeys(f for f in _under(out, wanted) if f != MANIFEST)))
 
 
 def _staged(spec: Spec) -> bool:
@@ -286,6 +302,8 @@ def layout(spec: Spec) -> list[str]:
         holds = ", ".join(list(item.required) + [MANIFEST])
         if item.key == "data.source":
             how = _source_how(spec, item)
+        elif item.key == "data.prepare":
+            how = prepare.plan_line(spec.pins.source)
         elif item.fetch:
             how = f"{item.source}: downloaded unless its {MANIFEST} verifies"
         elif item.key.endswith(".path"):
@@ -307,5 +325,7 @@ def _source_how(spec: Spec, item: Input) -> str:
            "local": "uploaded once from this machine " + carrier.get(
                backends.infra(spec.infra.name).backend, "(SkyPilot file_mounts, then the inputs step)"),
            "shared": f"on the storage already; {MANIFEST} computed once if missing"}[kind]
+    if source.get("prepared"):  # its files are data.prepare's input; the output's are on the next line
+        return f"data.source={item.source}: {how}; data.prepare's {prepare.INPUT}"
     note = f"; {source['note']}" if source.get("note") else ""
     return (f"data.source={item.source}: {how}; train {source['train']}, test {source['test']}{note}")

@@ -40,6 +40,7 @@ KNOBS = {
     "K8S_FLAVOR": "infra.k8s_flavor", "WORK_ROOT": "storage.mount", "ACCELERATOR": "cluster.accelerator",
     "OUT": "run.out", "SMOKE": "train.smoke", "REHEARSE": "train.rehearse",
     "IMAGE": "framework.image_ref", "REGISTRY": "framework.registry", "DATA": "data.source",
+    "PREPARE": "data.prepare",
     "CODE": "code.dir", "CODE_DIRTY": "code.allow_dirty", "CMD": "code.command",
 }
 # The infrastructures' registry is standard library only, as this module is.

@@ -26,7 +26,7 @@ import yaml
 
 from rlaunch import CONFIGS, ROOT
 from rlaunch.config import code as _code  # `code` reads as the stdlib module's name
-from rlaunch.config import datasource, dotted, hub, images, inputs, pins, rehearse, spec, topology
+from rlaunch.config import datasource, dotted, hub, images, inputs, pins, prepare, rehearse, spec, topology
 from rlaunch.config import overrides as _overrides  # load() has a parameter of that name
 from rlaunch.config import knobs as _knobs
 from rlaunch.errors import ConfigError
@@ -349,7 +349,7 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
     if data_path.startswith("/"):  # a relative one: rlaunch.config.inputs.check says where it must be
         _check(_knobs.path_problem, "data.path", data_path, sources)
     pins = _pins(config)
-    code_dir, code_value = "", config.code.dir
+    code_dir, code_value, packed = "", config.code.dir, None
     if code_value:  # CODE=: packed here, named by its content (rlaunch.config.code)
         root = _code.resolve(code_value, ROOT / "build" / _code.CACHE)
         packed = _code.pack(root, code_value, config.code.allow_dirty, sources.get("code.dir", ""))
@@ -368,6 +368,11 @@ def derive(config: spec.Config, preset: str, sources: dict[str, str], now: _dt.d
                               sources.get("model.path", ""))
         pins["model"] = hub.pin(mount, model_path) or pins["model"]
     pins["source"] = _source_pin(config, mount, sources)
+    if config.data.prepare:  # PREPARE=: DATA converted (rlaunch.config.prepare)
+        held = {e.path for e in packed.entries} if packed else set()
+        pins["source"] = prepare.pin(pins["source"], config.data.prepare, pins.get("code", {}),
+                                     packed.root if packed else None, held, mount, config.framework.name,
+                                     sources.get("data.prepare", ""))
     config = config.model_copy(update={
         "run": run.model_copy(update={"name": name, "id": run_id, "out": out}),
         "storage": config.storage.model_copy(update={"mount": mount}),
@@ -402,7 +407,7 @@ def _source_pin(config: spec.Config, mount: str, sources: dict[str, str]) -> dic
     if data.source.startswith("/") and datasource.under(data.source, mount):
         _check(_knobs.path_problem, "data.source", data.source, sources)
     try:
-        return datasource.pin(data.source, mount, data.config)
+        return datasource.pin(data.source, mount, data.config, converted=bool(data.prepare))
     except ConfigError as err:
         raise ConfigError(err.key, err.value, err.allowed, sources.get(err.key, "")) from None
 

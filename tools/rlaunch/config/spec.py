@@ -236,6 +236,7 @@ class Data(Section):
     path: Str
     source: Str   # DATA=: hf:/modelscope:<org>/<name>[@rev], a path here, or one on the storage (config.datasource)
     config: Str   # a hub dataset's config: its files under <config>/ only
+    prepare: Str  # PREPARE=: a command in CODE turning data.source into the framework's rows (config.prepare)
     max_prompt_length: Positive
     max_response_length: Positive
 

@@ -24,6 +24,8 @@ Usage:
         (DATA=hf:ORG/NAME: the dataset repository as is)
     python -m rlaunch.job.data --upload=SRC --sha256=HASH --out=DIR
         (DATA=<a file or directory of the launching machine>: copied once, atomically, checked by HASH)
+    python -m rlaunch.job.data --prepare='python3 prep.py --in {input} --out {output}' --input=DIR --code=DIR --out=DIR
+        (data.prepare: the command run in CODE on the pinned source, its output made once with SHA256SUMS)
     python -m rlaunch.job.data --verify=DIR --what=model
         (every byte hashed against SHA256SUMS, then SHA256SUMS.stamp written; exit 1 on a mismatch)
     python -m rlaunch.job.data --check-stamp=DIR --what=model
@@ -51,6 +53,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -444,6 +447,47 @@ def upload(src: Path, out: Path, digest: str) -> dict[str, Any]:
     return {"dir": str(out), "copied": len(text.splitlines())}
 
 
+PREPARE_TIMEOUT_S = 6 * 3600  # on the nodes: a conversion of a large dataset, still bounded
+
+
+def run_prepare(argv: list[str], src: Path, out: Path, cwd: Path, env: dict[str, str] | None = None,
+                timeout: float = PREPARE_TIMEOUT_S) -> dict[str, Any]:
+    """data.prepare (rlaunch.config.prepare): the command run in cwd (CODE) with {input}=src and {output} an
+    empty directory beside out, which becomes out (with its SHA256SUMS) only when the command succeeded and
+    wrote a train file the framework reads: a reader never sees half an output. MissingPrerequisite when it
+    fails (its last lines), TimeoutError past `timeout`."""
+    import subprocess
+
+    from rlaunch.config import prepare as prep  # the placeholders' one definition
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        try:
+            done = subprocess.run(prep.argv_for(argv, str(src), str(tmp)), cwd=cwd, env=env, capture_output=True,
+                                  text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"data.prepare ran past {timeout:g} s") from None
+        except OSError as err:
+            raise MissingPrerequisite(f"{argv[0]} to run ({err.strerror})", "a command on PATH in the framework's "
+                                      "environment (python3 ...)") from None
+        said = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        if done.returncode:
+            raise MissingPrerequisite(f"exit {done.returncode} in {cwd}", " | ".join(said) or "no output")
+        names = [p.relative_to(tmp).as_posix() for p in input_files(tmp)]
+        try:
+            datasource.splits(names, "", str(out))
+        except ConfigError as err:
+            raise MissingPrerequisite(f"an output the framework reads in {{output}}", err.allowed) from None
+        write_manifest(tmp)
+        if out.exists():  # a stale or half copy of another attempt: replaced whole
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"dir": str(out), "files": len(names), "prepared": True}
+
+
 def fetch_model(model: str, out: Path) -> dict[str, Any]:
     """The pinned model revision, from its hub, into out, plus SHA256SUMS."""
     table = pins.load_versions()["models"]
@@ -535,6 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--dataset-id", default="", help="any hub dataset (DATA=hf:<org>/<name>), at --revision")
     what.add_argument("--upload", default="", help="a file or directory of the launching machine (DATA=<path>): "
                       "copied to --out once, checked by --sha256")
+    what.add_argument("--prepare", default="", help="data.prepare: this command (its {input}/{output} "
+                      "placeholders) run in --code on --input, its output made --out once")
     what.add_argument("--adopt", help="a directory already on the shared storage: compute its SHA256SUMS "
                       "once (or check the one it has)")
     what.add_argument("--verify", help=f"hash every file of this directory against its {MANIFEST}, then "
@@ -545,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phases", default="", help="--check/--verify/--check-stamp: append its seconds and "
                         "bytes read to this phases.jsonl (a GPU node's check)")
     parser.add_argument("--out", default="", help="output directory (created)")
+    parser.add_argument("--input", default="", help="--prepare: the pinned source's directory")
+    parser.add_argument("--code", default="", help="--prepare: CODE's directory, where the command runs")
     parser.add_argument("--what", default="input", help="--adopt: what it holds (model, dataset), for messages")
     parser.add_argument("--require", action="append", default=[], help="--adopt: a file it must hold "
                         "(*.ext: at least one such file); repeatable")
@@ -576,6 +624,8 @@ def main(argv: list[str] | None = None) -> int:
             info = prepare(args.dataset, Path(args.out), args.source, args.revision)
         elif args.dataset_id:
             info = fetch_hub_dataset(args.dataset_id, args.revision, Path(args.out), args.hub)
+        elif args.prepare:
+            info = run_prepare(shlex.split(args.prepare), Path(args.input), Path(args.out), Path(args.code or "."))
         elif args.upload:
             info = upload(Path(args.upload), Path(args.out), args.sha256)
         elif args.hf_id:
@@ -590,6 +640,9 @@ def main(argv: list[str] | None = None) -> int:
     except MissingPrerequisite as err:
         print(f"data: {err}", file=sys.stderr)
         return err.exit_code
+    except TimeoutError as err:
+        print(f"data: {err}", file=sys.stderr)
+        return 1
     except (OSError, RuntimeError) as err:
         # No route to the Hub (offline machine, firewall) surfaces as OSError or as the HTTP
         # client's RuntimeError after its retries: say what could not be fetched and the way around.

@@ -24,6 +24,7 @@ import json
 import os
 import queue
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -305,8 +306,10 @@ class Local(Backend):
     def plan(self, spec: Spec, files: dict[str, str]) -> list[str]:
         out = spec.run.out
         staged = [f"stage CODE into {spec.paths.code_dir} (kept as it is when there: the name is the hash)"]
+        converted = [f"data.prepare into {spec.pins.source.get('prepared')} (kept when its SHA256SUMS stamp matches)"]
         return [
             *(staged if spec.paths.code_dir else []),
+            *(converted if spec.pins.source.get("prepared") else []),
             f"scripts/local-cluster up   ({spec.cluster.nodes} nodes, one network namespace each "
             f"(as root, or through passwordless sudo); one node on 127.0.0.1 without either)",
             f"ray job submit {spec.run.id}: bash {out}/job.sh   (from the head's namespace)",
@@ -333,6 +336,7 @@ class Local(Backend):
                 "(no nvidia-smi); run the CPU rehearsal (PRESET=rehearsal) or pick INFRA=gcp|aws|kuberay|...")
         upload(spec)
         _stage_code(spec)  # before Ray starts: every namespace sees the host's storage
+        prepare_data(spec)  # in CODE, on DATA: both there now
         submitted, run_id = False, spec.run.id
         cluster = _Cluster(_cluster_env(spec, out))
         try:
@@ -574,6 +578,19 @@ def upload(spec: Spec) -> None:
     print(f"local: dataset {source['local']} -> {done['dir']}: "
           + (f"{done['copied']} file{'s' if done['copied'] > 1 else ''} copied" if done["copied"]
              else "already there, nothing copied"))
+
+
+def prepare_data(spec: Spec) -> None:
+    """data.prepare: its output made once on the local storage (one whose SHA256SUMS stamp matches is kept)."""
+    source = spec.pins.source
+    if not source.get("prepared"):
+        return
+    out = Path(source["prepared"])
+    if not data.check_stamp(out)[0]:
+        print(f"local: data.prepare's output {out} is there (its SHA256SUMS stamp matches), nothing converted")
+        return
+    done = data.run_prepare(shlex.split(source["prepare"]), Path(source["dir"]), out, Path(spec.paths.code_dir))
+    print(f"local: data.prepare `{source['prepare']}` -> {done['dir']} ({done['files']} files)")
 
 
 def _passwordless_sudo() -> bool:

@@ -194,6 +194,11 @@ class Areal(Framework):
             out.append(f"{run_inputs.model_dir(spec)}/config.json")
         return out
 
+    def data_check(self, spec: Spec) -> list[str]:
+        from rlaunch.frameworks.areal import datacheck  # lazy: plan only
+
+        return datacheck.lines(spec)
+
     # --- checks -----------------------------------------------------------------------------------
 
     def check(self, spec: Spec) -> None:

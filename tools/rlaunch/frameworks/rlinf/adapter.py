@@ -245,6 +245,11 @@ class Rlinf(Framework):
             *run_inputs.setup_lines(spec),
         ]
 
+    def data_check(self, spec: Spec) -> list[str]:
+        from rlaunch.frameworks.rlinf import datacheck  # lazy: plan only
+
+        return datacheck.lines(spec, self.config(spec))
+
     def inputs(self, spec: Spec) -> list[str]:
         return [f"{checkout(spec)}/{ENTRY}", f"{spec.paths.model}/config.json", self.data_file(spec)]
 

@@ -86,7 +86,7 @@ class Trl(Framework):
                               "digits (the TRL adapter's task is made at run time)")
 
     def inputs(self, spec: Spec) -> list[str]:
-        return [f"{spec.pins.source['dir']}/SHA256SUMS"] if spec.pins.source else []
+        return [f"{datasource.read_dir(spec.pins.source)}/SHA256SUMS"] if spec.pins.source else []
 
     def data_check(self, spec: Spec) -> list[str]:
         """DATA='s rows read here as every worker will read them (rlaunch.rehearsal.tiny.read_rows): the

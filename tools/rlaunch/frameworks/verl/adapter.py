@@ -252,8 +252,9 @@ class Verl(Framework):
 
     def setup(self, spec: Spec) -> list[str]:
         if spec.train.rehearse and spec.pins.source:  # DATA on the storage first: prepare reads its rows
-            first, *rest = run_inputs.setup_lines(spec)
-            return [first, cpu_prepare.line(spec), *rest]
+            lines = run_inputs.setup_lines(spec)
+            data = 2 if spec.pins.source.get("prepared") else 1  # and data.prepare's output, which it reads
+            return [*lines[:data], cpu_prepare.line(spec), *lines[data:]]
         if spec.train.rehearse:  # the tiny model and rows first; then their manifests, as for a user's
             return [cpu_prepare.line(spec), *run_inputs.setup_lines(spec)]
         return run_inputs.setup_lines(spec)

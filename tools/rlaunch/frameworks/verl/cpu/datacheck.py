@@ -71,12 +71,40 @@ def lines(spec: Spec, overrides: list[str]) -> list[str]:
     hit = cpu_plan.kept(key)
     result = hit or cpu_plan.run_probe(argv, "data")
     if not result["ok"]:
+        if spec.data.prepare:  # the rows are the conversion's: it is what to fix
+            raise ConfigError("data.prepare", spec.data.prepare, f"a conversion whose output verl reads (checked "
+                              f"in {source['prepare_checked']}): {result['error']}")
         raise ConfigError("data.source", spec.data.source, result["error"])
     cpu_plan.keep(key, result)
     note = " (cached: these rows, reward and tokenizer passed before)" if hit else ""
     out = [f"data: {line}" for line in result["lines"]]
     if out and note:
         out[0] += note
+    return out + [f"WARNING data: {w}" for w in result["warnings"]]
+
+
+def base_or_lines(spec: Spec) -> Path | list[str]:
+    """base_here for another framework's check: the directory, or its plan lines when there is none ([]
+    without data.source, a WARNING naming why not)."""
+    if not spec.pins.source:
+        return []
+    base = base_here(spec)
+    return [f"WARNING data: rows not checked here: {base}"] if isinstance(base, str) else base
+
+
+def probe_lines(spec: Spec, argv: list[str], files: list[Path], stamp: str, framework: str) -> list[str]:
+    """Another framework's row probe (argv) run once per content, its answer as plan lines; ConfigError naming
+    data.prepare (its output is what to fix) or data.source when a check fails."""
+    key = cpu_plan.probe_key(argv, spec, files, stamp)
+    hit = cpu_plan.kept(key)
+    result = hit or cpu_plan.run_probe(argv, "data")
+    if not result["ok"]:
+        name, value = ("data.prepare", spec.data.prepare) if spec.data.prepare else ("data.source", spec.data.source)
+        raise ConfigError(name, value, f"rows {framework} reads and scores: {result['error']}")
+    cpu_plan.keep(key, result)
+    out = [f"data: {line}" for line in result["lines"]]
+    if out and hit:
+        out[0] += " (cached: these rows and reward passed before)"
     return out + [f"WARNING data: {w}" for w in result["warnings"]]
 
 
@@ -98,9 +126,23 @@ def tokenizer_dir(spec: Spec) -> str:
 
 def rows_here(spec: Spec) -> tuple[list[Path], list[Path]] | str:
     """(train files, test files) this machine can read, or why there are none."""
+    base = base_here(spec)
+    if isinstance(base, str):
+        return base
+    source = spec.pins.source
+    names = {split: [n for n in str(source[split]).split(",") if n] for split in ("train", "test")}
+    return [base / n for n in names["train"]], [base / n for n in names["test"]]
+
+
+def base_here(spec: Spec) -> Path | str:
+    """The directory on this machine that holds what the framework reads at datasource.read_dir, or why none."""
     source = spec.pins.source
     kind = source["kind"]
-    if kind == "local":
+    if source.get("prepare"):  # data.prepare's output, converted at plan time where DATA is here
+        if not source.get("prepare_checked"):
+            return f"data.prepare's output ({source['note']})"
+        base = Path(source["prepare_checked"])
+    elif kind == "local":
         local = Path(source["local"])
         base = local.parent if local.is_file() else local
     elif kind == "shared":
@@ -112,8 +154,7 @@ def rows_here(spec: Spec) -> tuple[list[Path], list[Path]] | str:
         if isinstance(got, str):
             return got
         base = got
-    names = {split: [n for n in str(source[split]).split(",") if n] for split in ("train", "test")}
-    return [base / n for n in names["train"]], [base / n for n in names["test"]]
+    return base
 
 
 def _hub_files(source: dict[str, Any]) -> Path | str:

@@ -66,11 +66,11 @@ def cache_dir() -> Path:
     return Path(os.environ.get("RLAUNCH_DATACHECK_CACHE") or ROOT / "build" / "datacheck")
 
 
-def probe_key(argv: list[str], spec: Spec, files: list[Path]) -> str:
+def probe_key(argv: list[str], spec: Spec, files: list[Path], stamp: str | None = None) -> str:
     """A probe's answer's inputs: its arguments, CODE's hash (a reward in CODE may import its neighbours),
-    the venv's stamp (verl at another pin reads and scores otherwise) and each file's path and bytes;
-    "" without a stamp: then nothing is read or kept."""
-    stamp = venv_stamp()
+    the venv's stamp (this one's, or another framework's venv's: its framework at another pin reads and
+    scores otherwise) and each file's path and bytes; "" without a stamp: then nothing is read or kept."""
+    stamp = venv_stamp() if stamp is None else stamp
     if not stamp:
         return ""
     digest = hashlib.sha256(json.dumps([argv[1:], spec.pins.code.get("hash", ""), stamp]).encode())
