@@ -98,8 +98,9 @@ class Trl(Framework):
             return [f"WARNING data: rows not checked here: {found}"]
         try:
             rows = tiny.read_rows([str(p) for p in found[0]])
-        except (OSError, ValueError) as err:
-            raise ConfigError("data.source", spec.data.source, str(err)) from None
+        except (OSError, ValueError) as err:  # with data.prepare the rows are its output: it is what to fix
+            key, value = ("data.prepare", spec.data.prepare) if spec.data.prepare else ("data.source", spec.data.source)
+            raise ConfigError(key, value, str(err)) from None
         answers = sorted({str(r["answer"]) for r in rows})
         per_step = spec.train.micro_batch_size_per_gpu * spec.cluster.nodes // spec.algo.group_size
         reward = _overrides(spec).get("reward") or "rlaunch's copy reward"
