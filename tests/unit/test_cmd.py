@@ -80,6 +80,13 @@ def test_areal_refusals_name_the_knob_or_the_argument_to_change(code, extra, kno
     assert err.key == key and needle in str(err), str(err)
 
 
+def test_framework_overrides_beside_an_areal_command_are_refused_not_dropped(code):
+    with pytest.raises(ConfigError, match="your config's keys go in CMD") as err:
+        config.load("", {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(code["areal"]), "CMD": AREAL},
+                    ['framework.overrides=["actor.path=Qwen/Qwen2.5-7B"]'])
+    assert err.value.key == "framework.overrides"
+
+
 def test_the_knob_that_contradicts_the_command_is_named_with_its_source(code):
     err = refusal(code["areal"], AREAL, NODES="2")
     assert err.source == "NODES" and "leave NODES out" in str(err)

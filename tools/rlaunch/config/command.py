@@ -169,10 +169,11 @@ def read_config(text: str, cmd: Command, root: Path, source: str = "") -> dict[s
     return tree
 
 
-# What rlaunch's spec follows from the user's config: framework -> (spec key, the config's key).
-TOPOLOGY = {
-    "areal": (("cluster.nodes", "cluster.n_nodes"), ("cluster.gpus_per_node", "cluster.n_gpus_per_node")),
-    "rlinf": (("cluster.nodes", "cluster.num_nodes"),),
+# What rlaunch's spec follows from the user's config: framework -> (spec key, the config's key, the
+# framework's default when the config has none: AReaL 1.0.4's ClusterSpecConfig, 32 nodes x 8 GPUs).
+TOPOLOGY: dict[str, tuple[tuple[str, str, int | None], ...]] = {
+    "areal": (("cluster.nodes", "cluster.n_nodes", 32), ("cluster.gpus_per_node", "cluster.n_gpus_per_node", 8)),
+    "rlinf": (("cluster.nodes", "cluster.num_nodes", None),),
 }
 
 
@@ -185,11 +186,13 @@ def topology(framework: str, text: str, cmd: Command, root: Path, source: str = 
     tree = read_config(text, cmd, root, source)
     given = cmd.overrides()
     out = {}
-    for spec_key, key in pairs:
+    for spec_key, key, default in pairs:
         value = dotted.get(tree, key, None)
-        if value is None:
-            continue
         where = f"CMD's {key}" if key in given else f"{config_file(cmd)}'s {key}"
+        if value is None and default is None:
+            continue
+        if value is None:
+            value, where = default, f"{framework}'s default {key} ({config_file(cmd)} sets none)"
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(KEY, text, f"an integer >= 1 for {key}: {where} is {value!r}", source)
         out[spec_key] = (where, value)

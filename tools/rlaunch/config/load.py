@@ -357,6 +357,9 @@ def _follow_command(cfg: dict[str, Any], sources: dict[str, str], framework: str
     a knob or SET that says otherwise is refused, naming both (issue 47)."""
     source = sources.get("code.command", "")
     cmd = _command.parse(text, source)
+    if sources.get("framework.overrides") == "SET" and cfg["framework"].get("overrides"):
+        raise ConfigError("framework.overrides", cfg["framework"]["overrides"], f"empty with CMD= of {framework}: "
+                          "your config's keys go in CMD, as key=value after its config", "SET")
     code_dir = dotted.get(cfg, "code.dir", "")
     if not code_dir:
         raise ConfigError("code.dir", "", f"the directory that holds {cmd.script or 'the command'}'s files: "
