@@ -152,3 +152,28 @@ def test_an_unsaid_framework_asks_for_framework_and_a_contradicting_one_is_refus
     assert err.key == "framework.name" and "set FRAMEWORK=verl, areal or rlinf" in str(err)
     err = refusal(code["areal"], AREAL, FRAMEWORK="verl")
     assert err.key == "framework.name" and err.source == "FRAMEWORK" and "areal, the framework CMD runs" in str(err)
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("python3 ~/train.py --config c.yaml", "the script ~/train.py: a path relative to CODE"),
+    ("python3 train.py --config /home/me/c.yaml", "--config /home/me/c.yaml: a path relative to CODE"),
+    ("python3 train.py --config a.yaml --config-path d --config-name n", "--config (AReaL) and --config-path"),
+    ("python3 train.py --config", "--config needs a value"),
+    ("bash run.sh", "python3 -m <module> key=value"),
+])
+def test_command_forms_refused_name_the_argument(text, needle):
+    with pytest.raises(ConfigError, match=None) as err:
+        command.parse(text, "CMD")
+    assert err.value.key == "code.command" and needle in str(err.value) and err.value.source == "CMD"
+
+
+def test_pwd_rooted_paths_are_codes_and_hydras_inline_options_read():
+    cmd = command.parse("python3 $PWD/examples/x.py --config-path=$PWD/conf -cn=main +a.b=1 ~c.d")
+    assert (cmd.script, cmd.config_path, cmd.config_name) == ("examples/x.py", "conf", "main")
+    assert cmd.overrides() == {"a.b": "1"} and command.config_file(cmd) == "conf/main.yaml"
+
+
+def test_a_script_command_without_code_says_to_set_code(code):
+    with pytest.raises(ConfigError) as err:
+        config.load("", {"RUN_ID": "t", "INFRA": "gcp", "FRAMEWORK": "areal", "CMD": AREAL})
+    assert err.value.key == "code.dir" and "CMD= of areal runs your script and config from CODE=" in str(err.value)

@@ -104,7 +104,8 @@ def parse(text: str, source: str = "") -> Command:
             slot = _OPTIONS[name]
             found[slot] = value if slot == "config_name" else _in_code(text, name, value, source)
             continue
-        if "=" not in arg or arg.startswith("-"):
+        deletion = arg.startswith("~") and bool(_MODULE.match(arg[1:]))  # Hydra's ~key: delete it
+        if ("=" not in arg and not deletion) or arg.startswith("-"):
             raise _fail(text, f"{arg!r} is not key=value", source)
         args.append(arg)
         i += 1
