@@ -177,3 +177,11 @@ def test_a_script_command_without_code_says_to_set_code(code):
     with pytest.raises(ConfigError) as err:
         config.load("", {"RUN_ID": "t", "INFRA": "gcp", "FRAMEWORK": "areal", "CMD": AREAL})
     assert err.value.key == "code.dir" and "CMD= of areal runs your script and config from CODE=" in str(err.value)
+
+
+def test_the_plan_prepares_no_preset_model_or_data_for_a_program_that_names_its_own(code):
+    from rlaunch.config import inputs
+
+    for fixture, cmd, infra in (("areal", AREAL, "gcp"), ("rlinf", RLINF, "aistudio")):
+        spec, fw = plan(code[fixture], cmd, INFRA=infra)
+        assert fw.own_inputs(spec) and inputs.of(spec) == [] and fw.setup(spec) == []

@@ -134,6 +134,8 @@ def of(spec: Spec) -> list[Input]:
     adapter = _adapter(spec)
     wanted = [str(p) for p in adapter.inputs(spec)]
     out = [_source(spec, wanted)] if spec.pins.source else []
+    if adapter.own_inputs(spec):  # the user's config names its model and data (CMD=): none prepared
+        return out
     pin = spec.pins.dataset
     if (pin.get("hf_id") or spec.data.path) and not spec.pins.source:
         ddir = data_dir(spec)

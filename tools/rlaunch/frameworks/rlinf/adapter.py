@@ -267,6 +267,9 @@ class Rlinf(Framework):
             *run_inputs.setup_lines(spec),
         ]
 
+    def own_inputs(self, spec: Spec) -> bool:
+        return bool(spec.code.command)  # the config CMD names says its model and data
+
     def inputs(self, spec: Spec) -> list[str]:
         if spec.code.command:
             return []
