@@ -134,6 +134,12 @@ def test_verls_config_path_and_name_reach_the_command_and_the_hydra_check(code):
                                                                "one_step_trainer")
 
 
+def test_verls_config_path_without_code_says_to_set_code():
+    with pytest.raises(ConfigError, match="holds --config-path recipe/one_step/config: set CODE=") as err:
+        config.load("", {"RUN_ID": "t", "INFRA": "gcp", "CMD": VERL})
+    assert err.value.key == "code.dir" and err.value.source == "CMD"
+
+
 # ---------------------------------------------------------------- the framework, read from the command
 
 

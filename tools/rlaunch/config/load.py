@@ -297,7 +297,11 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
     if isinstance(command, str) and command and names["framework.name"] in _command.TOPOLOGY:
         _follow_command(cfg, sources, names["framework.name"], command)  # AReaL, RLinf: their config's own
     elif isinstance(command, str) and command:  # CMD= of verl: its key=value are overrides like SET's
-        args = list(_command.parse(command, sources.get("code.command", "")).args)
+        cmd = _command.parse(command, sources.get("code.command", ""))
+        if cmd.config_path and not dotted.get(cfg, "code.dir", ""):
+            raise ConfigError("code.dir", "", f"the directory that holds --config-path {cmd.config_path}: "
+                              "set CODE= to it", sources.get("code.command", ""))
+        args = list(cmd.args)
         if isinstance(cfg["framework"].get("overrides"), list):
             cfg["framework"]["overrides"] = [*cfg["framework"]["overrides"], *args]
             sources["framework.overrides"] = sources.get("code.command", "CMD")
