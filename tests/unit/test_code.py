@@ -320,7 +320,10 @@ def test_cmd_names_verls_entry_and_its_key_values_are_overrides_under_the_same_r
 
 @pytest.mark.parametrize(("cmd", "key", "needle"), [
     ("bash train.sh", "code.command", "python3 -m <module> key=value"),
-    ("python3 -m verl.trainer.main_ppo --config-path x", "code.command", "'--config-path' is not key=value"),
+    ("python3 -m verl.trainer.main_ppo --config-path x", "code.command", "--config-path and --config-name go together"),
+    ("python3 -m verl.trainer.main_ppo --lr 3", "code.command", "'--lr' is not key=value"),
+    ("python3 -m verl.trainer.main_ppo --config-path /home/me/cfg --config-name x", "code.command",
+     "--config-path /home/me/cfg: a path relative to CODE"),
     ("python3 -m verl.trainer.main_ppo data.custom_cls.path=~/ds.py", "framework.overrides[data.custom_cls.path]",
      "does not expand ~"),
     ("python3 -m verl.trainer.main_ppo +ray_kwargs.ray_init.runtime_env.working_dir=/home/me/proj",
@@ -332,9 +335,10 @@ def test_cmd_refusals_name_the_argument(cmd, key, needle):
     assert err.value.key == key and needle in str(err.value) and err.value.source == "CMD"
 
 
-def test_cmd_runs_verl_commands_only():
-    with pytest.raises(ConfigError, match="a verl command .*CMD= does not run trl yet"):
+def test_a_preset_of_another_framework_than_the_commands_is_refused_naming_one_that_fits():
+    with pytest.raises(ConfigError, match="a preset of verl, the framework CMD runs .*PRESET=verl-grpo-math-7b") as err:
         config.load("rehearsal", {"RUN_ID": "t", "CMD": "python3 -m verl.trainer.main_ppo"})
+    assert err.value.key == "PRESET"
 
 
 def test_the_rehearsals_reward_check_reads_a_reward_relative_to_code_where_it_is(tmp_path):

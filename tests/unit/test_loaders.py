@@ -6,6 +6,7 @@ framework answers all of a test module's requests (AReaL's imports alone take ~1
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,17 @@ def spec_of(preset: str, sets: list[str] = (), **knobs) -> dict:
     return config.load(preset, knobs, list(sets))
 
 
+CODE_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "code"
+
+
+def cmd_request(tmp_path_factory, name: str, cmd: str, **knobs) -> dict:
+    """The loader request of CMD= with the fixture CODE tests/fixtures/code/<name> (copied out of git)."""
+    root = tmp_path_factory.mktemp("code") / name
+    shutil.copytree(CODE_FIXTURES / name, root)
+    spec = config.load("", {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(root), "CMD": cmd, **knobs})
+    return frameworks.get(spec.framework.name).loader_request(spec)
+
+
 def test_missing_env_is_skipped_never_passed(tmp_path, monkeypatch):
     monkeypatch.setenv("RLAUNCH_VALIDATORS", str(tmp_path))
     spec = spec_of("verl-ppo-gsm8k-0.5b")
@@ -39,16 +51,18 @@ def test_missing_env_is_skipped_never_passed(tmp_path, monkeypatch):
 # --- verl ----------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def verl_results():
+def verl_results(tmp_path_factory):
     need("verl")
     fw = frameworks.get("verl")
+    recipe = cmd_request(tmp_path_factory, "verl", "python3 -m verl.experimental.one_step_off_policy.main_ppo "
+                         "--config-path recipe/one_step/config --config-name one_step_trainer")
     good = [fw.loader_request(spec_of(p)) for p in ("verl-ppo-gsm8k-0.5b", "verl-grpo-math-7b",
                                                      "verl-grpo-gsm8k-32b")]
     typo = fw.loader_request(spec_of("verl-ppo-gsm8k-0.5b",
                                      ['framework.overrides=["actor_rollout_ref.rollout.nme=vllm"]']))
     unnamed = {"overrides": [o for o in good[0]["overrides"] if "rollout.name=" not in o],
                "required": good[0]["required"]}
-    return loaders.run("verl", good + [typo, unnamed])
+    return loaders.run("verl", good + [typo, unnamed, recipe, {**recipe, "config_name": "nope"}])
 
 
 def test_a_loader_writes_its_bytecode_despite_the_users_setting(monkeypatch):
@@ -80,6 +94,13 @@ def test_verl_rollout_name_is_mandatory(verl_results):
     assert verl_results[4]["key"] == "actor_rollout_ref.rollout.name"
 
 
+def test_verl_composes_the_config_cmd_names_from_code(verl_results):
+    """A recipe's --config-path/--config-name: its config (verl's ppo_trainer through its searchpath,
+    its own keys on top) is what composes, not main_ppo's."""
+    assert verl_results[5]["ok"], verl_results[5]
+    assert not verl_results[6]["ok"] and verl_results[6]["key"] == "--config-name"
+
+
 # --- AReaL ---------------------------------------------------------------------------------------
 
 def seed_ray_yaml(spec: dict) -> str:
@@ -90,7 +111,7 @@ def seed_ray_yaml(spec: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def areal_results():
+def areal_results(tmp_path_factory):
     need("areal")
     fw = frameworks.get("areal")
     one, two = spec_of("areal-grpo-gsm8k"), spec_of("areal-grpo-gsm8k", NODES="2", GPUS_PER_NODE="8")
@@ -104,6 +125,14 @@ def areal_results():
         {**fw.loader_request(one), "overrides": fw.cli(one) + ["rollout.backend=sglang.d1"]},
         {**fw.loader_request(one), "overrides": fw.cli(one) + ["actor.eps_clipp=0.2"]},
     ]
+    # CMD= (issue 47): AReaL's multi-turn example, whose config class is its own (examples/.../config.py),
+    # and the same with that class defined in the entry script, which AReaL's workers cannot import.
+    mt = cmd_request(tmp_path_factory, "areal", "python3 examples/multi_turn_math/gsm8k_rl_mt.py --config "
+                     "examples/multi_turn_math/gsm8k_grpo_mt.yaml scheduler.type=ray")
+    main = Path(mt["code_root"]) / "examples" / "multi_turn_math" / "main_class.py"
+    main.write_text("from dataclasses import dataclass\nfrom areal.api.cli_args import GRPOConfig, load_expr_config\n"
+                    "@dataclass\nclass Mine(GRPOConfig):\n    pass\nload_expr_config([], Mine)\n")
+    requests += [mt, {**mt, "script": str(main)}]
     return loaders.run("areal", requests)
 
 
@@ -121,6 +150,13 @@ def test_areal_seed_multi_node_form_fails_in_the_real_loader(areal_results):
     assert fixed["ok"], fixed
 
 
+def test_areal_cmd_loads_the_users_yaml_with_the_scripts_own_config_class(areal_results):
+    assert areal_results[6]["ok"], areal_results[6]
+    assert "gsm8k_rl_mt.py MultiTurnGRPOConfig: scheduler=ray 1x8" in areal_results[6]["summary"]
+    assert not areal_results[7]["ok"] and areal_results[7]["key"] == "code.command"
+    assert "Mine is defined in main_class.py (__main__)" in areal_results[7]["error"]
+
+
 def test_areal_allocation_and_key_errors_named(areal_results):
     assert areal_results[4]["key"] == "rollout.backend" and "colons" in areal_results[4]["error"]
     assert areal_results[5]["key"] == "actor.eps_clipp"
@@ -129,13 +165,15 @@ def test_areal_allocation_and_key_errors_named(areal_results):
 # --- RLinf ---------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def rlinf_results():
+def rlinf_results(tmp_path_factory):
     need("rlinf")
     fw = frameworks.get("rlinf")
     good = fw.loader_request(spec_of("rlinf-grpo-pipeline-1.5b"))
     seq = {**good, "overrides": ["runner.seq_length=128"]}  # <= max_prompt_length 256
     typo = {**good, "overrides": ["runner.max_stepz=3"]}
-    return loaders.run("rlinf", [good, seq, typo])
+    cmd = cmd_request(tmp_path_factory, "rlinf", "python examples/reasoning/main_grpo.py --config-path "
+                      "examples/reasoning/config/math --config-name qwen2.5-1.5b-grpo-fsdp", INFRA="aistudio")
+    return loaders.run("rlinf", [good, seq, typo, cmd])
 
 
 def test_rlinf_preset_composes_and_validates(rlinf_results):
@@ -147,3 +185,10 @@ def test_rlinf_preset_composes_and_validates(rlinf_results):
 def test_rlinf_own_validation_and_keys(rlinf_results):
     assert not rlinf_results[1]["ok"] and "seq_length" in rlinf_results[1]["error"]
     assert rlinf_results[2]["key"] == "runner.max_stepz"
+
+
+def test_rlinf_cmd_composes_the_users_config_dir_with_its_relative_defaults(rlinf_results):
+    """Seed 003's form: Hydra composes CODE's config, `../hybrid_engines/fsdp@...` from its own directory."""
+    res = rlinf_results[3]
+    assert res["ok"], res
+    assert "1 nodes, placement {'actor,rollout,reward': 'all'}" in res["summary"]

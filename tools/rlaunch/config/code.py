@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlaunch import ROOT
-from rlaunch.config.knobs import CONTROL_RE
 from rlaunch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -312,6 +311,17 @@ def of(spec: Spec) -> Pack | None:
     return packed
 
 
+def here(spec: Spec) -> Path | None:
+    """CODE's directory on this machine, where the plan's checks read it (None without CODE)."""
+    return resolve(spec.code.dir, ROOT / "build" / CACHE) if spec.code.dir else None
+
+
+def loader_fields(spec: Spec) -> dict[str, str]:
+    """What a framework's loader needs to read CODE's files: its directory here, and the pack's hash,
+    so that a kept answer is for this content (validate.loaders caches by request)."""
+    return {"code_root": str(here(spec) or ""), "code_hash": str(spec.pins.code.get("hash", ""))}
+
+
 def require(spec: Spec, rels: list[str], key: str, value: str) -> str:
     """The first of `rels` (paths relative to CODE) that the pack holds; else a ConfigError for `key`
     naming the file and CODE, or the ignore rule that dropped it."""
@@ -388,29 +398,6 @@ def check_limit(spec: Spec, limit: int, via: str, source: str = "") -> None:
                           f"INFRA={spec.infra.name}, which carries it in {via}: this one is {size // 1024} KiB "
                           f"({len(packed.entries)} files, {packed.size // 1024} KiB); leave large files out "
                           "(.gitignore) or put them on the shared storage", source)
-
-
-COMMAND_ALLOWED = ("python3 -m <module> key=value ...: verl's entry module (verl.trainer.main_ppo, a recipe's) "
-                   "and its Hydra overrides, one line")
-_PYTHON = re.compile(r"^(?:.*/)?python(?:3(?:\.[0-9]+)?)?$")
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
-
-
-def parse_command(text: str, source: str = "") -> tuple[str, list[str]]:
-    """CMD= (code.command), the command line as the user's script runs it: (entry module, its
-    key=value overrides). ConfigError naming CMD for anything else."""
-    if re.search(CONTROL_RE, text):  # the rule every text key has (rlaunch.config.knobs)
-        raise ConfigError("code.command", text, f"{COMMAND_ALLOWED} (no control characters)", source)
-    try:
-        argv = shlex.split(text)
-    except ValueError as err:
-        raise ConfigError("code.command", text, f"{COMMAND_ALLOWED} ({str(err).lower()})", source) from None
-    if len(argv) < 3 or not _PYTHON.match(argv[0]) or argv[1] != "-m" or not _MODULE.match(argv[2]):
-        raise ConfigError("code.command", text, COMMAND_ALLOWED, source)
-    bad = next((a for a in argv[3:] if "=" not in a or a.startswith("-")), None)
-    if bad is not None:
-        raise ConfigError("code.command", text, f"{COMMAND_ALLOWED}: {bad!r} is not key=value", source)
-    return argv[2], argv[3:]
 
 
 def outbox(spec: Spec) -> str:

@@ -138,6 +138,8 @@ def of(spec: Spec) -> list[Input]:
     out = [_source(spec, wanted)] if spec.pins.source else []
     if spec.pins.source.get("prepared"):
         out.append(_prepared(spec, wanted))
+    if adapter.own_inputs(spec):  # the user's config names its model and data (CMD=): none prepared
+        return out
     pin = spec.pins.dataset
     if (pin.get("hf_id") or spec.data.path) and not spec.pins.source:
         ddir = data_dir(spec)

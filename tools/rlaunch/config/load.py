@@ -26,6 +26,7 @@ import yaml
 
 from rlaunch import CONFIGS, ROOT
 from rlaunch.config import code as _code  # `code` reads as the stdlib module's name
+from rlaunch.config import command as _command
 from rlaunch.config import datasource, dotted, hub, images, inputs, pins, prepare, rehearse, spec, topology
 from rlaunch.config import overrides as _overrides  # load() has a parameter of that name
 from rlaunch.config import knobs as _knobs
@@ -239,6 +240,7 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
     defaults = read_defaults()
     items = _knobs.split_set(overrides) if isinstance(overrides, str) else list(overrides)
     sets = dict(parse_assignment(item, "SET") for item in items)
+    asked_preset = preset
     if not preset:
         algo = sets.get("algo.name") or knobs.get("ALGO") or "grpo"
         infra = sets.get("infra.name") or knobs.get("INFRA") or "local"
@@ -247,6 +249,11 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
         raise ConfigError("PRESET", preset, f"one of {', '.join(available('presets'))}")
     preset_layer = _layer("presets", preset, "PRESET", required=True)
     names = _resolve_names(preset_layer, knobs, sets)
+    cmd_framework = _cmd_framework(asked_preset, preset_layer, knobs, sets, names)
+    if cmd_framework and not asked_preset and names["framework.name"] != cmd_framework:
+        preset = CMD_PRESET[cmd_framework]  # the framework's own preset: its model, data and shape
+        preset_layer = _layer("presets", preset, "PRESET", required=True)
+        names = _resolve_names(preset_layer, knobs, sets)
     asked_rehearse = sets["train.rehearse"] if "train.rehearse" in sets else \
         parse_assignment(f"train.rehearse={knobs.get('REHEARSE', 'false')}", "REHEARSE")[1]
     rehearsing = spec._bool(asked_rehearse) is True  # a bad value: validation names it below
@@ -287,8 +294,14 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
     for key, value in names.items():
         _set(cfg, key, value, "")
     command = dotted.get(cfg, "code.command", "")
-    if isinstance(command, str) and command:  # CMD=: its key=value are overrides like SET's
-        _, args = _code.parse_command(command, sources.get("code.command", ""))
+    if isinstance(command, str) and command and names["framework.name"] in _command.TOPOLOGY:
+        _follow_command(cfg, sources, names["framework.name"], command)  # AReaL, RLinf: their config's own
+    elif isinstance(command, str) and command:  # CMD= of verl: its key=value are overrides like SET's
+        cmd = _command.parse(command, sources.get("code.command", ""))
+        if cmd.config_path and not dotted.get(cfg, "code.dir", ""):
+            raise ConfigError("code.dir", "", f"the directory that holds --config-path {cmd.config_path}: "
+                              "set CODE= to it", sources.get("code.command", ""))
+        args = list(cmd.args)
         if isinstance(cfg["framework"].get("overrides"), list):
             cfg["framework"]["overrides"] = [*cfg["framework"]["overrides"], *args]
             sources["framework.overrides"] = sources.get("code.command", "CMD")
@@ -301,6 +314,68 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
                                              "the rehearsal runs on this machine's local Ray cluster"))
         rewrites += rehearse.apply(cfg, sources)
     return cfg, sources, preset, rewrites
+
+
+# CMD='s framework with no PRESET: that framework's own preset (its model, data and cluster shape).
+CMD_PRESET = {"verl": "verl-grpo-math-7b", "areal": "areal-grpo-gsm8k", "rlinf": "rlinf-grpo-pipeline-1.5b"}
+
+
+def _given(key: str, knobs: dict[str, str], sets: dict[str, Any], layer: dict[str, Any]) -> tuple[str, str]:
+    """(value, its source) of a key from SET, its knob, then the preset."""
+    knob = next((k for k, v in KNOBS.items() if v == key), "")
+    if key in sets:
+        return str(sets[key]), "SET"
+    if knob and knobs.get(knob):
+        return knobs[knob], knob
+    return str(dotted.get(layer, key, "") or ""), "PRESET"
+
+
+def _cmd_framework(asked_preset: str, layer: dict[str, Any], knobs: dict[str, str], sets: dict[str, Any],
+                   names: dict[str, str]) -> str:
+    """The framework CMD= runs (issue 47): read from its module or what its script imports; one that
+    FRAMEWORK= or PRESET= contradicts is refused naming that one; "" without CMD, or when the
+    command does not say and FRAMEWORK= or PRESET= does."""
+    text, source = _given("code.command", knobs, sets, layer)
+    if not text:
+        return ""
+    cmd = _command.parse(text, source)
+    code_dir = _given("code.dir", knobs, sets, layer)[0]
+    root = _code.resolve(code_dir, ROOT / "build" / _code.CACHE) if code_dir else None
+    found, why = _command.framework_of(cmd, root)
+    fw_value, fw_source = _given("framework.name", knobs, sets, layer)
+    explicit = fw_source in ("SET", "FRAMEWORK")
+    if found and explicit and fw_value != found:
+        raise ConfigError("framework.name", fw_value, f"{found}, the framework CMD runs ({why}): leave "
+                          f"{fw_source} out", fw_source)
+    if found and asked_preset and names["framework.name"] != found:
+        raise ConfigError("PRESET", asked_preset, f"a preset of {found}, the framework CMD runs ({why}): "
+                          f"PRESET={CMD_PRESET[found]}, or no PRESET", "PRESET")
+    if not found and not explicit and not asked_preset:
+        raise ConfigError("framework.name", "", f"the framework CMD runs, which it does not say ({why}): set "
+                          "FRAMEWORK=verl, areal or rlinf", "CMD" if source == "CMD" else source)
+    return found
+
+
+def _follow_command(cfg: dict[str, Any], sources: dict[str, str], framework: str, text: str) -> None:
+    """AReaL's and RLinf's CMD=: the nodes and GPUs their config and command say become the spec's;
+    a knob or SET that says otherwise is refused, naming both (issue 47)."""
+    source = sources.get("code.command", "")
+    cmd = _command.parse(text, source)
+    if sources.get("framework.overrides") == "SET" and cfg["framework"].get("overrides"):
+        raise ConfigError("framework.overrides", cfg["framework"]["overrides"], f"empty with CMD= of {framework}: "
+                          "your config's keys go in CMD, as key=value after its config", "SET")
+    code_dir = dotted.get(cfg, "code.dir", "")
+    if not code_dir:
+        raise ConfigError("code.dir", "", f"the directory that holds {cmd.script or 'the command'}'s files: "
+                          f"CMD= of {framework} runs your script and config from CODE=", source)
+    root = _code.resolve(str(code_dir), ROOT / "build" / _code.CACHE)
+    for key, (where, value) in _command.topology(framework, text, cmd, root, source).items():
+        old, was = dotted.get(cfg, key, None), sources.get(key, "")
+        if was in ("SET", *KNOBS) and old != value:
+            raise ConfigError(key, old, f"{value}, what {where} says (the run follows the config CMD names): "
+                              f"leave {was} out, or change {where}", was)
+        _set(cfg, key, value, "")
+        sources[key] = "CMD"
 
 
 def default_run_id(name: str, stamp: str) -> str:
@@ -443,9 +518,10 @@ def check(spec_: Spec, sources: dict[str, str] | None = None) -> None:
     if cluster.accelerator and cluster.gpus_per_node == 0 and sources.get("cluster.accelerator") == "ACCELERATOR":
         raise ConfigError("cluster.accelerator", cluster.accelerator, "a GPU type needs GPUs: set "
                           "GPUS_PER_NODE too (this run has cluster.gpus_per_node=0)", "ACCELERATOR")
-    if spec_.code.command and spec_.framework.name != "verl":
-        raise ConfigError("code.command", spec_.code.command, "a verl command (FRAMEWORK=verl or a verl preset): "
-                          f"CMD= does not run {spec_.framework.name} yet", sources.get("code.command", ""))
+    if spec_.code.command and spec_.framework.name not in CMD_PRESET:
+        raise ConfigError("code.command", spec_.code.command, f"a command of {', '.join(CMD_PRESET)} "
+                          f"(FRAMEWORK= or a preset of one): CMD= does not run {spec_.framework.name}",
+                          sources.get("code.command", ""))
     _check_image_facts(spec_.framework, sources)
     where = backends.infra(spec_.infra.name)
     _code.check_limit(spec_, where.code_limit, where.code_via, sources.get("code.dir", ""))

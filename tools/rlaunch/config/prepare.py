@@ -28,6 +28,8 @@ import json
 import os
 import re
 import shlex
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from rlaunch import ROOT
 from rlaunch.config import datasource
 from rlaunch.config.knobs import CONTROL_RE
 from rlaunch.errors import ConfigError
+from rlaunch.registry.frameworks import venv_python as validator_python
 
 KEY = "data.prepare"
 INPUT, OUTPUT = "{input}", "{output}"
@@ -117,10 +120,8 @@ def plan_dir(source: dict[str, Any]) -> Path:
 
 
 def venv_python(framework: str) -> Path:
-    from rlaunch.validate import loaders  # lazy: only where a conversion runs here
-
     venv = VENVS.get(framework)
-    return loaders.venv_python(venv) if venv else Path(sys.executable)
+    return validator_python(venv) if venv else Path(sys.executable)
 
 
 def pin(source: dict[str, Any], command: str, code_pin: dict[str, Any], code_root: Path | None, held: set[str],
@@ -179,13 +180,15 @@ def _input_here(source: dict[str, Any]) -> Path | None:
 
 def run_here(source: dict[str, Any], argv: list[str], here: Path, code_root: Path | None, framework: str,
              source_key: str = "") -> Path | str:
-    """The command run now on `here` into plan_dir (kept when its SHA256SUMS verifies); why not, as a note,
-    when it cannot run here (no venv, past the deadline). A command that fails is a ConfigError."""
-    from rlaunch.errors import MissingPrerequisite
-    from rlaunch.job import data  # lazy: the node-side module (it reads the inputs' layout)
-
+    """The command run now on `here` into plan_dir (kept when its stamp or SHA256SUMS holds); why not, as
+    a note, when it cannot run here (no venv, past the deadline). A command that fails is a ConfigError.
+    Both steps are the node-side module's own command lines (rlaunch.job.data --check, --prepare), run as
+    the inputs step runs them: the plan converts exactly as the nodes will."""
     out = plan_dir(source)
-    if (out / "SHA256SUMS").is_file() and not data.verify_manifest(out):
+    node_side = [sys.executable, "-m", "rlaunch.job.data"]
+    if (out / "SHA256SUMS").is_file() and subprocess.run(
+            [*node_side, f"--check={out}", "--what=dataset"], capture_output=True, timeout=PLAN_TIMEOUT_S,
+            check=False).returncode == 0:
         return out
     python = venv_python(framework)
     if not python.exists():
@@ -193,13 +196,19 @@ def run_here(source: dict[str, Any], argv: list[str], here: Path, code_root: Pat
                 f"{python.parent.parent.name.removeprefix('.venv-')}); the inputs step converts it")
     env = {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "VIRTUAL_ENV": str(python.parent.parent)}
+    # Its own session: past the deadline the command's children are stopped with it.
+    proc = subprocess.Popen([*node_side, f"--prepare={shlex.join(argv)}", f"--input={here}",
+                             f"--code={code_root or here}", f"--out={out}"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        data.run_prepare(argv, here, out, code_root or here, env=env, timeout=PLAN_TIMEOUT_S)
-    except TimeoutError:
+        _, err = proc.communicate(timeout=PLAN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return f"not converted here: it ran past {PLAN_TIMEOUT_S} s; the inputs step converts it"
-    except MissingPrerequisite as err:
-        raise ConfigError(KEY, source["prepare"], f"a command that converts DATA: {err.what}; {err.how}",
-                          source_key) from None
+    if proc.returncode:
+        said = (err.strip().splitlines() or ["no output"])[-1].removeprefix("data: ")
+        raise ConfigError(KEY, source["prepare"], f"a command that converts DATA: {said}", source_key)
     return out
 
 

@@ -300,7 +300,7 @@ class Code(Section):
     """The user's own code (CODE=, rlaunch.config.code): packed, carried to every node, pinned."""
 
     dir: Str           # a directory here, or <git url>@<40-hex commit>; "" for none
-    command: Str       # CMD=: python3 -m <module> key=value ... (verl: the entry, and framework.overrides)
+    command: Str       # CMD=: the user's command line, one line (rlaunch.config.command: verl, AReaL, RLinf forms)
     allow_dirty: Bool  # CODE_DIRTY=1: pack a git tree with uncommitted changes (the diff's hash is recorded)
 
 

@@ -72,6 +72,11 @@ class Framework:
         """Files that must already be on shared storage; preflight checks them on every node."""
         return []
 
+    def own_inputs(self, spec: Spec) -> bool:
+        """True when the user's program names its own model and data (AReaL's and RLinf's CMD=, whose
+        config says them): rlaunch prepares neither on the shared storage."""
+        return False
+
     def checkout(self, spec: Spec) -> str:
         """The framework's pinned git checkout on the shared storage, when its entrypoint lives in one
         (RLinf); "" when it comes installed."""

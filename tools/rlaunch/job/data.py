@@ -55,6 +55,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +64,7 @@ from typing import Any
 
 from rlaunch import cmdline
 from rlaunch.config import datasource, hub, pins
+from rlaunch.config import prepare as prep  # the placeholders' one definition
 from rlaunch.config.inputs import CONVERTED, MANIFEST, STAMP
 from rlaunch.errors import ConfigError, MissingPrerequisite
 
@@ -456,10 +458,6 @@ def run_prepare(argv: list[str], src: Path, out: Path, cwd: Path, env: dict[str,
     empty directory beside out, which becomes out (with its SHA256SUMS) only when the command succeeded and
     wrote a train file the framework reads: a reader never sees half an output. MissingPrerequisite when it
     fails (its last lines), TimeoutError past `timeout`."""
-    import subprocess
-
-    from rlaunch.config import prepare as prep  # the placeholders' one definition
-
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     try:

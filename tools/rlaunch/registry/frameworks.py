@@ -9,12 +9,14 @@ scripts (`python -m rlaunch frameworks ...`). Standard library only.
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from rlaunch import ROOT
 from rlaunch.errors import ConfigError
 
 # The packages this registry lists (and loads by name).
@@ -160,6 +162,15 @@ def _descriptors() -> dict[str, Descriptor]:
                 raise ImportError(f"frameworks/{path.name}: its FRAMEWORK is named {descriptor.name!r}")
             found[path.name] = descriptor
     return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
+
+
+def venv_python(framework: str) -> Path:
+    """The Python of a framework's pinned validator environment (`make setup-validators`: .venv-<name>,
+    or under RLAUNCH_VALIDATORS), where its own loaders check what rlaunch renders."""
+    base = Path(os.environ.get("RLAUNCH_VALIDATORS") or ROOT)
+    # Resolve a symlinked venv dir (not the python link inside it): AReaL turns the config path into
+    # one relative to its own package, which breaks across a symlink.
+    return (base / f".venv-{framework}").resolve() / "bin" / "python"
 
 
 def names() -> list[str]:

@@ -27,19 +27,13 @@ from typing import Any
 
 from rlaunch import ROOT
 from rlaunch.errors import CheckError
+from rlaunch.registry.frameworks import venv_python as venv_python  # re-exported: callers name it here
 from rlaunch.validate import early
 
 HARNESS = Path(__file__).resolve().parent / "loader_main.py"
 FRAMEWORKS = Path(__file__).resolve().parents[1] / "frameworks"  # their packages hold the loaders
 SKIPPED = "skipped: run `make setup-validators`"
 _CACHE: dict[str, dict[str, Any]] = {}
-
-
-def venv_python(framework: str) -> Path:
-    base = Path(os.environ.get("RLAUNCH_VALIDATORS") or ROOT)
-    # Resolve a symlinked venv dir (not the python link inside it): AReaL turns the config path into
-    # one relative to its own package, which breaks across a symlink.
-    return (base / f".venv-{framework}").resolve() / "bin" / "python"
 
 
 def available(framework: str) -> bool:

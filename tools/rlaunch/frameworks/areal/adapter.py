@@ -1,4 +1,11 @@
-"""AReaL (1.0.4): examples/math/gsm8k_rl.py with an experiment YAML rlaunch renders.
+"""AReaL (1.0.4): examples/math/gsm8k_rl.py with an experiment YAML rlaunch renders, or the user's
+own entry script and YAML from CODE (CMD=, issue 47).
+
+With CMD= the script, its YAML and its key=value are the user's, passed as given (paths made CODE's
+on the nodes); rlaunch adds only its own keys after them (cmd_keys: the run's names, fileroot and
+name records, the stats logger postflight reads, recovery, the scheduler where the command names
+none). The nodes and GPUs are the YAML's (cluster.*, the command's on top: rlaunch.config.command),
+and its allocation (rollout.backend, actor.backend) is checked against them, never replaced.
 
 The experiment YAML follows AReaL's examples/math/gsm8k_grpo.yaml at the pinned version (it is in
 AReaL's git repository and its image at /AReaL, but in no PyPI artifact, so rlaunch writes the whole
@@ -15,12 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from rlaunch.config import code, dotted
+from rlaunch.config import command as user_command
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
 from rlaunch.config import topology
 from rlaunch.frameworks.areal.allocation import allocation_gpus
 from rlaunch.frameworks.base import ARTIFACTS, Framework
+from rlaunch.frameworks.areal import datacheck
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
@@ -175,9 +185,35 @@ class Areal(Framework):
         return out + list(spec.framework.overrides)
 
     def command(self, spec: Spec) -> list[str]:
+        if spec.code.command:  # CMD=: the user's script and YAML, from CODE on every node
+            cmd = user_command.parse(spec.code.command)
+            home = spec.paths.code_dir
+            return ["python3", f"{home}/{cmd.script}", "--config", f"{home}/{cmd.config}", *self.cmd_args(spec)]
         return ["python3", f"{AREAL_HOME}/{ENTRY}", "--config", f"{ARTIFACTS}/{CONFIG}", *self.cli(spec)]
 
+    def cmd_args(self, spec: Spec) -> list[str]:
+        """CMD's key=value as given, then rlaunch's own keys (cmd_keys)."""
+        return [*user_command.parse(spec.code.command).args, *self.cmd_keys(spec)]
+
+    def cmd_keys(self, spec: Spec) -> list[str]:
+        """What rlaunch owns in a run of the user's YAML, forced (++: the YAML may not have the key):
+        the names and fileroot postflight and every restart read, name records on the shared storage
+        (Ray's on several nodes), recovery from the run's checkpoints, the scheduler unless CMD names one."""
+        run_dir, multi = spec.paths.run_dir, spec.cluster.nodes > 1
+        given = user_command.parse(spec.code.command).overrides()
+        out = [f"++experiment_name={spec.run.name}", f"++trial_name={spec.run.id}", f"++cluster.fileroot={run_dir}"]
+        out += (["++cluster.name_resolve.type=ray"] if multi else
+                ["++cluster.name_resolve.type=nfs", f"++cluster.name_resolve.nfs_record_root={run_dir}/name_resolve"])
+        out += [f"++stats_logger.{k}={v}" for k, v in (("experiment_name", spec.run.name),
+                                                       ("trial_name", spec.run.id), ("fileroot", run_dir))]
+        out.append("++recover.mode=auto")
+        if "scheduler.type" not in given:
+            out.append(f"++scheduler.type={self.scheduler(spec)}")
+        return out
+
     def files(self, spec: Spec) -> dict[str, str]:
+        if spec.code.command:  # the user's YAML is in CODE
+            return {}
         return {CONFIG: yaml.safe_dump(self.experiment(spec), sort_keys=False, default_flow_style=False)}
 
     def env(self, spec: Spec) -> dict[str, str]:
@@ -186,23 +222,31 @@ class Areal(Framework):
         return env
 
     def setup(self, spec: Spec) -> list[str]:
+        if spec.code.command:  # the user's YAML names its model and data (hub ids or the storage's)
+            return []
         return run_inputs.setup_lines(spec)
 
+    def own_inputs(self, spec: Spec) -> bool:
+        return bool(spec.code.command)  # the config CMD names says its model and data
+
     def inputs(self, spec: Spec) -> list[str]:
+        if spec.code.command:
+            return []
         out = [f"{self.dataset_path(spec)}/SHA256SUMS"]
         if run_inputs.model_dir(spec):
             out.append(f"{run_inputs.model_dir(spec)}/config.json")
         return out
 
     def data_check(self, spec: Spec) -> list[str]:
-        from rlaunch.frameworks.areal import datacheck  # lazy: plan only
-
         return datacheck.lines(spec)
 
     # --- checks -----------------------------------------------------------------------------------
 
     def check(self, spec: Spec) -> None:
         topology.require_gpus(spec, "AReaL")
+        if spec.code.command:
+            self.check_command(spec)
+            return
         if spec.data.dataset != "gsm8k":
             raise ConfigError("data.dataset", spec.data.dataset, "gsm8k (AReaL's gsm8k_rl.py entrypoint)")
         if "gsm8k" not in self.dataset_path(spec).lower() and spec.pins.source:
@@ -257,8 +301,57 @@ class Areal(Framework):
             raise ConfigError("train.mini_batch_size", spec.train.mini_batch_size,
                               f"<= the train batch (train.batch_size={batch})")
 
+    def check_command(self, spec: Spec) -> None:
+        """CMD=: the user's allocation and scheduler against the cluster the YAML gives, their paths
+        (the GSM8K rules are the preset's, not a user program's)."""
+        text = spec.code.command
+        cmd = user_command.parse(text)
+        root = code.here(spec)
+        assert root is not None  # load refuses CMD= of AReaL without CODE
+        for rel, what in ((cmd.script, "the script"), (cmd.config, "--config")):
+            code.require(spec, [rel], "code.command", f"{what} {rel}")
+        cfg = user_command.read_config(text, cmd, root)
+        given = cmd.overrides()
+        for arg in cmd.args:
+            key, _, value = arg.partition("=")
+            code.check_paths(spec, f"code.command[{key.lstrip('+~')}]", value)
+
+        def where(key: str) -> str:
+            return f"code.command[{key}]" if key in given else f"code.command[{cmd.config}: {key}]"
+
+        sched = str(dotted_get(cfg, "scheduler.type") if "scheduler.type" in given else self.scheduler(spec))
+        if sched not in SCHEDULERS:
+            raise ConfigError(where("scheduler.type"), sched, "local (one node) or ray (several)")
+        if sched == "local" and spec.cluster.nodes > 1:
+            raise ConfigError(where("scheduler.type"), sched,
+                              f"ray: the local scheduler runs on one node, cluster.n_nodes={spec.cluster.nodes}")
+        used, named = 0, []
+        for key in ("rollout.backend", "actor.backend"):
+            value = dotted_get(cfg, key)
+            if value in (None, ""):
+                continue
+            engine = str(value).split(":", 1)[0]
+            if engine not in ENGINES[key]:
+                raise ConfigError(where(key), value, f"engine:sizes with a colon, the engine one of "
+                                  f"{', '.join(ENGINES[key])}, e.g. {ENGINES[key][0]}:d4")
+            used += allocation_gpus(where(key), value)
+            named.append(f"{key}={value}")
+        if used > topology.total_gpus(spec):
+            raise ConfigError(where("rollout.backend"), " + ".join(named),
+                              f"parallel sizes that fit the {spec.cluster.nodes} x {spec.cluster.gpus_per_node} "
+                              f"GPUs of cluster.n_nodes x cluster.n_gpus_per_node (they add up to {used})")
+
     def loader_request(self, spec: Spec) -> dict[str, Any]:
+        if spec.code.command:  # the user's YAML and script from CODE here, with CODE on the path
+            cmd = user_command.parse(spec.code.command)
+            root = code.here(spec)
+            return {**code.loader_fields(spec), "config_path": str(root / cmd.config) if root else "",
+                    "script": str(root / cmd.script) if root else "", "overrides": self.cmd_args(spec)}
         return {"config_text": self.files(spec)[CONFIG], "overrides": self.cli(spec)}
+
+
+def dotted_get(tree: dict[str, Any], key: str) -> Any:
+    return dotted.get(tree, key, None)
 
 
 ADAPTER = Areal()

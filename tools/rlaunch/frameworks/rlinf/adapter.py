@@ -7,6 +7,11 @@ pinned commit (with examples/reasoning/config/hybrid_engines/fsdp.yaml folded in
 starts from; both live only in RLinf's git repository, not in its PyPI package, so the file is
 complete on its own and the validator composes exactly what the run reads. Seed 003's placement:
 rollout + reward on resource rank 0, inference on 1, the FSDP actor on 2-3, scaled to the cluster.
+
+CMD= (issue 47, seed 003's form): the user's script and config from CODE (an RLinf checkout, or their
+own tree), `--config-path <dir in CODE> --config-name <name> k=v ...` as given, Hydra composing it
+with its `../hybrid_engines/...` defaults; rlaunch adds only its own keys (cmd_keys). The nodes are the
+config's cluster.num_nodes (rlaunch.config.command), its placement checked as the preset's is.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rlaunch.config import dotted
+from rlaunch.config import code, dotted
+from rlaunch.config import command as user_command
 from rlaunch.config import pins
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
@@ -26,6 +32,7 @@ from rlaunch.config.overrides import Owned
 from rlaunch.config import topology
 from rlaunch.frameworks.rlinf.placement import default_placement, parse_ranks, placement as check_placement
 from rlaunch.frameworks.base import ARTIFACTS, Framework
+from rlaunch.frameworks.rlinf import datacheck
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
@@ -219,15 +226,29 @@ class Rlinf(Framework):
         return cfg
 
     def command(self, spec: Spec) -> list[str]:
+        if spec.code.command:  # CMD=: the user's script and config dir, absolute (Hydra's is the script's)
+            cmd, home = user_command.parse(spec.code.command), spec.paths.code_dir
+            return ["python", f"{home}/{cmd.script}", "--config-path", f"{home}/{cmd.config_path}",
+                    "--config-name", cmd.config_name, *cmd.args, *self.cmd_keys(spec)]
         return ["python", f"{checkout(spec)}/{ENTRY}", "--config-path", f"{ARTIFACTS}/{CONFIG_DIR}",
                 "--config-name", CONFIG_NAME]
 
+    def cmd_keys(self, spec: Spec) -> list[str]:
+        """What rlaunch owns in a run of the user's config, forced after CMD's own: the run directory
+        (outputs, logs postflight reads, Hydra's), its name, resuming from its checkpoints."""
+        run_dir = spec.paths.run_dir
+        return [f"++runner.output_dir={posixpath.dirname(run_dir)}", f"++runner.experiment_name={spec.run.id}",
+                f"++runner.logger.log_path={run_dir}", "++runner.resume_dir=auto", f"hydra.run.dir={run_dir}/hydra"]
+
     def files(self, spec: Spec) -> dict[str, str]:
+        if spec.code.command:  # the user's config is in CODE
+            return {}
         return {f"{CONFIG_DIR}/{CONFIG_NAME}.yaml":
                 yaml.safe_dump(self.config(spec), sort_keys=False, default_flow_style=False)}
 
     def env(self, spec: Spec) -> dict[str, str]:
-        env = {"REPO_PATH": checkout(spec), "RLINF_CATCH_FAILURE": "0", "RLINF_CODE_WORKING_DIR": "0",
+        repo = spec.paths.code_dir if spec.code.command else checkout(spec)  # CMD=: CODE is the checkout
+        env = {"REPO_PATH": repo, "RLINF_CATCH_FAILURE": "0", "RLINF_CODE_WORKING_DIR": "0",
                "CUDA_DEVICE_MAX_CONNECTIONS": "1", "TOKENIZERS_PARALLELISM": "false"}
         return env
 
@@ -236,6 +257,8 @@ class Rlinf(Framework):
         return [str(p) for p in pins.get("images.rlinf.facts.pythonpath")]
 
     def setup(self, spec: Spec) -> list[str]:
+        if spec.code.command:  # CODE is the program; its config names its model and data
+            return []
         repo, commit = spec.pins.framework_repo, spec.pins.framework_commit
         q = shlex.quote(checkout(spec))
         return [
@@ -246,15 +269,38 @@ class Rlinf(Framework):
         ]
 
     def data_check(self, spec: Spec) -> list[str]:
-        from rlaunch.frameworks.rlinf import datacheck  # lazy: plan only
-
         return datacheck.lines(spec, self.config(spec))
 
+    def own_inputs(self, spec: Spec) -> bool:
+        return bool(spec.code.command)  # the config CMD names says its model and data
+
     def inputs(self, spec: Spec) -> list[str]:
+        if spec.code.command:
+            return []
         return [f"{checkout(spec)}/{ENTRY}", f"{spec.paths.model}/config.json", self.data_file(spec)]
+
+    def check_command(self, spec: Spec) -> None:
+        """CMD=: the script and config in CODE, the user's paths, the config's placement on the cluster."""
+        cmd = user_command.parse(spec.code.command)
+        root = code.here(spec)
+        assert root is not None  # load refuses CMD= of RLinf without CODE
+        for rel, what in ((cmd.script, "the script"), (user_command.config_file(cmd), "--config-name")):
+            code.require(spec, [rel], "code.command", f"{what} {rel}")
+        for arg in cmd.args:
+            key, _, value = arg.partition("=")
+            code.check_paths(spec, f"code.command[{key.lstrip('+~')}]", value)
+        cfg = user_command.read_config(spec.code.command, cmd, root)
+        placement = get_dotted(cfg, "cluster.component_placement")
+        if not isinstance(placement, dict) or not any("actor" in str(k).split(",") for k in placement):
+            raise ConfigError(f"code.command[{user_command.config_file(cmd)}: cluster.component_placement]",
+                              placement, "a mapping of component -> resource ranks that places the actor")
+        check_placement(spec, placement)
 
     def check(self, spec: Spec) -> None:
         topology.require_gpus(spec, "RLinf")
+        if spec.code.command:
+            self.check_command(spec)
+            return
         if spec.pins.source and not self.data_file(spec).endswith((".json", ".jsonl")):
             # RLinf's math dataset lists a directory's .json/.jsonl files and skips any other, silently.
             raise ConfigError("data.source", spec.data.source, f"a dataset whose train file is .json or .jsonl for "
@@ -312,6 +358,11 @@ class Rlinf(Framework):
             topology.under_mount(spec, key(path_key, "storage.mount"), str(get_dotted(cfg, path_key)), what)
 
     def loader_request(self, spec: Spec) -> dict[str, Any]:
+        if spec.code.command:  # Hydra composes the user's config dir in CODE here, as @hydra.main would
+            cmd, root = user_command.parse(spec.code.command), code.here(spec)
+            return {**code.loader_fields(spec), "config_dir": f"{root}/{cmd.config_path}",
+                    "config_name": cmd.config_name, "env": {"REPO_PATH": str(root)},
+                    "overrides": [*cmd.args, *(k for k in self.cmd_keys(spec) if not k.startswith("hydra."))]}
         return {"config_text": self.files(spec)[f"{CONFIG_DIR}/{CONFIG_NAME}.yaml"], "config_name": CONFIG_NAME,
                 "overrides": []}
 

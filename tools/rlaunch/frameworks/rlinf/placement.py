@@ -42,7 +42,8 @@ def placement(spec: Spec, placement_map: dict[str, Any], prefix: str = "cluster.
     owner: dict[int, str] = {}
     for comp, value in placement_map.items():
         key = f"{prefix}.{comp}"
-        ranks = parse_ranks(key, value)
+        # 'all': every GPU of the cluster (RLinf's published configs, e.g. actor,rollout,reward: all)
+        ranks = list(range(total)) if str(value).strip() == "all" else parse_ranks(key, value)
         bad = [r for r in ranks if r >= total]
         if bad:
             raise ConfigError(key, value, f"resource ranks 0-{total - 1} (cluster.nodes x "

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import code
+from rlaunch.config import command as user_command
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
@@ -240,7 +241,10 @@ class Verl(Framework):
 
     def command(self, spec: Spec) -> list[str]:
         if spec.code.command:  # CMD=: the user's entry module (its key=value are in the overrides)
-            return [*ENTRY[:2], code.parse_command(spec.code.command)[0], *self.overrides(spec)]
+            cmd = user_command.parse(spec.code.command)
+            config = ["--config-path", f"{spec.paths.code_dir}/{cmd.config_path}", "--config-name",
+                      cmd.config_name] if cmd.config_path else []  # absolute: Hydra's is the script's dir
+            return [*ENTRY[:2], cmd.module, *config, *self.overrides(spec)]
         return ENTRY + self.overrides(spec)
 
     def env(self, spec: Spec) -> dict[str, str]:
@@ -320,8 +324,13 @@ class Verl(Framework):
         if spec.algo.adv_estimator == "gae":
             required.append("critic.model.path")
         # hydra.* keys belong to the app's run dir, not to the composed config.
-        return {"overrides": [o for o in self.overrides(spec) if not o.startswith("hydra.")],
-                "required": required}
+        request: dict[str, Any] = {"overrides": [o for o in self.overrides(spec) if not o.startswith("hydra.")],
+                                   "required": required}
+        cmd = user_command.parse(spec.code.command) if spec.code.command else None
+        if cmd is not None and cmd.config_path:  # a recipe's own config dir: that config, from CODE here
+            request.update(code.loader_fields(spec), config_dir=f"{code.here(spec)}/{cmd.config_path}",
+                           config_name=cmd.config_name)
+        return request
 
 
 ADAPTER = Verl()

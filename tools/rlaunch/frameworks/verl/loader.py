@@ -1,4 +1,6 @@
-"""verl's own config loader: compose `ppo_trainer` from the installed verl's verl/trainer/config.
+"""verl's own config loader: compose `ppo_trainer` from the installed verl's verl/trainer/config, or
+the config CMD's --config-path/--config-name name in CODE ("config_dir", "config_name": a recipe's own,
+whose defaults name verl's ppo_trainer through its searchpath).
 
 Runs in .venv-verl (verl --no-deps + hydra-core) through validate/loader_main.py, never in
 rlaunch's environment. A request: {"overrides": [...], "required": [dotted keys that must not be ???]}.
@@ -25,6 +27,18 @@ def _is_missing(cfg: Any, dotted: str) -> bool:
     return bool(node is None or leaf not in node or OmegaConf.is_missing(node, leaf))
 
 
+def _searchpath(primary: str, installed: str) -> list[str]:
+    """hydra.searchpath with `pkg://verl.trainer.config` as the installed verl's directory: Hydra would
+    import verl for it, whose __init__ pulls torch (not in this environment; on the nodes it is)."""
+    from omegaconf import OmegaConf
+
+    paths = OmegaConf.select(OmegaConf.load(primary), "hydra.searchpath") or []
+    if "pkg://verl.trainer.config" not in paths:
+        return []
+    swapped = [f"file://{installed}" if p == "pkg://verl.trainer.config" else p for p in paths]
+    return [f"hydra.searchpath=[{','.join(swapped)}]"]
+
+
 def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
@@ -33,8 +47,23 @@ def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
     if found is None or not found.submodule_search_locations:
         raise ModuleNotFoundError("verl is not installed in this environment")
     config_dir = os.path.join(found.submodule_search_locations[0], "trainer", "config")
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        cfg = compose("ppo_trainer", overrides=list(request["overrides"]))
+    if request.get("config_dir"):  # CMD's --config-path: a recipe's own config, in CODE
+        config_dir = request["config_dir"]
+        if not os.path.isfile(os.path.join(config_dir, request["config_name"] + ".yaml")):
+            return {"ok": False, "key": "--config-name", "error": f"{request['config_name']}.yaml is not in "
+                    f"{config_dir}"}
+    overrides = list(request["overrides"])
+    if request.get("config_dir"):
+        overrides += _searchpath(os.path.join(config_dir, request["config_name"] + ".yaml"),
+                                 os.path.join(found.submodule_search_locations[0], "trainer", "config"))
+    here = os.getcwd()
+    # The run's working directory is CODE: a searchpath `file://verl/trainer/config` is read from there.
+    os.chdir(request.get("code_root") or here)
+    try:
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            cfg = compose(request.get("config_name", "ppo_trainer"), overrides=overrides)
+    finally:
+        os.chdir(here)
     gaps = [k for k in request.get("required", []) if _is_missing(cfg, k)]
     if gaps:
         return {"ok": False, "key": gaps[0], "error": f"{gaps[0]} is ??? (mandatory, not set)"}
