@@ -58,6 +58,12 @@ class Framework:
         """Checks of the user's code run before any node starts (plan lines); raise CheckError."""
         return []
 
+    def import_check(self, spec: Spec) -> list[str]:
+        """What the workers import of the user's code (CODE, CMD's entry), imported in the framework's
+        pinned environment before any node starts (rlaunch.validate.imports); ConfigError naming the
+        argument when one does not import."""
+        return []
+
     def data_check(self, spec: Spec) -> list[str]:
         """DATA='s rows checked at plan time (plan lines; ConfigError when one fails)."""
         if not spec.pins.source:

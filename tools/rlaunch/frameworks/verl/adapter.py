@@ -21,6 +21,7 @@ from rlaunch.frameworks.verl.cpu import datacheck as cpu_datacheck
 from rlaunch.frameworks.verl.cpu import plan as cpu_plan
 from rlaunch.frameworks.verl.cpu import prepare as cpu_prepare
 from rlaunch.frameworks.verl.cpu import rewrites as cpu_rewrites
+from rlaunch.validate import imports
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
@@ -134,6 +135,37 @@ def _on_nodes(spec: Spec, override: str) -> str:
     return f"{key}={code.node_path(spec, f'framework.overrides[{name}]', path)}"
 
 
+# (path key, name key, what, verl's default name): the files NODE_FILES names, with what is imported of them.
+IMPORTED = (("reward.custom_reward_function.path", "reward.custom_reward_function.name", "reward function",
+             "compute_score"),
+            ("data.custom_cls.path", "data.custom_cls.name", "dataset class", ""))
+IMPORT_VENV = "verlcpu"  # verl at its pin with torch: what a reward or recipe imports resolves as on the nodes
+
+
+def import_targets(spec: Spec) -> list[imports.Target]:
+    """What verl's workers and driver import of the user's: the reward function and dataset class in
+    CODE, and CMD's entry module."""
+    eff = topology.parse_overrides(spec.framework.overrides)
+    root = imports.code_root(spec)
+    out = []
+    for path_key, name_key, what, default in IMPORTED:
+        value = eff.get(path_key, "").strip("'\"")
+        if value in ("", "null", "None") or "${" in value:
+            continue
+        rel = value
+        if value.startswith("/"):  # on the shared storage: not here to import; in CODE's directory: its file
+            if root is None or not Path(value).is_relative_to(root):
+                continue
+            rel = Path(value).relative_to(root).as_posix()
+        name = eff.get(name_key, default).strip("'\"")
+        out.append(imports.Target(f"framework.overrides[{path_key}]", value, what, file=rel,
+                                  name="" if name in ("null", "None") else name))
+    if spec.code.command:
+        module = code.parse_command(spec.code.command)[0]
+        out.append(imports.Target("code.command", spec.code.command, "entry module", module=module))
+    return out
+
+
 class Verl(Framework):
     name = "verl"
     owned = OWNED
@@ -161,6 +193,9 @@ class Verl(Framework):
 
     def rehearsal_python(self) -> Path:
         return cpu_plan.venv_python()
+
+    def import_check(self, spec: Spec) -> list[str]:
+        return imports.checkout_lines(spec) + imports.check(spec, IMPORT_VENV, import_targets(spec))
 
     def _overrides(self, spec: Spec) -> list[str]:
         algo, train, rollout, paths = spec.algo, spec.train, spec.rollout, spec.paths
