@@ -151,3 +151,18 @@ def test_an_accepted_import_is_kept_by_codes_hash_and_a_missing_venv_is_said(use
     monkeypatch.setattr(loaders, "_CACHE", {})
     os.unlink(venv / "python")
     assert fw.import_check(spec)[0].startswith("WARNING imports: not checked (.venv-verlcpu")
+
+
+def test_code_that_is_a_verl_checkout_runs_as_itself_and_a_version_off_the_pin_is_said(tmp_path):
+    (tmp_path / "verl" / "version").mkdir(parents=True)
+    (tmp_path / "verl" / "version" / "version").write_text("0.8.0.dev\n")
+    spec = config.load("verl-grpo-math-7b", {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(tmp_path)})
+    lines = imports.checkout_lines(spec)
+    assert lines[0].startswith("code: CODE is a verl checkout, version 0.8.0.dev: it is the verl that runs")
+    assert lines[1] == (f"WARNING code: CODE's verl is 0.8.0.dev, not the pinned {spec.pins.framework_version}: "
+                        "the run uses CODE's 0.8.0.dev; checks of the pinned version's config keys may not hold for it")
+    from rlaunch.registry import frameworks
+
+    assert frameworks.get("verl").loader_request(spec)["config_dir"] == str(tmp_path / "verl/trainer/config")
+    (tmp_path / "verl" / "version" / "version").write_text(f"{spec.pins.framework_version}\n")
+    assert len(imports.checkout_lines(spec)) == 1  # at the pin: said, no warning

@@ -139,6 +139,7 @@ def _on_nodes(spec: Spec, override: str) -> str:
 IMPORTED = (("reward.custom_reward_function.path", "reward.custom_reward_function.name", "reward function",
              "compute_score"),
             ("data.custom_cls.path", "data.custom_cls.name", "dataset class", ""))
+CHECKOUT_CONFIG = "verl/trainer/config"  # in a verl checkout (CODE): the config its main_ppo composes
 IMPORT_VENV = "verlcpu"  # verl at its pin with torch: what a reward or recipe imports resolves as on the nodes
 
 
@@ -195,7 +196,7 @@ class Verl(Framework):
         return cpu_plan.venv_python()
 
     def import_check(self, spec: Spec) -> list[str]:
-        return imports.checkout_lines(spec) + imports.check(spec, IMPORT_VENV, import_targets(spec))
+        return super().import_check(spec) + imports.check(spec, IMPORT_VENV, import_targets(spec))
 
     def _overrides(self, spec: Spec) -> list[str]:
         algo, train, rollout, paths = spec.algo, spec.train, spec.rollout, spec.paths
@@ -354,8 +355,12 @@ class Verl(Framework):
         if spec.algo.adv_estimator == "gae":
             required.append("critic.model.path")
         # hydra.* keys belong to the app's run dir, not to the composed config.
-        return {"overrides": [o for o in self.overrides(spec) if not o.startswith("hydra.")],
-                "required": required}
+        request: dict[str, Any] = {"overrides": [o for o in self.overrides(spec) if not o.startswith("hydra.")],
+                                   "required": required}
+        root = imports.code_root(spec)
+        if root is not None and (imports.checkout(root) or ("",))[0] == "verl":
+            request["config_dir"] = str(root / CHECKOUT_CONFIG)  # CODE's verl runs: its config composes
+        return request
 
 
 ADAPTER = Verl()

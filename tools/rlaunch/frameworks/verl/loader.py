@@ -1,7 +1,8 @@
 """verl's own config loader: compose `ppo_trainer` from the installed verl's verl/trainer/config.
 
 Runs in .venv-verl (verl --no-deps + hydra-core) through validate/loader_main.py, never in
-rlaunch's environment. A request: {"overrides": [...], "required": [dotted keys that must not be ???]}.
+rlaunch's environment. A request: {"overrides": [...], "required": [dotted keys that must not be ???],
+"config_dir": a verl checkout's verl/trainer/config when CODE is one (else the installed verl's)}.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    found = importlib.util.find_spec("verl")  # no import: verl's __init__ pulls torch
-    if found is None or not found.submodule_search_locations:
-        raise ModuleNotFoundError("verl is not installed in this environment")
-    config_dir = os.path.join(found.submodule_search_locations[0], "trainer", "config")
+    config_dir = request.get("config_dir", "")  # CODE's own verl checkout, which is what runs
+    if not config_dir:
+        found = importlib.util.find_spec("verl")  # no import: verl's __init__ pulls torch
+        if found is None or not found.submodule_search_locations:
+            raise ModuleNotFoundError("verl is not installed in this environment")
+        config_dir = os.path.join(found.submodule_search_locations[0], "trainer", "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         cfg = compose("ppo_trainer", overrides=list(request["overrides"]))
     gaps = [k for k in request.get("required", []) if _is_missing(cfg, k)]
