@@ -166,3 +166,10 @@ def test_code_that_is_a_verl_checkout_runs_as_itself_and_a_version_off_the_pin_i
     assert frameworks.get("verl").loader_request(spec)["config_dir"] == str(tmp_path / "verl/trainer/config")
     (tmp_path / "verl" / "version" / "version").write_text(f"{spec.pins.framework_version}\n")
     assert len(imports.checkout_lines(spec)) == 1  # at the pin: said, no warning
+
+
+def test_a_commands_own_loggers_run_with_rlaunchs_file_logger_added(user):
+    spec, fw = verl(user, "python3 -m recipe.x.main trainer.logger=['console','tensorboard']")
+    assert fw.command(spec)[-1] == "trainer.logger=[console,tensorboard,file]" and not spec.logging.wandb
+    spec, fw = verl(user, "python3 -m recipe.x.main trainer.logger=[console,file,wandb]")
+    assert fw.command(spec)[-1] == "trainer.logger=[console,file,wandb]" and spec.logging.wandb

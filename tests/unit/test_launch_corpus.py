@@ -92,8 +92,9 @@ def code_tree(entry: dict[str, Any], root: Path) -> Path:
 
 
 def _cases() -> list[Any]:
-    return [pytest.param(e, id=e["id"], marks=pytest.mark.xfail(reason=e["why"], strict=False)
-                         if e["expect"] == "cmd" else ()) for e in CORPUS]
+    """Each entry; an expected failure where it waits on CMD (wt/cmd) or plans at a size not its own (xfail)."""
+    return [pytest.param(e, id=e["id"], marks=pytest.mark.xfail(reason=e.get("xfail") or e["why"], strict=False)
+                         if e["expect"] == "cmd" or e.get("xfail") else ()) for e in CORPUS]
 
 
 def test_the_corpus_holds_at_least_25_launches_each_cited_in_the_readme():
@@ -117,6 +118,8 @@ def test_a_published_launch_plans_with_its_entry_and_arguments_or_is_refused_for
         assert err.value.key == entry["key"] and entry["needle"] in str(err.value), entry["why"]
         return
     spec = config.load(PRESET[entry["framework"]], knobs)
+    if entry.get("gpus"):  # the size the launch runs at: every GPU its command places
+        assert [spec.cluster.nodes, spec.cluster.gpus_per_node] == entry["gpus"]
     fw = frameworks.get(entry["framework"])
     argv = fw.command(spec)
     given = shlex.split(entry["cmd"])

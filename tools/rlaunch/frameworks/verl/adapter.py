@@ -167,6 +167,16 @@ def import_targets(spec: Spec) -> list[imports.Target]:
     return out
 
 
+def _with_file_logger(override: str) -> str:
+    """The user's trainer.logger with rlaunch's `file` logger added (postflight reads its metrics): their
+    other loggers run as they wrote them."""
+    key, _, value = override.partition("=")
+    if key.lstrip("+") != "trainer.logger":
+        return override
+    loggers = topology.hydra_list(value)
+    return override if "file" in loggers else f"{key}=[{','.join([*loggers, 'file'])}]"
+
+
 class Verl(Framework):
     name = "verl"
     owned = OWNED
@@ -271,7 +281,7 @@ class Verl(Framework):
         # last checkpoint in the run directory; the first start finds none and begins at step 0.
         out.append("trainer.resume_mode=auto")
         # critic.model.path, the actor's (check): rendered above for PPO, from the prepared model
-        return out + [_on_nodes(spec, o) for o in spec.framework.overrides
+        return out + [_with_file_logger(_on_nodes(spec, o)) for o in spec.framework.overrides
                       if not (ppo and o.partition("=")[0].lstrip("+") == CRITIC_MODEL)]
 
     def command(self, spec: Spec) -> list[str]:
@@ -346,9 +356,6 @@ class Verl(Framework):
             name, _, value = override.partition("=")
             if name.lstrip("+~") not in NODE_FILES:  # any other path of this machine: no node has it
                 code.check_paths(spec, f"framework.overrides[{name.lstrip('+~')}]", value)
-        if "trainer.logger" in eff:
-            topology.metrics_logger("framework.overrides[trainer.logger]",
-                                    topology.hydra_list(eff["trainer.logger"]), "file")
 
     def loader_request(self, spec: Spec) -> dict[str, Any]:
         required = ["actor_rollout_ref.rollout.name", "actor_rollout_ref.model.path"]
