@@ -173,3 +173,30 @@ def test_a_commands_own_loggers_run_with_rlaunchs_file_logger_added(user):
     assert fw.command(spec)[-1] == "trainer.logger=[console,tensorboard,file]" and not spec.logging.wandb
     spec, fw = verl(user, "python3 -m recipe.x.main trainer.logger=[console,file,wandb]")
     assert fw.command(spec)[-1] == "trainer.logger=[console,file,wandb]" and spec.logging.wandb
+
+
+def test_an_areal_workflow_in_main_is_refused_naming_the_command_and_the_fix(tmp_path, monkeypatch):
+    """AReaL's entry script hands the trainer dotted paths; one in __main__ no worker can import. (CMD
+    reaches AReaL with wt/cmd: the spec is given its command here.)"""
+    bin_ = tmp_path / "validators" / ".venv-areal" / "bin"
+    bin_.mkdir(parents=True)
+    os.symlink(sys.executable, bin_ / "python")
+    monkeypatch.setenv("RLAUNCH_VALIDATORS", str(tmp_path / "validators"))
+    monkeypatch.setattr(loaders, "_CACHE", {})
+    root = tmp_path / "user"
+    (root / "examples" / "x").mkdir(parents=True)
+    script = root / "examples" / "x" / "train.py"
+    script.write_text("class Flow:\n    pass\n\n\ndef main(trainer):\n    trainer.train(workflow='__main__.Flow')\n")
+    spec = config.load("areal-grpo-gsm8k", {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(root)})
+    cmd = "python3 examples/x/train.py --config examples/x/c.yaml"
+    spec = spec.model_copy(update={"code": spec.code.model_copy(update={"command": cmd})})
+    from rlaunch.registry import frameworks
+
+    with pytest.raises(ConfigError) as err:
+        frameworks.get("areal").import_check(spec)
+    assert err.value.key == "code.command" and err.value.value == "__main__.Flow"
+    assert "defined in the entry script (examples/x/train.py)" in str(err.value)
+    assert "move Flow to a module in CODE" in str(err.value)
+    script.write_text(script.read_text().replace("__main__.Flow", "examples.x.train.Flow"))
+    assert frameworks.get("areal").import_check(spec) == [
+        "imports (.venv-areal, CODE first on sys.path): 1 import(s) resolve: examples.x.train.Flow"]

@@ -82,6 +82,9 @@ def code_tree(entry: dict[str, Any], root: Path) -> Path:
         name = args.get(key.rsplit(".", 1)[0] + ".name", "") if key.endswith(".path") else ""
         _write(root, value, _defines(name) if value.endswith(".py") and name else ("" if value.endswith(".py") else "{}\n"))
     script = argv[1] if argv[1].endswith(".py") else ""
+    if entry.get("imports"):  # the entry script hands them to the trainer, as AReaL's examples do
+        calls = ", ".join(f"{key}={dotted!r}" for key, dotted in entry["imports"].items())
+        _write(root, script, f"\n\ndef train(trainer):\n    trainer.train({calls})\n")
     for dotted in entry.get("imports", {}).values():
         module, _, attr = dotted.rpartition(".")
         if script and module == script[:-3].replace("/", "."):
@@ -144,8 +147,9 @@ def test_areals_workflows_and_rewards_import_from_code_as_its_workers_import_the
     """Before CMD reaches AReaL: the dotted paths each launch's entry script names import from CODE,
     the script's directory on the path as AReaL's launcher gives its workers (areal/infra/utils/launcher.py)."""
     root = code_tree(entry, tmp_path / "code")
-    script = shlex.split(entry["cmd"])[1]
-    targets = [{"arg": "code.command", "what": what, "dotted": dotted} for what, dotted in entry["imports"].items()]
-    got = import_loader.answer({"code": str(root), "entry": script, "path": [str(root / Path(script).parent)],
-                                "targets": targets}, "")
+    argv = shlex.split(entry["cmd"])
+    targets = imports.script_targets(root, argv[1], "code.command", argv[argv.index("--config") + 1])
+    assert sorted(t.dotted for t in targets) == sorted(set(entry["imports"].values()))  # found in the script
+    got = import_loader.answer({"code": str(root), "entry": argv[1], "path": [str(root / Path(argv[1]).parent)],
+                                "targets": [t.request() for t in targets]}, "")
     assert got["ok"], got

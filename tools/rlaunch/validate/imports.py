@@ -15,6 +15,7 @@ version, and the plan says so, with a WARNING when that version is not the pin.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,35 @@ class Target:
     def request(self) -> dict[str, str]:
         fields = {"file": self.file, "name": self.name, "module": self.module, "dotted": self.dotted}
         return {"arg": self.arg, "what": self.what, **{k: v for k, v in fields.items() if v}}
+
+
+# ---------------------------------------------------------------- what an entry script hands its workers
+
+# The keyword arguments (and config keys) whose string value AReaL 1.0.4's workers import by dotted path:
+# PPOTrainer.train(workflow=..., eval_workflow=...), the workflow's reward_fn, an agent's agent_cls_path.
+WORKER_IMPORTS = {"workflow": "workflow", "eval_workflow": "workflow", "reward_fn": "reward function",
+                  "agent_cls_path": "agent class"}
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def script_targets(root: Path, script: str, arg: str, config: str = "") -> list[Target]:
+    """The dotted paths the entry script `script` (relative to CODE), and the top level of its --config
+    YAML, name for the workers to import: string literals passed as workflow=, reward_fn=, ... ."""
+    found: dict[str, str] = {}
+    tree = ast.parse((root / script).read_text(encoding="utf-8"), script)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.keyword) and node.arg in WORKER_IMPORTS and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str) and _DOTTED.match(node.value.value)):
+            found.setdefault(node.value.value, WORKER_IMPORTS[node.arg])
+    if config and (root / config).is_file():
+        import yaml  # the config's own keys: a workflow named there (AReaL's agent_workflow example)
+
+        data = yaml.safe_load((root / config).read_text(encoding="utf-8")) or {}
+        for key, what in WORKER_IMPORTS.items():
+            value = data.get(key) if isinstance(data, dict) else None
+            if isinstance(value, str) and _DOTTED.match(value):
+                found.setdefault(value, what)
+    return [Target(arg, dotted, what, dotted=dotted) for dotted, what in found.items()]
 
 
 # ---------------------------------------------------------------- CODE that is a framework's checkout
