@@ -25,6 +25,7 @@ FILES = {
     "recipe/x/main.py": "import json\n\ndef main():\n    raise SystemExit('trained')\n\nmain()\n"
                         "if __name__ == '__main__':\n    main()\n",
     "recipe/x/broken.py": "from pkg import missing_module\n",
+    "recipe/x/renamed.py": "from pkg.reward import compute_score_v2\n",
     # AReaL-style entry scripts: a workflow in the entry script, guarded or training at import.
     "examples/__init__.py": "", "examples/ok/__init__.py": "", "examples/bad/__init__.py": "",
     "examples/ok/train.py": "from helper import X\n\nclass Flow:\n    pass\n\nif __name__ == '__main__':\n"
@@ -62,6 +63,9 @@ def test_a_missing_import_names_the_module_the_file_and_the_argument(user):
     got = ask(user, {"module": "recipe.x.broken"})
     assert "importing recipe.x.broken" in got["error"] and "pkg/__init__.py" not in got["error"]
     assert "no module named 'recipe.nope'" in ask(user, {"module": "recipe.nope.main"})["error"]
+    got = ask(user, {"module": "recipe.x.renamed"})  # a recipe written for another version of the framework
+    assert "cannot import name 'compute_score_v2' from 'pkg.reward'" in got["error"]
+    assert "recipe/x/renamed.py:1" in got["error"] and "not in the pinned framework's version" in got["error"]
 
 
 def test_an_entry_module_is_imported_without_running_it(user):

@@ -64,8 +64,10 @@ def _missing(err: BaseException) -> str:
     """What failed: the missing module's name for an ImportError, else the error; and where."""
     frames = [f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith("<frozen")]
     at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-    if isinstance(err, ImportError) and err.name:
+    if isinstance(err, ModuleNotFoundError) and err.name:
         return f"no module named '{err.name}'{at} (neither CODE nor the pinned framework's environment has it)"
+    if isinstance(err, ImportError):  # the module is there, the name is not: "cannot import name 'X' from 'Y'"
+        return f"{str(err).split(' (', 1)[0]}{at} (not in the pinned framework's version of it)"
     return f"{type(err).__name__}: {err}{at}".replace("\n", " ")
 
 
