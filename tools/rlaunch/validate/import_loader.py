@@ -139,6 +139,13 @@ def _check(target: dict[str, Any], code: str, entry: str) -> str:
         return f"importing {target.get('file') or target.get('module') or target.get('dotted')}: {_missing(err)}"
 
 
+def _under(name: str, roots: tuple[str, ...]) -> bool:
+    """The module `name` was loaded from one of `roots` (CODE, the script's directory)."""
+    module = sys.modules.get(name)
+    where = [getattr(module, "__file__", None) or "", *(getattr(module, "__path__", None) or [])]
+    return bool(roots) and any(str(w).startswith(roots) for w in where)
+
+
 def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
     code = request["code"]
     saved_path, saved_modules = list(sys.path), set(sys.modules)
@@ -151,10 +158,14 @@ def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
             if why:
                 return {"ok": False, "key": target["arg"], "error": why}
     finally:
-        # The next request's CODE is another tree: nothing of this one's stays importable.
+        # The next request's CODE is another tree: nothing of this one's stays importable. The
+        # framework's own modules stay (torch and its kind cannot be imported twice in one process).
         sys.path[:] = saved_path
         sys.dont_write_bytecode = False
-        for mod in set(sys.modules) - saved_modules:
+        roots = tuple(os.path.join(p, "") for p in (code, *request.get("path", [])) if p)
+        # All found before any is removed: a namespace package's path is recomputed from its parent's.
+        ours = [mod for mod in set(sys.modules) - saved_modules if mod == "custom_module" or _under(mod, roots)]
+        for mod in ours:
             del sys.modules[mod]
     names = ", ".join(t.get("dotted") or t.get("module") or f"{t['file']}:{t.get('name', '')}".rstrip(":")
                       for t in request["targets"])
