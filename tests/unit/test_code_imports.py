@@ -31,6 +31,8 @@ FILES = {
     "examples/ok/train.py": "from helper import X\n\nclass Flow:\n    pass\n\nif __name__ == '__main__':\n"
                             "    raise SystemExit('trained')\n",
     "examples/ok/helper.py": "X = 1\n",
+    # A lazy module (as transformers' are): an attribute it lacks is an import, which must not be made.
+    "pkg/lazy.py": "def __getattr__(name):\n    raise ImportError('made an import: ' + name)\n\nclass Flow:\n    pass\n",
     "ns/deep/mod.py": "class Flow:\n    pass\n",  # namespace packages (no __init__.py), as AReaL's examples/
     "examples/bad/train.py": "class Flow:\n    pass\n\ntrainer = object()\nprint('training')\n",
 }
@@ -73,6 +75,7 @@ def test_an_entry_module_is_imported_without_running_it(user):
     got = ask(user, {"module": "recipe.x.main"})  # main() at top level would raise SystemExit('trained')
     assert got["ok"], got
     assert "recipe" not in sys.modules and str(user) not in sys.path  # nothing of CODE's stays behind
+    assert ask(user, {"dotted": "pkg.lazy.Flow"})["ok"] and "pkg.lazy" not in sys.modules
     for _ in range(2):  # namespace packages too, and the next request finds them again
         assert ask(user, {"dotted": "ns.deep.mod.Flow"})["ok"] and "ns" not in sys.modules and "ns.deep" not in sys.modules
 

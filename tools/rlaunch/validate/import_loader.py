@@ -141,8 +141,9 @@ def _check(target: dict[str, Any], code: str, entry: str) -> str:
 
 def _under(name: str, roots: tuple[str, ...]) -> bool:
     """The module `name` was loaded from one of `roots` (CODE, the script's directory)."""
-    module = sys.modules.get(name)
-    where = [getattr(module, "__file__", None) or "", *(getattr(module, "__path__", None) or [])]
+    # Its __dict__, not getattr: a lazy module's __getattr__ imports (transformers' pulls torchvision).
+    found = getattr(sys.modules.get(name), "__dict__", {})
+    where = [found.get("__file__") or "", *(found.get("__path__") or [])]
     return bool(roots) and any(str(w).startswith(roots) for w in where)
 
 
