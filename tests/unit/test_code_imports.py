@@ -19,6 +19,8 @@ FILES = {
     "pkg/reward.py": "import json\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
                      "    return 1.0\n",
     "pkg/needs.py": "import not_installed_anywhere\n\ndef compute_score(*a):\n    return 0.0\n",
+    "pkg/gone.py": "from pkg.moved import compute_score\n",  # a module of CODE's own that is not there
+    "recipe/x/old.py": "import verl.trainer.gone\n",  # the framework's own module, not in its pinned version
     "pkg/data.py": "class MyDataset:\n    pass\n\nNOT_CALLABLE = 3\n",
     # An entry module that trains at import, and under its guard: checking it must run neither.
     "recipe/__init__.py": "", "recipe/x/__init__.py": "",
@@ -48,7 +50,7 @@ def user(tmp_path_factory) -> Path:
 
 
 def ask(root: Path, *targets: dict, entry: str = "", path: tuple[str, ...] = ()) -> dict:
-    req = {"code": str(root), "path": [str(root / p) for p in path], "entry": entry,
+    req = {"code": str(root), "path": [str(root / p) for p in path], "entry": entry, "own": ["verl", "recipe"],
            "targets": [{"arg": "ARG", "what": "thing", **t} for t in targets]}
     return import_loader.answer(req, "")
 
@@ -60,15 +62,26 @@ def test_a_reward_file_imports_and_names_a_callable(user):
 
 
 def test_a_missing_import_names_the_module_the_file_and_the_argument(user):
-    got = ask(user, {"file": "pkg/needs.py", "name": "compute_score"})
-    assert not got["ok"] and got["key"] == "ARG"
-    assert "no module named 'not_installed_anywhere'" in got["error"] and "pkg/needs.py:1" in got["error"]
+    got = ask(user, {"file": "pkg/gone.py", "name": "compute_score"})  # CODE's own module: refused
+    assert not got["ok"] and got["key"] == "ARG" and got["index"] == 0
+    assert "no module named 'pkg.moved'" in got["error"] and "pkg/gone.py:1" in got["error"]
+    got = ask(user, {"module": "recipe.x.old"})  # the framework's own: refused
+    assert "no module named 'verl'" in got["error"] and "recipe/x/old.py:1" in got["error"]
     got = ask(user, {"module": "recipe.x.broken"})
     assert "importing recipe.x.broken" in got["error"] and "pkg/__init__.py" not in got["error"]
     assert "no module named 'recipe.nope'" in ask(user, {"module": "recipe.nope.main"})["error"]
     got = ask(user, {"module": "recipe.x.renamed"})  # a recipe written for another version of the framework
     assert "cannot import name 'compute_score_v2' from 'pkg.reward'" in got["error"]
     assert "recipe/x/renamed.py:1" in got["error"] and "not in the pinned framework's version" in got["error"]
+
+
+def test_a_third_party_package_the_validator_lacks_is_a_warning_never_a_refusal(user):
+    """The image may hold what the validator's environment does not (sglang, flash-attn, math-verify)."""
+    got = ask(user, {"file": "pkg/needs.py", "name": "compute_score"}, {"module": "recipe.x.main"})
+    assert got["ok"] and got["summary"].startswith("1 import(s) resolve")
+    assert got["warnings"] == ["importing pkg/needs.py: no module named 'not_installed_anywhere' at "
+                               f"{user}/pkg/needs.py:1 (a package the validator's environment lacks: not "
+                               "checked, the image may have it)"]
 
 
 def test_an_entry_module_is_imported_without_running_it(user):
@@ -87,9 +100,10 @@ def test_a_workflow_in_main_or_in_an_entry_script_that_trains_at_import_is_refus
     got = ask(user, {"dotted": "examples.bad.train.Flow"}, entry="examples/bad/train.py")
     assert "which runs at import (examples/bad/train.py:5: print('training'))" in got["error"]
     # Guarded, and its sibling import found as AReaL's launcher finds it (the script's directory on the path).
-    assert ask(user, {"dotted": "examples.ok.train.Flow"}, entry="examples/ok/train.py", path=("examples/ok",))["ok"]
+    got = ask(user, {"dotted": "examples.ok.train.Flow"}, entry="examples/ok/train.py", path=("examples/ok",))
+    assert got["ok"] and not got["warnings"]
     assert "no module named 'helper'" in ask(user, {"dotted": "examples.ok.train.Flow"},
-                                               entry="examples/ok/train.py")["error"]
+                                               entry="examples/ok/train.py")["warnings"][0]
 
 
 @pytest.mark.parametrize(("files", "want"), [
@@ -133,12 +147,15 @@ def test_verls_reward_dataset_class_and_entry_module_are_imported_before_any_gpu
     lines = fw.import_check(spec)
     assert lines == ["imports (.venv-verlcpu, CODE first on sys.path): 3 import(s) resolve: "
                      "pkg/reward.py:compute_score, pkg/data.py:MyDataset, recipe.x.main"]
-    spec, fw = verl(user, "python3 -m recipe.x.main reward.custom_reward_function.path=pkg/needs.py")
+    spec, fw = verl(user, "python3 -m recipe.x.main reward.custom_reward_function.path=pkg/gone.py")
     with pytest.raises(ConfigError) as err:
         fw.import_check(spec)
     assert err.value.key == "framework.overrides[reward.custom_reward_function.path]"
-    assert err.value.value == "pkg/needs.py" and "no module named 'not_installed_anywhere'" in str(err.value)
+    assert err.value.value == "pkg/gone.py" and "no module named 'pkg.moved'" in str(err.value)
     assert str(err.value).count("\n") == 0
+    spec, fw = verl(user, "python3 -m recipe.x.main reward.custom_reward_function.path=pkg/needs.py")
+    assert fw.import_check(spec)[1].startswith("WARNING imports: importing pkg/needs.py: no module named "
+                                               "'not_installed_anywhere'")
 
 
 def test_a_recipe_that_does_not_resolve_is_refused_naming_the_import(user, venv):

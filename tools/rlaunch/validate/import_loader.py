@@ -13,6 +13,9 @@ which AReaL's launcher hands its workers as PYTHONPATH], "entry": the entry scri
   dotted       `package.module.Attr` the workers import (AReaL's workflow and reward): never `__main__.X`;
                a module that is the entry script itself must not run anything at import.
 
+"own": the framework's top-level packages. A module missing from CODE or from those refuses; a missing
+third-party package (one the validator's environment lacks, the image may hold) is a warning.
+
 The answer is {"ok": true, "summary"} or {"ok": false, "key": the target's arg, "error": one line naming
 the import and the module that is missing}.
 """
@@ -102,8 +105,27 @@ def _entry_module(entry: str) -> str:
     return entry[:-3].replace("/", ".") if entry.endswith(".py") else ""
 
 
-def _check(target: dict[str, Any], code: str, entry: str) -> str:
-    """"" when the target imports; else why not (one line)."""
+class EnvironmentGap(Exception):
+    """A third-party package the validator environment lacks: the image may have it (never a refusal)."""
+
+
+def _ours(err: ImportError, code: str, own: list[str], paths: list[str]) -> bool:
+    """The missing module or name belongs to CODE (a top-level name CODE or the script's directory
+    holds) or to the framework (its own packages): then the import cannot resolve on the nodes either.
+    Anything else is a third-party package the image may hold beside the validator's environment."""
+    top = (err.name or "").split(".", 1)[0]
+    if not top:
+        return True
+    if top in own:
+        return True
+    return any(os.path.exists(os.path.join(d, top)) or os.path.exists(os.path.join(d, top + ".py"))
+               for d in (code, *paths) if d)
+
+
+def _check(target: dict[str, Any], code: str, entry: str, own: list[str] | None = None,
+           paths: list[str] | None = None) -> str:
+    """"" when the target imports; else why not (one line). Raises EnvironmentGap for a third-party
+    package the validator environment lacks."""
     what = target.get("what", "import")
     try:
         if "file" in target:
@@ -136,7 +158,12 @@ def _check(target: dict[str, Any], code: str, entry: str) -> str:
             return f"{dotted}: {module_name} defines no {attr!r}"
         return ""
     except BaseException as err:  # noqa: BLE001 - the user's import error is the answer
-        return f"importing {target.get('file') or target.get('module') or target.get('dotted')}: {_missing(err)}"
+        text = f"importing {target.get('file') or target.get('module') or target.get('dotted')}: {_missing(err)}"
+        target_top = (target.get("module") or target.get("dotted") or "").split(".", 1)[0]
+        if (isinstance(err, ImportError) and own is not None and (err.name or "").split(".", 1)[0] != target_top
+                and not _ours(err, code, own, paths or [])):
+            raise EnvironmentGap(text) from None
+        return text
 
 
 def _under(name: str, roots: tuple[str, ...]) -> bool:
@@ -153,11 +180,17 @@ def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
     sys.path[:0] = [code, *request.get("path", [])]
     # No __pycache__ written into CODE: a git tree would turn dirty (and the pack is named by content).
     sys.dont_write_bytecode = True
+    gaps: list[str] = []
     try:
-        for target in request["targets"]:
-            why = _check(target, code, request.get("entry", ""))
+        for i, target in enumerate(request["targets"]):
+            try:
+                why = _check(target, code, request.get("entry", ""), request.get("own", []), request.get("path", []))
+            except EnvironmentGap as gap:
+                gaps.append(str(gap))
+                target["gap"] = True
+                continue
             if why:
-                return {"ok": False, "key": target["arg"], "error": why}
+                return {"ok": False, "key": target["arg"], "index": i, "error": why}
     finally:
         # The next request's CODE is another tree: nothing of this one's stays importable. The
         # framework's own modules stay (torch and its kind cannot be imported twice in one process).
@@ -169,5 +202,8 @@ def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
         for mod in ours:
             del sys.modules[mod]
     names = ", ".join(t.get("dotted") or t.get("module") or f"{t['file']}:{t.get('name', '')}".rstrip(":")
-                      for t in request["targets"])
-    return {"ok": True, "summary": f"{len(request['targets'])} import(s) resolve: {names}"}
+                      for t in request["targets"] if not t.get("gap"))
+    return {"ok": True, "summary": f"{len(request['targets']) - len(gaps)} import(s) resolve: {names}",
+            "warnings": [g.replace("(neither CODE nor the pinned framework's environment has it)",
+                                   "(a package the validator's environment lacks: not checked, the image may have it)")
+                         for g in gaps]}

@@ -131,11 +131,17 @@ def code_root(spec: Spec) -> Path | None:
     return code.resolve(spec.code.dir, ROOT / "build" / code.CACHE)
 
 
-def request(spec: Spec, targets: list[Target], entry: str = "", path: tuple[str, ...] = ()) -> dict[str, Any]:
+# The framework's own top-level packages: a module missing from them is the run's, never the validator's.
+OWN = {"verl": ["verl", "recipe"], "verlcpu": ["verl", "recipe"], "areal": ["areal"], "rlinf": ["rlinf"]}
+
+
+def request(spec: Spec, targets: list[Target], entry: str = "", path: tuple[str, ...] = (),
+            venv: str = "") -> dict[str, Any]:
     """What import_loader answers; CODE's content hash in it, so a change to CODE is a new key."""
     root = code_root(spec)
     return {"code": str(root or ""), "code_hash": str(spec.pins.code.get("hash", "")), "entry": entry,
-            "path": [str(root / p) for p in path] if root else [], "targets": [t.request() for t in targets]}
+            "path": [str(root / p) for p in path] if root else [], "targets": [t.request() for t in targets],
+            "own": OWN.get(venv, [])}
 
 
 def check(spec: Spec, venv: str, targets: list[Target], entry: str = "", path: tuple[str, ...] = ()) -> list[str]:
@@ -143,14 +149,15 @@ def check(spec: Spec, venv: str, targets: list[Target], entry: str = "", path: t
     naming the argument when one does not import, a line saying why when nothing could be checked."""
     if not targets:
         return []
-    req = request(spec, targets, entry, path)
+    req = request(spec, targets, entry, path, venv)
     result = loaders.run(venv, [req], spec.run.id, loader=LOADER)[0]
     where = f".venv-{venv}" + (", CODE first on sys.path" if req["code"] else "")
     if result.get("skipped"):
         return [f"WARNING imports: not checked ({where}): {result['skipped']}"]
     if result.get("ok"):
-        return [f"imports ({where}): {result['summary']}"]
-    target = next((t for t in targets if t.arg == result.get("key")), None)
+        return [f"imports ({where}): {result['summary']}", *(f"WARNING imports: {w}" for w in result.get("warnings", []))]
+    index = result.get("index")
+    target = targets[index] if isinstance(index, int) and 0 <= index < len(targets) else None
     if target is None:  # the loader itself failed: not the user's import
         raise CheckError("imports", str(result.get("error", "")))
     article = "an" if target.what[0] in "aeiou" else "a"
