@@ -216,17 +216,20 @@ class Cli:
         fw = frameworks.get(spec.framework.name)
         # The checks that wait on another process start now, beside the quick ones (validate.early): the
         # backend's (SkyPilot's parser), the framework's own config loader, on the files every
-        # infrastructure renders alike; REHEARSE=1's reward function run here first; DATA='s rows.
+        # infrastructure renders alike; what the workers import of CODE; REHEARSE=1's reward function
+        # run here first; DATA='s rows.
         # Collected in this order: the same lines, the same first refusal as one after another.
         infra = early.Started(lambda: backend.check(spec, files))
         loader = early.Started(lambda: fw.loader_check(spec, files))
         rehearsal = early.Started(lambda: fw.rehearsal_check(spec))
         data = early.Started(lambda: fw.data_check(spec))
+        imported = early.Started(lambda: fw.import_check(spec))  # CODE's imports, in the pinned venv
         try:
             # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
             checks = [modelfacts.check(spec), memory.check(spec), ckptsize.plan_line(spec),
                       *infra.result(), loader.result()]
             checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
+            checks += imported.result()
             checks += rehearsal.result()
             checks += data.result()
         except BaseException:

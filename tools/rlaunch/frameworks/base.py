@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlaunch.validate import loaders
+from rlaunch.validate import imports, loaders
 
 if TYPE_CHECKING:  # the adapters also run on the nodes, whose Python has no pydantic
     from rlaunch.config.overrides import Owned
@@ -57,6 +57,12 @@ class Framework:
     def rehearsal_check(self, spec: Spec) -> list[str]:
         """Checks of the user's code run before any node starts (plan lines); raise CheckError."""
         return []
+
+    def import_check(self, spec: Spec) -> list[str]:
+        """What the workers import of the user's code (CODE, CMD's entry), imported in the framework's
+        pinned environment before any node starts (rlaunch.validate.imports); ConfigError naming the
+        argument when one does not import. Here: CODE that is a framework's checkout, said with its version."""
+        return imports.checkout_lines(spec)
 
     def data_check(self, spec: Spec) -> list[str]:
         """DATA='s rows checked at plan time (plan lines; ConfigError when one fails)."""

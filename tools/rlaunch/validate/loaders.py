@@ -40,61 +40,68 @@ def available(framework: str) -> bool:
     return venv_python(framework).exists()
 
 
-def _key(framework: str, request: dict[str, Any]) -> str:
-    return framework + ":" + json.dumps(request, sort_keys=True)
+def _key(framework: str, request: dict[str, Any], loader: Path | None = None) -> str:
+    return framework + ":" + (loader.name + ":" if loader else "") + json.dumps(request, sort_keys=True)
 
 
-def run(framework: str, requests: list[dict[str, Any]], run_id: str = "") -> list[dict[str, Any]]:
+def run(framework: str, requests: list[dict[str, Any]], run_id: str = "",
+        loader: Path | None = None) -> list[dict[str, Any]]:
     """Answer every request in one loader process; {"skipped": msg} for each when no venv exists.
-    run_id: the run's id, which every plan makes anew (a timestamp), stands for itself on disk."""
+    run_id: the run's id, which every plan makes anew (a timestamp), stands for itself on disk.
+    loader: another loader module than the framework's own (validate/import_loader.py), in its venv."""
     if not available(framework):
         return [{"ok": None, "skipped": f"{SKIPPED} ({venv_python(framework)} is missing)"}
                 for _ in requests]
     stamp = venv_stamp(framework)
     for req in requests:  # a result this venv gave this request before, on disk (cache_dir())
-        if _key(framework, req) not in _CACHE and (hit := _read_cached(framework, req, stamp, run_id)) is not None:
-            _CACHE[_key(framework, req)] = hit
-    todo = [r for r in requests if _key(framework, r) not in _CACHE]
+        if _key(framework, req, loader) not in _CACHE and \
+                (hit := _read_cached(framework, req, stamp, run_id, loader)) is not None:
+            _CACHE[_key(framework, req, loader)] = hit
+    todo = [r for r in requests if _key(framework, r, loader) not in _CACHE]
     if todo:
-        for req, res in zip(todo, _spawn(framework, todo)):
-            _CACHE[_key(framework, req)] = res
+        for req, res in zip(todo, _spawn(framework, todo, loader)):
+            _CACHE[_key(framework, req, loader)] = res
             if res.get("ok") and stamp:  # an acceptance only: a rejection or crash is asked again
-                _write_cached(framework, req, stamp, run_id, res)
-    return [_CACHE[_key(framework, r)] for r in requests]
+                _write_cached(framework, req, stamp, run_id, res, loader)
+    return [_CACHE[_key(framework, r, loader)] for r in requests]
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("RLAUNCH_LOADER_CACHE") or ROOT / "build" / "loader-cache")
 
 
-def venv_stamp(framework: str, name: str = ".rlaunch-validator") -> str:
-    """The validator venv's identity: its lock digest and python (scripts/setup-validators' stamp);
-    "" when it has none, and then nothing of it is cached."""
-    stamp = venv_python(framework).parent.parent / name
-    try:
-        return stamp.read_text(encoding="utf-8").strip()
-    except OSError:
-        return ""
+def venv_stamp(framework: str, name: str = "") -> str:
+    """The validator venv's identity: its lock digest and python (scripts/setup-validators' stamp,
+    .rlaunch-validator; the rehearsal's venv has .rlaunch-verlcpu); "" when it has none, and then
+    nothing of it is cached."""
+    venv = venv_python(framework).parent.parent
+    for stamp in ([venv / name] if name else [venv / ".rlaunch-validator", venv / f".rlaunch-{framework}"]):
+        try:
+            return stamp.read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+    return ""
 
 
 RUN_ID = "<rlaunch:run_id>"  # the run id's place in a kept request and answer
 
 
-def _disk_key(framework: str, request: dict[str, Any], stamp: str, run_id: str) -> Path:
+def _disk_key(framework: str, request: dict[str, Any], stamp: str, run_id: str, loader: Path | None) -> Path:
     # Every input of the answer: the request (its run id a placeholder: a new one each plan), the venv's
     # identity, the harness and the loader's source.
     text = json.dumps([framework, request, stamp], sort_keys=True)
     digest = hashlib.sha256((text.replace(run_id, RUN_ID) if run_id else text).encode())
-    for source in (HARNESS, script(framework)):
+    for source in (HARNESS, loader or script(framework)):
         digest.update(source.read_bytes())
     return cache_dir() / f"{framework}-{digest.hexdigest()[:32]}.json"
 
 
-def _read_cached(framework: str, request: dict[str, Any], stamp: str, run_id: str) -> dict[str, Any] | None:
+def _read_cached(framework: str, request: dict[str, Any], stamp: str, run_id: str,
+                 loader: Path | None = None) -> dict[str, Any] | None:
     if not stamp:
         return None
     try:
-        text = _disk_key(framework, request, stamp, run_id).read_text(encoding="utf-8")
+        text = _disk_key(framework, request, stamp, run_id, loader).read_text(encoding="utf-8")
         found: dict[str, Any] = json.loads(text.replace(RUN_ID, run_id) if run_id else text)
     except (OSError, ValueError):
         return None
@@ -102,8 +109,8 @@ def _read_cached(framework: str, request: dict[str, Any], stamp: str, run_id: st
 
 
 def _write_cached(framework: str, request: dict[str, Any], stamp: str, run_id: str,
-                  result: dict[str, Any]) -> None:
-    path = _disk_key(framework, request, stamp, run_id)
+                  result: dict[str, Any], loader: Path | None = None) -> None:
+    path = _disk_key(framework, request, stamp, run_id, loader)
     text = json.dumps(result)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,8 +138,8 @@ def script(framework: str) -> Path:
     return FRAMEWORKS / framework / "loader.py"
 
 
-def _spawn(framework: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    script_ = script(framework)
+def _spawn(framework: str, requests: list[dict[str, Any]], loader: Path | None = None) -> list[dict[str, Any]]:
+    script_ = loader or script(framework)
     timeout = float(os.environ.get("RLAUNCH_LOADER_TIMEOUT_S", "300"))
     # PYTHONDONTWRITEBYTECODE dropped: the validator venv is rlaunch's own, installed without bytecode
     # (uv), and compiling AReaL's or RLinf's imports on every plan doubles the loader's CPU (AReaL 15 -> 8 s).

@@ -18,6 +18,8 @@ AReaL's loader (tests/unit/test_loaders.py shows it).
 
 from __future__ import annotations
 
+import os
+import shlex
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -31,6 +33,7 @@ from rlaunch.config import topology
 from rlaunch.frameworks.areal.allocation import allocation_gpus
 from rlaunch.frameworks.base import ARTIFACTS, Framework
 from rlaunch.frameworks.areal import datacheck
+from rlaunch.validate import imports
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
@@ -340,6 +343,19 @@ class Areal(Framework):
             raise ConfigError(where("rollout.backend"), " + ".join(named),
                               f"parallel sizes that fit the {spec.cluster.nodes} x {spec.cluster.gpus_per_node} "
                               f"GPUs of cluster.n_nodes x cluster.n_gpus_per_node (they add up to {used})")
+
+    def import_check(self, spec: Spec) -> list[str]:
+        """CMD's entry script (`python3 <script> --config <yaml> ...`, in CODE): the workflow and reward
+        dotted paths it and its config hand the workers, imported in .venv-areal with CODE and the script's
+        directory on the path (AReaL's launcher gives its workers the driver's sys.path)."""
+        lines = super().import_check(spec)
+        argv = shlex.split(spec.code.command) if spec.code.command else []
+        root = imports.code_root(spec)
+        if root is None or len(argv) < 2 or not argv[1].endswith(".py") or not (root / argv[1]).is_file():
+            return lines
+        config = argv[argv.index("--config") + 1] if "--config" in argv[:-1] else ""
+        targets = imports.script_targets(root, argv[1], "code.command", config)
+        return lines + imports.check(spec, "areal", targets, entry=argv[1], path=(os.path.dirname(argv[1]),))
 
     def loader_request(self, spec: Spec) -> dict[str, Any]:
         if spec.code.command:  # the user's YAML and script from CODE here, with CODE on the path

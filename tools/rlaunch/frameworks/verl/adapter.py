@@ -22,6 +22,7 @@ from rlaunch.frameworks.verl.cpu import datacheck as cpu_datacheck
 from rlaunch.frameworks.verl.cpu import plan as cpu_plan
 from rlaunch.frameworks.verl.cpu import prepare as cpu_prepare
 from rlaunch.frameworks.verl.cpu import rewrites as cpu_rewrites
+from rlaunch.validate import imports
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
@@ -135,6 +136,48 @@ def _on_nodes(spec: Spec, override: str) -> str:
     return f"{key}={code.node_path(spec, f'framework.overrides[{name}]', path)}"
 
 
+# (path key, name key, what, verl's default name): the files NODE_FILES names, with what is imported of them.
+IMPORTED = (("reward.custom_reward_function.path", "reward.custom_reward_function.name", "reward function",
+             "compute_score"),
+            ("data.custom_cls.path", "data.custom_cls.name", "dataset class", ""))
+CHECKOUT_CONFIG = "verl/trainer/config"  # in a verl checkout (CODE): the config its main_ppo composes
+IMPORT_VENV = "verlcpu"  # verl at its pin with torch: what a reward or recipe imports resolves as on the nodes
+
+
+def import_targets(spec: Spec) -> list[imports.Target]:
+    """What verl's workers and driver import of the user's: the reward function and dataset class in
+    CODE, and CMD's entry module."""
+    eff = topology.parse_overrides(spec.framework.overrides)
+    root = imports.code_root(spec)
+    out = []
+    for path_key, name_key, what, default in IMPORTED:
+        value = eff.get(path_key, "").strip("'\"")
+        if value in ("", "null", "None") or "${" in value:
+            continue
+        rel = value
+        if value.startswith("/"):  # on the shared storage: not here to import; in CODE's directory: its file
+            if root is None or not Path(value).is_relative_to(root):
+                continue
+            rel = Path(value).relative_to(root).as_posix()
+        name = eff.get(name_key, default).strip("'\"")
+        out.append(imports.Target(f"framework.overrides[{path_key}]", value, what, file=rel,
+                                  name="" if name in ("null", "None") else name))
+    module = user_command.parse(spec.code.command).module if spec.code.command else ""
+    if module:
+        out.append(imports.Target("code.command", spec.code.command, "entry module", module=module))
+    return out
+
+
+def _with_file_logger(override: str) -> str:
+    """The user's trainer.logger with rlaunch's `file` logger added (postflight reads its metrics): their
+    other loggers run as they wrote them."""
+    key, _, value = override.partition("=")
+    if key.lstrip("+") != "trainer.logger":
+        return override
+    loggers = topology.hydra_list(value)
+    return override if "file" in loggers else f"{key}=[{','.join([*loggers, 'file'])}]"
+
+
 class Verl(Framework):
     name = "verl"
     owned = OWNED
@@ -162,6 +205,9 @@ class Verl(Framework):
 
     def rehearsal_python(self) -> Path:
         return cpu_plan.venv_python()
+
+    def import_check(self, spec: Spec) -> list[str]:
+        return super().import_check(spec) + imports.check(spec, IMPORT_VENV, import_targets(spec))
 
     def _overrides(self, spec: Spec) -> list[str]:
         algo, train, rollout, paths = spec.algo, spec.train, spec.rollout, spec.paths
@@ -236,7 +282,7 @@ class Verl(Framework):
         # last checkpoint in the run directory; the first start finds none and begins at step 0.
         out.append("trainer.resume_mode=auto")
         # critic.model.path, the actor's (check): rendered above for PPO, from the prepared model
-        return out + [_on_nodes(spec, o) for o in spec.framework.overrides
+        return out + [_with_file_logger(_on_nodes(spec, o)) for o in spec.framework.overrides
                       if not (ppo and o.partition("=")[0].lstrip("+") == CRITIC_MODEL)]
 
     def command(self, spec: Spec) -> list[str]:
@@ -315,9 +361,6 @@ class Verl(Framework):
             name, _, value = override.partition("=")
             if name.lstrip("+~") not in NODE_FILES:  # any other path of this machine: no node has it
                 code.check_paths(spec, f"framework.overrides[{name.lstrip('+~')}]", value)
-        if "trainer.logger" in eff:
-            topology.metrics_logger("framework.overrides[trainer.logger]",
-                                    topology.hydra_list(eff["trainer.logger"]), "file")
 
     def loader_request(self, spec: Spec) -> dict[str, Any]:
         required = ["actor_rollout_ref.rollout.name", "actor_rollout_ref.model.path"]
@@ -330,6 +373,10 @@ class Verl(Framework):
         if cmd is not None and cmd.config_path:  # a recipe's own config dir: that config, from CODE here
             request.update(code.loader_fields(spec), config_dir=f"{code.here(spec)}/{cmd.config_path}",
                            config_name=cmd.config_name)
+        else:
+            root = imports.code_root(spec)
+            if root is not None and (imports.checkout(root) or ("",))[0] == "verl":
+                request["config_dir"] = str(root / CHECKOUT_CONFIG)  # CODE's verl runs: its config composes
         return request
 
 

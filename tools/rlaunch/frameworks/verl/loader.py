@@ -3,7 +3,8 @@ the config CMD's --config-path/--config-name name in CODE ("config_dir", "config
 whose defaults name verl's ppo_trainer through its searchpath).
 
 Runs in .venv-verl (verl --no-deps + hydra-core) through validate/loader_main.py, never in
-rlaunch's environment. A request: {"overrides": [...], "required": [dotted keys that must not be ???]}.
+rlaunch's environment. A request: {"overrides": [...], "required": [dotted keys that must not be ???],
+"config_dir": a verl checkout's verl/trainer/config when CODE is one (else the installed verl's)}.
 """
 
 from __future__ import annotations
@@ -44,24 +45,24 @@ def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     found = importlib.util.find_spec("verl")  # no import: verl's __init__ pulls torch
-    if found is None or not found.submodule_search_locations:
+    installed = (os.path.join(found.submodule_search_locations[0], "trainer", "config")
+                 if found is not None and found.submodule_search_locations else "")
+    # CMD's --config-path (a recipe's own config in CODE), or CODE's own verl checkout, which is what runs.
+    config_dir = request.get("config_dir") or installed
+    if not config_dir:
         raise ModuleNotFoundError("verl is not installed in this environment")
-    config_dir = os.path.join(found.submodule_search_locations[0], "trainer", "config")
-    if request.get("config_dir"):  # CMD's --config-path: a recipe's own config, in CODE
-        config_dir = request["config_dir"]
-        if not os.path.isfile(os.path.join(config_dir, request["config_name"] + ".yaml")):
-            return {"ok": False, "key": "--config-name", "error": f"{request['config_name']}.yaml is not in "
-                    f"{config_dir}"}
+    name = request.get("config_name") or "ppo_trainer"
+    if not os.path.isfile(os.path.join(config_dir, name + ".yaml")):
+        return {"ok": False, "key": "--config-name", "error": f"{name}.yaml is not in {config_dir}"}
     overrides = list(request["overrides"])
-    if request.get("config_dir"):
-        overrides += _searchpath(os.path.join(config_dir, request["config_name"] + ".yaml"),
-                                 os.path.join(found.submodule_search_locations[0], "trainer", "config"))
+    if request.get("config_name"):  # a recipe's own config: its searchpath names verl's
+        overrides += _searchpath(os.path.join(config_dir, name + ".yaml"), installed)
     here = os.getcwd()
     # The run's working directory is CODE: a searchpath `file://verl/trainer/config` is read from there.
     os.chdir(request.get("code_root") or here)
     try:
         with initialize_config_dir(config_dir=config_dir, version_base=None):
-            cfg = compose(request.get("config_name", "ppo_trainer"), overrides=overrides)
+            cfg = compose(name, overrides=overrides)
     finally:
         os.chdir(here)
     gaps = [k for k in request.get("required", []) if _is_missing(cfg, k)]
