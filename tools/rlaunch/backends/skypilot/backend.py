@@ -75,6 +75,7 @@ FINISHED_JOB_STATES = {"SUCCEEDED", "CANCELLED", "FAILED", "FAILED_SETUP", "FAIL
 INPUTS_TASK = "inputs.sky.yaml"
 PIPELINE = "pipeline.sky.yaml"
 CHECK_SCRIPT = "inputs-check.sh"
+INPUTS_SUFFIX = "-inputs"  # the CPU step's cluster: <cluster>-inputs
 # Downloads and hashing: a few cores and page cache. SkyPilot's own default CPU node is 8+ vCPUs.
 INPUTS_RESOURCES = {"cpus": "4+", "memory": "16+"}
 INPUTS_DEADLINE_S = 3 * 3600
@@ -140,7 +141,7 @@ def has_inputs_step(spec: Spec) -> bool:
 
 
 def inputs_name(spec: Spec) -> str:
-    return f"{cluster_name(spec)}-inputs"
+    return f"{cluster_name(spec)}{INPUTS_SUFFIX}"
 
 
 def launch_argv(spec: Spec, out: Path | str) -> list[str]:
@@ -543,10 +544,10 @@ class SkyPilot(Backend):
 
     def find(self, run: RunHandle) -> Answer:
         self._asking()
-        name = run.name
-        clusters = [_cluster_run(c, run.run_id) for c in self._clusters(name) if c.get("name") == name]
+        name, step = run.name, f"{run.name}{INPUTS_SUFFIX}"
+        clusters = [_cluster_run(c, run.run_id) for c in self._clusters(name, step) if c.get("name") in (name, step)]
         jobs = [_job_run(j, run.run_id) for j in self._jobs() if j.get("job_name") == name]
-        return Answer(f"sky status -u -o json {name}; sky jobs queue -u -o json", tuple(clusters + jobs))
+        return Answer(f"sky status -u -o json {name} {step}; sky jobs queue -u -o json", tuple(clusters + jobs))
 
     def _nothing(self, run: RunHandle, answer: Answer, what: str, verdict: str = "") -> str:
         """The line for "SkyPilot knows nothing of this run", naming what was asked and where."""
@@ -569,7 +570,9 @@ class SkyPilot(Backend):
         if run.kind:
             if run.kind == "managed-job":
                 return self._run("jobs", "queue").returncode
-            return self._run("status", run.name).returncode
+            # The CPU step's cluster too: SkyPilot lists it only while it exists (a step still running,
+            # or one left behind by a launch killed before its --down).
+            return self._run("status", run.name, f"{run.name}{INPUTS_SUFFIX}").returncode
         answer = self.find(run)
         if not answer.runs:
             print(self._nothing(run, answer, "cluster or managed job"))
@@ -577,7 +580,7 @@ class SkyPilot(Backend):
         rc = 0
         for found in answer.runs:
             print(f"skypilot: run {found.run_id}: {found.where}: {found.state}, {found.shape()}")
-            args = ("status", run.name) if found.kind == "cluster" else ("jobs", "queue", "-u")
+            args = ("status", found.where.split()[-1]) if found.kind == "cluster" else ("jobs", "queue", "-u")
             rc = self._run(*args).returncode or rc
         return rc
 
@@ -644,8 +647,12 @@ class SkyPilot(Backend):
         return runs
 
     def down(self, run: RunHandle) -> int:
+        """The run's cluster or managed job, and a CPU step's cluster left behind. Only `sky down` and
+        `sky jobs cancel`: buckets (a storage.source, the inputs bucket) are SkyPilot's to keep."""
+        if run.kind == "managed-job":
+            return self._cancel(run.name)  # its CPU step is the pipeline's first task: cancelled with it
         if run.kind:
-            return self._cancel(run.name) if run.kind == "managed-job" else self._down(run.name)
+            return self._down(run.name) or self._down_leftover_step(run)
         answer = self.find(run)
         live = [r for r in answer.runs if r.active]
         if not live:
@@ -654,8 +661,24 @@ class SkyPilot(Backend):
         rc = 0
         for found in live:
             print(f"skypilot: taking down {found.where} ({found.state})")
-            rc = (self._down(run.name) if found.kind == "cluster" else self._cancel(run.name)) or rc
+            rc = (self._down(found.where.split()[-1]) if found.kind == "cluster" else self._cancel(run.name)) or rc
         return rc
+
+    def _down_leftover_step(self, run: RunHandle) -> int:
+        """`sky down` of the run's CPU-step cluster when SkyPilot still lists it (a launch killed before
+        the step's --down); says so. Nothing listed, or SkyPilot not answering: nothing to do here."""
+        step = f"{run.name}{INPUTS_SUFFIX}"
+        try:
+            left = [c for c in self._clusters(step) if c.get("name") == step]
+        except MissingPrerequisite as err:
+            print(f"skypilot: could not look for the CPU step's cluster {step}: {err}; `sky status {step}` "
+                  f"shows it, `sky down {step}` removes it", file=sys.stderr)
+            return 0
+        if not left:
+            return 0
+        print(f"skypilot: taking down {step}, the run's CPU step ({left[0].get('status') or '?'}), left behind "
+              "by a launch stopped before its --down; the buckets stay")
+        return self._down(step)
 
     def _down(self, name: str) -> int:
         return self._run("down", "-y", name).returncode  # "not found" exits 0
