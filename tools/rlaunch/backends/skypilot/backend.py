@@ -76,6 +76,7 @@ INPUTS_TASK = "inputs.sky.yaml"
 PIPELINE = "pipeline.sky.yaml"
 CHECK_SCRIPT = "inputs-check.sh"
 INPUTS_SUFFIX = "-inputs"  # the CPU step's cluster: <cluster>-inputs
+INPUTS_DIRS = ("models", "data")  # under storage.mount: the pinned and downloaded inputs (config.load)
 # Downloads and hashing: a few cores and page cache. SkyPilot's own default CPU node is 8+ vCPUs.
 INPUTS_RESOURCES = {"cpus": "4+", "memory": "16+"}
 INPUTS_DEADLINE_S = 3 * 3600
@@ -110,6 +111,37 @@ def storage_entry(spec: Spec) -> dict[str, str]:
     store = storage.store or DEFAULT_STORE[cloud(spec)]  # rules: a store for any other cloud
     return {"name": storage.bucket or f"rlaunch-{spec.run.id}", "store": store,
             "mode": storage.mode}
+
+
+def sky_user_hash() -> str:
+    """SkyPilot's user hash, found as its own get_user_hash() (sky.utils.common_utils) finds it:
+    SKYPILOT_USER_ID (CI sets it from a repository variable), else ~/.sky/user_hash, else the one
+    SkyPilot will generate on its first use here (computed, never written: rendering is pure)."""
+    cached = Path.home() / ".sky" / "user_hash"
+    for value in (os.environ.get("SKYPILOT_USER_ID", ""), cached.read_text() if cached.is_file() else ""):
+        if re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9-]*", value.strip()):
+            return value.strip()
+    from sky.utils import common_utils  # lazy and seconds: only where SkyPilot never ran
+
+    return str(common_utils.generate_user_hash())
+
+
+def inputs_bucket_mounts(spec: Spec) -> dict[str, dict[str, Any]]:
+    """Inputs outlive a run: with the default per-run bucket, <mount>/models and <mount>/data (where
+    the pinned and downloaded inputs live, config.load's paths) are the user's inputs bucket instead,
+    rlaunch-inputs-<SkyPilot user hash>, one prefix of it each, mounted over the per-run bucket at the
+    same paths. It is created on first use, kept by `sky down` (persistent), shared by that user's
+    runs. A named bucket (storage.bucket, storage.source) outlives the run itself: none then."""
+    if spec.storage.source or spec.storage.bucket:
+        return {}
+    mount = spec.storage.mount.rstrip("/")
+    used = [d for d in INPUTS_DIRS for path in (spec.paths.model_dir, spec.paths.data_dir)
+            if path.startswith(f"{mount}/{d}/")]
+    name = f"rlaunch-inputs-{sky_user_hash().lower()}"[:63].rstrip("-")
+    store = storage_entry(spec)["store"]
+    # _bucket_sub_path: SkyPilot's own prefix-of-a-bucket mount (its managed jobs' buckets use it).
+    return {f"{mount}/{d}": {"name": name, "store": store, "mode": spec.storage.mode, "persistent": True,
+                             "_bucket_sub_path": d} for d in dict.fromkeys(used)}
 
 
 def task_envs(spec: Spec) -> dict[str, str]:
@@ -210,12 +242,17 @@ def resources_line(spec: Spec) -> str:
 
 
 def _inputs_home(spec: Spec) -> str:
-    """Whether the next run finds this run's prepared inputs: only on storage it names again."""
+    """Where the prepared inputs live, and whether the next run finds them."""
     if spec.storage.source or spec.storage.bucket:
         return "a run that names the same storage finds them prepared (its CPU step checks stamps only)"
-    store = storage_entry(spec)["store"]
-    return (f"this run's own new bucket: the next run downloads them again; SET=\"storage.bucket=<name> "
-            f"storage.store={store}\" (created once) or storage.source=<bucket URL> keeps them for the runs after")
+    kept = inputs_bucket_mounts(spec)
+    if not kept:
+        return "this run's own bucket (model.path and data.path name directories outside models/ and data/)"
+    entry = next(iter(kept.values()))
+    return (f"{' and '.join(kept)} on {entry['store']} bucket {entry['name']} (yours: SkyPilot user hash; "
+            f"created on first use, kept by `make down`): a second launch of the same model and data "
+            f"downloads nothing (its CPU step checks stamps only). storage.source=<bucket URL> names "
+            f"another place")
 
 
 def _json_tail(text: str, kind: type = dict) -> Any:
@@ -299,12 +336,13 @@ class SkyPilot(Backend):
         setup_lines = fw.setup(spec)
         image_mode = spec.framework.image == "rlaunch"
         check_lines = inputs.check_lines(spec) if setup_lines else []
+        kept = inputs_bucket_mounts(spec) if setup_lines else {}
         if setup_lines:
             files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=setup_lines, runner=SETUP_RUNNER)
             files[INPUTS_TASK] = render_template(
                 "skypilot/inputs.yaml.j2", spec=spec, task_name=inputs_name(spec), infra=infra_string(spec),
                 envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
-                uploads=inputs.uploads(spec), workdir="" if image_mode else str(ROOT),
+                inputs_mounts=kept, uploads=inputs.uploads(spec), workdir="" if image_mode else str(ROOT),
                 image_id=_resources(spec)["image_id"],
                 labels=_resources(spec)["labels"], launch_command="sky " + shjoin(inputs_argv(spec, spec.run.out)),
                 **INPUTS_RESOURCES)
@@ -314,7 +352,7 @@ class SkyPilot(Backend):
         files["task.yaml"] = render_template(
             "skypilot/task.yaml.j2", spec=spec, task_name=cluster_name(spec), infra=infra_string(spec),
             envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
-            workdir="" if image_mode else str(ROOT), spot=spec.infra.spot,
+            inputs_mounts=kept, workdir="" if image_mode else str(ROOT), spot=spec.infra.spot,
             code_outbox=code.outbox(spec) if spec.paths.code_dir else "",
             rdma_k8s=spec.infra.rdma and on_k8s(spec),
             launch_command="sky " + shjoin(launch_argv(spec, spec.run.out)),
