@@ -140,7 +140,7 @@ status -u -o json ${RUN_ID}-inputs" ]
   [[ "${output}" == *"taking down sky cluster ${RUN_ID}-inputs (INIT)"* ]]
   [ "$(stub_calls sky | grep -c '^down')" -eq 1 ]
   stub_calls sky | grep -qx "down -y ${RUN_ID}-inputs"
-  ! stub_calls sky | grep -q storage
+  [[ "$(stub_calls sky)" != *storage* ]]
 }
 
 @test "ssh and ray-status go to the cluster's ssh alias; ray-status asks rlaunch's Ray, not SkyPilot's" {
