@@ -76,6 +76,7 @@ INPUTS_TASK = "inputs.sky.yaml"
 PIPELINE = "pipeline.sky.yaml"
 CHECK_SCRIPT = "inputs-check.sh"
 INPUTS_SUFFIX = "-inputs"  # the CPU step's cluster: <cluster>-inputs
+OBJECT_SCHEMES = {"gcs": "gs", "s3": "s3"}  # stores whose object versions the CPU step records
 INPUTS_DIRS = ("models", "data")  # under storage.mount: the pinned and downloaded inputs (config.load)
 # Downloads and hashing: a few cores and page cache. SkyPilot's own default CPU node is 8+ vCPUs.
 INPUTS_RESOURCES = {"cpus": "4+", "memory": "16+"}
@@ -142,6 +143,35 @@ def inputs_bucket_mounts(spec: Spec) -> dict[str, dict[str, Any]]:
     # _bucket_sub_path: SkyPilot's own prefix-of-a-bucket mount (its managed jobs' buckets use it).
     return {f"{mount}/{d}": {"name": name, "store": store, "mode": spec.storage.mode, "persistent": True,
                              "_bucket_sub_path": d} for d in dict.fromkeys(used)}
+
+
+def object_url(spec: Spec, path: str) -> str:
+    """gs://BUCKET/KEY or s3://BUCKET/KEY of a directory on the shared storage, where the launcher can
+    list its objects; "" on this run's new bucket, or on a store whose versions are not recorded here."""
+    mount, storage = spec.storage.mount.rstrip("/"), spec.storage
+    for target, entry in inputs_bucket_mounts(spec).items():
+        if path.startswith(target + "/"):
+            base, path = f"{OBJECT_SCHEMES.get(entry['store'], '')}://{entry['name']}/{entry['_bucket_sub_path']}", \
+                path[len(target) + 1:]
+            break
+    else:
+        if storage.source:
+            base = storage.source.rstrip("/")
+        elif storage.bucket:
+            base = f"{OBJECT_SCHEMES.get(storage_entry(spec)['store'], '')}://{storage.bucket}"
+        else:
+            return ""
+        if not path.startswith(mount + "/"):
+            return ""
+        path = path[len(mount) + 1:]
+    return f"{base}/{path.strip('/')}" if base.split("://")[0] in OBJECT_SCHEMES.values() else ""
+
+
+def record_lines(spec: Spec) -> list[str]:
+    """The CPU step's last lines: the storage's own versions of what it prepared, beside SHA256SUMS,
+    for the next launch's metadata check (rlaunch.job.objects)."""
+    return [f"{inputs.PY} -m rlaunch.job.objects record {shjoin([url, item.dir])}"
+            for item in inputs.of(spec) if (url := object_url(spec, item.dir))]
 
 
 def task_envs(spec: Spec) -> dict[str, str]:
@@ -338,7 +368,8 @@ class SkyPilot(Backend):
         check_lines = inputs.check_lines(spec) if setup_lines else []
         kept = inputs_bucket_mounts(spec) if setup_lines else {}
         if setup_lines:
-            files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=setup_lines, runner=SETUP_RUNNER)
+            files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=setup_lines + record_lines(spec),
+                                                runner=SETUP_RUNNER)
             files[INPUTS_TASK] = render_template(
                 "skypilot/inputs.yaml.j2", spec=spec, task_name=inputs_name(spec), infra=infra_string(spec),
                 envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
@@ -430,7 +461,9 @@ class SkyPilot(Backend):
                 (f"step 1, inputs on CPU: the first task of {PIPELINE}" if spec.infra.spot else
                  "step 1, inputs on CPU: sky " + shjoin(inputs_argv(spec, out)) + "   (waited for, then down)"),
                 f"  resources {inputs_resources_line(spec)}",
-                f"  runs setup.sh on {spec.storage.mount}: downloads what is missing, stamps what it verified",
+                f"  runs setup.sh on {spec.storage.mount}: downloads what is missing, stamps what it verified, "
+                f"records the objects' versions ({', '.join(OBJECT_SCHEMES)}); launch skips this step when "
+                "a listing from here matches that record",
                 "step 2, the GPU task" + (f" (the second task of {PIPELINE}: one managed job for both)"
                                           if spec.infra.spot else "") + ":",
             ]
@@ -504,14 +537,36 @@ class SkyPilot(Backend):
         if packed is not None:
             code.stage(packed, code.outbox(spec))
         if INPUTS_TASK in plan.files and not spec.infra.spot:  # SPOT=1: the pipeline's first task
-            rc = self._inputs_step(spec, out)
-            if rc:
-                return rc
+            matched, why = self._inputs_prepared(spec)
+            if matched is not None:
+                print(f"skypilot: inputs prepared ({matched} objects match): CPU step skipped")
+            else:
+                print(f"skypilot: the CPU step runs: {why}")
+                rc = self._inputs_step(spec, out)
+                if rc:
+                    return rc
         rc = self._run(*launch_argv(spec, out)).returncode
         print(f"skypilot: {'managed job' if spec.infra.spot else 'cluster'} {cluster_name(spec)}; run dir "
               f"{spec.paths.run_dir} on the shared storage; make status / logs / down "
               f"RUN_ID={spec.run.id}")
         return rc
+
+    def _inputs_prepared(self, spec: Spec) -> tuple[int | None, str]:
+        """(objects matched, "") when every input's objects are what a CPU step recorded; else (None, why).
+        Asked of the store with its own client here; never refuses: a doubt runs the step."""
+        from rlaunch.job import objects  # the cloud clients inside load only here
+
+        matched = 0
+        for item in inputs.of(spec):
+            url = object_url(spec, item.dir)
+            if not url:
+                return None, (f"the {item.what} {item.dir} is on this run's new bucket, or on a store whose "
+                              f"object versions are not recorded ({', '.join(OBJECT_SCHEMES)} are)")
+            count, why = objects.compare(url)
+            if count is None:
+                return None, why
+            matched += count
+        return matched, ""
 
     def _inputs_step(self, spec: Spec, out: Path) -> int:
         """The CPU step, to its end (sky launch --down), within its deadline; 0 when the inputs are ready."""
