@@ -103,22 +103,24 @@ def prepared(store: dict, tmp_path: Path, monkeypatch) -> str:
 
 
 def test_recorded_versions_match_and_a_changed_object_is_caught(s3, tmp_path, monkeypatch):
-    url = prepared(s3, tmp_path, monkeypatch)
-    assert objects.compare(url) == (4, "")
+    url, clients = prepared(s3, tmp_path, monkeypatch), {}  # one boto3 client for the test: ~0.5 s each
+    assert objects.compare(url, clients=clients) == (4, "")
     # Same size, new content: a new ETag.
     s3["inp"][f"{PREFIX}/model.safetensors"] = ("\"e9\"", b"x" * 64)
-    count, why = objects.compare(url)
+    count, why = objects.compare(url, clients=clients)
     assert count is None and "1 object(s) under s3://inp/models/m/abc differ" in why and "model.safetensors" in why
     # A file added after the record, or one gone, is caught too.
     s3["inp"][f"{PREFIX}/model.safetensors"] = FILES["model.safetensors"]
     s3["inp"][f"{PREFIX}/extra.bin"] = ("\"e7\"", b"x")
-    assert objects.compare(url)[0] is None
+    assert objects.compare(url, clients=clients)[0] is None
 
 
 def test_no_record_no_bucket_no_credentials_each_say_why(s3, tmp_path, monkeypatch):
     s3["inp"] = {f"{PREFIX}/config.json": ("\"e1\"", b"{}")}
-    assert "no SHA256SUMS.objects under s3://inp/models/m/abc" in objects.compare(f"s3://inp/{PREFIX}")[1]
-    assert "could not list s3://gone/x: NoSuchBucket" in objects.compare("s3://gone/x")[1]
+    clients: dict = {}
+    assert "no SHA256SUMS.objects under s3://inp/models/m/abc" in objects.compare(f"s3://inp/{PREFIX}",
+                                                                                   clients=clients)[1]
+    assert "could not list s3://gone/x: NoSuchBucket" in objects.compare("s3://gone/x", clients=clients)[1]
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     assert "NoCredentialsError" in objects.compare(f"s3://inp/{PREFIX}")[1]
@@ -165,6 +167,12 @@ def test_launch_skips_the_cpu_step_only_when_every_input_matches(s3, tmp_path, m
     s3["inp"][f"{key}/a"] = ("\"2\"", b"b")  # changed on the storage
     assert any(c.startswith("launch --down -c t-obj-inputs") for c in launch())
     assert "skypilot: the CPU step runs: 1 object(s) under" in capsys.readouterr().out
+    # SPOT=1: the GPU task alone instead of the pipeline, once the objects match again.
+    s3["inp"][f"{key}/a"] = ("\"1\"", b"a")
+    spec = config.load("verl-ppo-gsm8k-0.5b", {"INFRA": "aws", "RUN_ID": "t-obj", "OUT": str(tmp_path / "out"),
+                                               "SPOT": "1"}, "train.save_freq=20 storage.source=s3://inp")
+    files = artifacts.finish(spec, sp.BACKEND.render(spec))
+    assert launch()[-1] == f"jobs launch -n t-obj {tmp_path}/out/task.yaml -y"
 
 
 def test_the_record_is_never_an_input_of_the_manifest(tmp_path):

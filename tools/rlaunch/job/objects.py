@@ -95,18 +95,30 @@ def record(url: str, directory: Path) -> int:
 # ---------------------------------------------------------------- the launcher: the cloud's client
 
 
-def listing(url: str) -> tuple[Objects, dict[str, Any] | None]:
+def _client(scheme: str, clients: dict[str, Any]) -> Any:
+    """The store's own client, made once per check (a fresh session: credentials as they are now)."""
+    if scheme not in clients:
+        limit = timeout_s()
+        if scheme == "s3":
+            import boto3  # type: ignore[import-untyped]  # what SkyPilot's aws extra brings
+            from botocore.config import Config  # type: ignore[import-untyped]
+
+            clients[scheme] = boto3.session.Session().client("s3", config=Config(
+                connect_timeout=limit, read_timeout=limit, retries={"max_attempts": 2}))
+        else:
+            from google.cloud import storage  # type: ignore[import-untyped]  # what SkyPilot's gcp extra brings
+
+            clients[scheme] = storage.Client()
+    return clients[scheme]
+
+
+def listing(url: str, clients: dict[str, Any] | None = None) -> tuple[Objects, dict[str, Any] | None]:
     """(the objects under URL's prefix, the record stored there or None), asked with the store's own
     Python client (lazy import); raises what the client raises (no credentials, no bucket, ...)."""
     scheme, bucket, prefix = split(url)
-    limit = timeout_s()
+    client, limit = _client(scheme, {} if clients is None else clients), timeout_s()
+    objects: Objects = {}
     if scheme == "s3":
-        import boto3  # type: ignore[import-untyped]  # what SkyPilot's aws extra brings
-        from botocore.config import Config  # type: ignore[import-untyped]
-
-        client = boto3.session.Session().client("s3", config=Config(connect_timeout=limit, read_timeout=limit,
-                                                  retries={"max_attempts": 2}))
-        objects: Objects = {}
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for o in page.get("Contents", []):
                 if rel := _kept(o["Key"], prefix):
@@ -116,33 +128,35 @@ def listing(url: str) -> tuple[Objects, dict[str, Any] | None]:
         except client.exceptions.NoSuchKey:
             return objects, None
         return objects, json.loads(body)
-    from google.cloud import storage  # type: ignore[import-untyped]  # what SkyPilot's gcp extra brings
-
-    gcs = storage.Client()
     objects = {rel: {"version": str(b.generation), "size": int(b.size)}
-               for b in gcs.list_blobs(bucket, prefix=prefix, timeout=limit) if (rel := _kept(b.name, prefix))}
-    blob = gcs.bucket(bucket).get_blob(prefix + RECORD, timeout=limit)
+               for b in client.list_blobs(bucket, prefix=prefix, timeout=limit) if (rel := _kept(b.name, prefix))}
+    blob = client.bucket(bucket).get_blob(prefix + RECORD, timeout=limit)
     return objects, json.loads(blob.download_as_bytes(timeout=limit)) if blob is not None else None
 
 
-def compare(url: str) -> tuple[int | None, str]:
-    """(N, "") when URL's N objects are the ones its record lists; else (None, why)."""
-    try:
-        objects, recorded = listing(url)
-    except ImportError as err:
-        return None, f"no client for {url} here ({err.name or err})"
-    except Exception as err:  # noqa: BLE001 - credentials, network, a missing bucket: all mean "run the step"
-        return None, f"could not list {url}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-    if recorded is None:
-        return None, f"no {RECORD} under {url} (never prepared there, or by an older rlaunch)"
-    want = recorded.get("objects") if isinstance(recorded, dict) else None
-    if not isinstance(want, dict) or not want:
-        return None, f"{url}{RECORD} lists no objects"
-    changed = sorted(set(want) ^ set(objects) | {k for k in set(want) & set(objects) if want[k] != objects[k]})
-    if changed:
-        return None, (f"{len(changed)} object(s) under {url} differ from what the CPU step recorded "
-                       f"(first: {changed[0]})")
-    return len(objects), ""
+def compare(*urls: str, clients: dict[str, Any] | None = None) -> tuple[int | None, str]:
+    """(N, "") when the N objects under the URLs are the ones their records list; else (None, why)
+    for the first URL that differs. One client per store for all of them (`clients`: made here)."""
+    clients = {} if clients is None else clients
+    total = 0
+    for url in urls:
+        try:
+            objects, recorded = listing(url, clients)
+        except ImportError as err:
+            return None, f"no client for {url} here ({err.name or err})"
+        except Exception as err:  # noqa: BLE001 - credentials, network, a missing bucket: all mean "run the step"
+            return None, f"could not list {url}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        if recorded is None:
+            return None, f"no {RECORD} under {url} (never prepared there, or by an older rlaunch)"
+        want = recorded.get("objects") if isinstance(recorded, dict) else None
+        if not isinstance(want, dict) or not want:
+            return None, f"{url}/{RECORD} lists no objects"
+        changed = sorted(set(want) ^ set(objects) | {k for k in set(want) & set(objects) if want[k] != objects[k]})
+        if changed:
+            return None, (f"{len(changed)} object(s) under {url} differ from what the CPU step recorded "
+                          f"(first: {changed[0]})")
+        total += len(objects)
+    return total, ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -536,16 +536,21 @@ class SkyPilot(Backend):
         packed = code.of(spec)  # the plan's hash, or exit 2: the file mount uploads it from here
         if packed is not None:
             code.stage(packed, code.outbox(spec))
-        if INPUTS_TASK in plan.files and not spec.infra.spot:  # SPOT=1: the pipeline's first task
+        argv = launch_argv(spec, out)
+        if INPUTS_TASK in plan.files:
             matched, why = self._inputs_prepared(spec)
             if matched is not None:
                 print(f"skypilot: inputs prepared ({matched} objects match): CPU step skipped")
+                if spec.infra.spot:  # the GPU task alone, not the pipeline whose first task is the step
+                    argv = [str(out / "task.yaml") if a.endswith(PIPELINE) else a for a in argv]
+            elif spec.infra.spot:
+                print(f"skypilot: the CPU step runs, as the managed-job pipeline's first task: {why}")
             else:
                 print(f"skypilot: the CPU step runs: {why}")
                 rc = self._inputs_step(spec, out)
                 if rc:
                     return rc
-        rc = self._run(*launch_argv(spec, out)).returncode
+        rc = self._run(*argv).returncode
         print(f"skypilot: {'managed job' if spec.infra.spot else 'cluster'} {cluster_name(spec)}; run dir "
               f"{spec.paths.run_dir} on the shared storage; make status / logs / down "
               f"RUN_ID={spec.run.id}")
@@ -556,17 +561,13 @@ class SkyPilot(Backend):
         Asked of the store with its own client here; never refuses: a doubt runs the step."""
         from rlaunch.job import objects  # the cloud clients inside load only here
 
-        matched = 0
+        urls = []
         for item in inputs.of(spec):
-            url = object_url(spec, item.dir)
-            if not url:
+            urls.append(object_url(spec, item.dir))
+            if not urls[-1]:
                 return None, (f"the {item.what} {item.dir} is on this run's new bucket, or on a store whose "
                               f"object versions are not recorded ({', '.join(OBJECT_SCHEMES)} are)")
-            count, why = objects.compare(url)
-            if count is None:
-                return None, why
-            matched += count
-        return matched, ""
+        return objects.compare(*urls)
 
     def _inputs_step(self, spec: Spec, out: Path) -> int:
         """The CPU step, to its end (sky launch --down), within its deadline; 0 when the inputs are ready."""
