@@ -51,6 +51,8 @@ for _var in ("NO_PROXY", "no_proxy"):
 # Plan reads the model's config.json and SkyPilot's catalog: from the committed fixtures, never the
 # network or this machine's ~/.sky (a test may point elsewhere with monkeypatch).
 os.environ.setdefault("RLAUNCH_MODEL_FACTS", str(ROOT / "tests" / "fixtures" / "models"))
+# SkyPilot's user hash names the inputs bucket (rlaunch.backends.skypilot): one fixed user, not this machine's.
+os.environ["SKYPILOT_USER_ID"] = "rlaunch-test"
 os.environ.setdefault("RLAUNCH_SKY_CATALOG", str(ROOT / "tests" / "fixtures" / "skypilot-catalog" / "v8"))
 
 

@@ -66,10 +66,11 @@ JSON
     echo "${output}"
     [ "${status}" -eq 0 ]
   done
-  [ "$(stub_calls sky)" = "status h-sky-cluster
+  [ "$(stub_calls sky)" = "status h-sky-cluster h-sky-cluster-inputs
 logs h-sky-cluster
 status --endpoint 8266 h-sky-cluster
-down -y h-sky-cluster" ]
+down -y h-sky-cluster
+status -u -o json h-sky-cluster-inputs" ]
 }
 
 @test "skypilot: a managed job in the handle is followed and cancelled as one" {

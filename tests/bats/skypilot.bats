@@ -107,10 +107,40 @@ jobs launch -n ${RUN_ID} ${OUT}/pipeline.sky.yaml --secret WANDB_API_KEY -y" ]
     run rl "${verb}" --OUT="${OUT}"
     [ "${status}" -eq 0 ]
   done
-  [ "$(stub_calls sky)" = "status ${RUN_ID}
+  [ "$(stub_calls sky)" = "status ${RUN_ID} ${RUN_ID}-inputs
 logs ${RUN_ID}
 status --endpoint 8265 ${RUN_ID}
-down -y ${RUN_ID}" ]
+down -y ${RUN_ID}
+status -u -o json ${RUN_ID}-inputs" ]
+}
+
+@test "down takes down a CPU step's cluster left behind, says so, twice is fine, never a bucket" {
+  rl render --INFRA=gcp --RUN_ID="${RUN_ID}" --OUT="${OUT}"
+  stub_reply sky status -u -o "[{\"name\": \"${RUN_ID}-inputs\", \"status\": \"UP\", \"labels\": {\"rlaunch-run\": \"${RUN_ID}\"}}]"
+  run rl down --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"taking down ${RUN_ID}-inputs, the run's CPU step (UP), left behind"*"the buckets stay"* ]]
+  # Gone now: SkyPilot lists nothing, and down does nothing more.
+  stub_reply sky status -u -o "[]"
+  run rl down --OUT="${OUT}"
+  [ "${status}" -eq 0 ]
+  [[ "${output}" != *"CPU step"* ]]
+  [ "$(stub_calls sky)" = "down -y ${RUN_ID}
+status -u -o json ${RUN_ID}-inputs
+down -y ${RUN_ID}-inputs
+down -y ${RUN_ID}
+status -u -o json ${RUN_ID}-inputs" ]
+}
+
+@test "down of a run known only by its id finds its CPU step's cluster" {
+  stub_reply sky status -u -o "[{\"name\": \"${RUN_ID}-inputs\", \"status\": \"INIT\", \"labels\": {\"rlaunch-run\": \"${RUN_ID}\"}}]"
+  stub_fail sky jobs queue 1 "No in-progress managed jobs."
+  run rl down --INFRA=gcp --RUN_ID="${RUN_ID}"
+  [ "${status}" -eq 0 ]
+  [[ "${output}" == *"taking down sky cluster ${RUN_ID}-inputs (INIT)"* ]]
+  [ "$(stub_calls sky | grep -c '^down')" -eq 1 ]
+  stub_calls sky | grep -qx "down -y ${RUN_ID}-inputs"
+  [[ "$(stub_calls sky)" != *storage* ]]
 }
 
 @test "ssh and ray-status go to the cluster's ssh alias; ray-status asks rlaunch's Ray, not SkyPilot's" {
@@ -171,7 +201,8 @@ jobs cancel -y -n ${RUN_ID}" ]
   [ "${status}" -eq 0 ]
   run rl down --OUT="${OUT}"
   [ "${status}" -eq 0 ]
-  [ "$(stub_calls sky | sort -u)" = "down -y ${RUN_ID}" ]
+  [ "$(stub_calls sky | sort -u)" = "down -y ${RUN_ID}
+status -u -o json ${RUN_ID}-inputs" ]
 }
 
 @test "down is idempotent: no managed job to cancel (controller down, or job finished)" {

@@ -18,6 +18,9 @@
 #   "VAR=set" or "VAR=unset" to NAME.env (never the value: secrets pass through stubs too).
 # shellcheck source-path=SCRIPTDIR source=needs.bash
 source "${BATS_TEST_DIRNAME}/needs.bash"
+# SkyPilot's user hash names the inputs bucket a SkyPilot render mounts: one fixed user, so a fresh
+# machine without ~/.sky/user_hash does not import sky to compute one on each render.
+export SKYPILOT_USER_ID="bats-user"
 
 # stub_command NAME: an executable NAME in $BATS_TEST_TMPDIR/bin, first on PATH.
 stub_command() {

@@ -42,10 +42,21 @@ def render_case(preset: str, knobs: dict) -> dict[str, str]:
     from rlaunch.plan import artifacts
     from rlaunch.config import load as config
 
+    import os
+
     knobs = dict(knobs)
     sets = knobs.pop("SET", "")
-    spec = config.load(preset, {"RUN_ID": RUN_ID, **knobs}, sets)
-    files = artifacts.finish(spec, backends.get(spec.infra.name).render(spec))
+    # The inputs bucket is named after SkyPilot's user hash: one fixed user, not the machine's.
+    was = os.environ.get("SKYPILOT_USER_ID")
+    os.environ["SKYPILOT_USER_ID"] = "golden-user"
+    try:
+        spec = config.load(preset, {"RUN_ID": RUN_ID, **knobs}, sets)
+        files = artifacts.finish(spec, backends.get(spec.infra.name).render(spec))
+    finally:
+        if was is None:
+            del os.environ["SKYPILOT_USER_ID"]
+        else:
+            os.environ["SKYPILOT_USER_ID"] = was
     # CODE= of a fixture in this repository: its commit is this repository's, which every commit moves.
     commit = str(spec.pins.code.get("commit", ""))
     out = {rel: text.replace(str(ROOT), REPO_TOKEN) for rel, text in files.items()}

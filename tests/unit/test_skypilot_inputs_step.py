@@ -89,7 +89,38 @@ def test_plan_shows_both_steps_the_cpu_instance_its_price_and_where_inputs_live(
     gpu = lines.index(f"sky launch -c t-sky {tmp_path}/task.yaml -y   (follows the logs)")
     assert lines.index("step 2, the GPU task:") == gpu - 1
     home = next(line for line in lines if "inputs live on it" in line)
-    assert "the next run downloads them again" in home
-    # The hint, applied, is a valid launch whose inputs outlive it.
-    hint = home.split('SET="')[1].split('"')[0].replace("<name>", "my-inputs")
-    assert "a run that names the same storage finds them prepared" in "".join(plan(hint))
+    assert ("/storage/models and /storage/data on gcs bucket rlaunch-inputs-rlaunch-test (yours: SkyPilot user "
+            "hash; created on first use, kept by `make down`): a second launch of the same model and data "
+            "downloads nothing") in home
+    named = "".join(plan("storage.source=gs://team-inputs"))
+    assert "a run that names the same storage finds them prepared" in named and "rlaunch-inputs-" not in named
+
+
+def test_inputs_outlive_the_run_on_the_users_inputs_bucket(monkeypatch, tmp_path):
+    """Models and data are prefixes of one per-user bucket over the per-run one, in both steps; its
+    name follows SkyPilot's user hash (SKYPILOT_USER_ID, else ~/.sky/user_hash); a named bucket has none."""
+    import yaml
+
+    def mounts(sets: str = "") -> tuple[dict, dict]:
+        spec = config.load("verl-ppo-gsm8k-0.5b", {"INFRA": "aws", "RUN_ID": "t-sky"}, sets)
+        files = sp.BACKEND.render(spec)
+        return tuple(yaml.safe_load(files[f])["file_mounts"] for f in ("task.yaml", sp.INPUTS_TASK))
+
+    monkeypatch.setenv("SKYPILOT_USER_ID", "Ab12cd34")
+    gpu, cpu = mounts()
+    kept = {"name": "rlaunch-inputs-ab12cd34", "store": "s3", "mode": "MOUNT", "persistent": True}
+    assert gpu["/storage"] == {"name": "rlaunch-t-sky", "store": "s3", "mode": "MOUNT"}  # outputs: per run
+    assert gpu["/storage/models"] == {**kept, "_bucket_sub_path": "models"}
+    assert gpu["/storage/data"] == {**kept, "_bucket_sub_path": "data"}
+    assert {k: v for k, v in cpu.items() if k.startswith("/storage")} == {
+        k: v for k, v in gpu.items() if k.startswith("/storage")}
+    # No valid SKYPILOT_USER_ID: SkyPilot's cached hash in ~/.sky.
+    (tmp_path / ".sky").mkdir()
+    (tmp_path / ".sky" / "user_hash").write_text("ff00ee11\n")
+    monkeypatch.setenv("SKYPILOT_USER_ID", "not valid!")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert mounts()[0]["/storage/models"]["name"] == "rlaunch-inputs-ff00ee11"
+    # Named storage outlives the run itself: no second bucket.
+    gpu, cpu = mounts("storage.bucket=team-inputs storage.store=s3")
+    assert sorted(k for k in gpu if k.startswith("/storage")) == ["/storage"]
+

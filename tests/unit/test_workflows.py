@@ -511,6 +511,13 @@ def test_the_skypilot_api_server_variable_reaches_make_only_when_set(tmp_path, n
     assert bad.status == "failure" and target not in [c["argv"][0] for c in bad.calls]
 
 
+def test_the_skypilot_user_variable_names_the_inputs_bucket_at_plan_and_launch(tmp_path):
+    """One SkyPilot user hash on every runner: plan and launch render the same inputs bucket."""
+    run = run_workflow(tmp_path, "launch.yml", {"infra": "gcp", "run_id": "r6"}, variables={"SKYPILOT_USER_ID": "ci0a1b"})
+    assert run.status == "success", run.outputs
+    assert run.make("plan")["env"]["SKYPILOT_USER_ID"] == run.make("launch")["env"]["SKYPILOT_USER_ID"] == "ci0a1b"
+
+
 def test_launch_without_a_skypilot_server_warns_that_down_cannot_find_the_run(tmp_path):
     run = run_workflow(tmp_path, "launch.yml", {"infra": "aws", "run_id": "r5"})
     assert run.status == "success"

@@ -12,3 +12,5 @@ RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
 if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/data/gsm8k/cc7b047b6e5b-hf --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=gsm8k --snapshot --out=/storage/data/gsm8k/cc7b047b6e5b-hf; fi
 if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/models/qwen2.5-1.5b-instruct/989aa7980e4c --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-1.5b-instruct --out=/storage/models/qwen2.5-1.5b-instruct/989aa7980e4c; fi
+"${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.objects record gs://rlaunch-inputs-golden-user/data/gsm8k/cc7b047b6e5b-hf /storage/data/gsm8k/cc7b047b6e5b-hf
+"${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.objects record gs://rlaunch-inputs-golden-user/models/qwen2.5-1.5b-instruct/989aa7980e4c /storage/models/qwen2.5-1.5b-instruct/989aa7980e4c

@@ -12,3 +12,5 @@ RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
 if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/data/local/e24035542423 --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --upload=/tmp/rlaunch-data/e24035542423 --sha256=e24035542423da61312fa0ab7c8fc74b5f476aaef2a8594ffdffd8e5681e3c7f --out=/storage/data/local/e24035542423; fi
 if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/models/qwen2.5-7b-instruct/a09a35458c70 --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-7b-instruct --out=/storage/models/qwen2.5-7b-instruct/a09a35458c70; fi
+"${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.objects record gs://rlaunch-inputs-golden-user/data/local/e24035542423 /storage/data/local/e24035542423
+"${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.objects record gs://rlaunch-inputs-golden-user/models/qwen2.5-7b-instruct/a09a35458c70 /storage/models/qwen2.5-7b-instruct/a09a35458c70

@@ -12,3 +12,5 @@ RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
 if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/data/math/0530c78699ea --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=math --out=/storage/data/math/0530c78699ea; fi
 if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/models/qwen2.5-7b-instruct/a09a35458c70 --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-7b-instruct --out=/storage/models/qwen2.5-7b-instruct/a09a35458c70; fi
+"${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.objects record gs://rlaunch-inputs-golden-user/data/math/0530c78699ea /storage/data/math/0530c78699ea
+"${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.objects record gs://rlaunch-inputs-golden-user/models/qwen2.5-7b-instruct/a09a35458c70 /storage/models/qwen2.5-7b-instruct/a09a35458c70

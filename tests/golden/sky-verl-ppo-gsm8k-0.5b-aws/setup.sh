@@ -12,3 +12,5 @@ RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
 if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/data/gsm8k/cc7b047b6e5b --what=dataset; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --dataset=gsm8k --out=/storage/data/gsm8k/cc7b047b6e5b; fi
 if ! "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --check=/storage/models/qwen2.5-0.5b-instruct/7ae557604adf --what=model; then "${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.data --model=qwen2.5-0.5b-instruct --out=/storage/models/qwen2.5-0.5b-instruct/7ae557604adf; fi
+"${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.objects record s3://rlaunch-inputs-golden-user/data/gsm8k/cc7b047b6e5b /storage/data/gsm8k/cc7b047b6e5b
+"${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.objects record s3://rlaunch-inputs-golden-user/models/qwen2.5-0.5b-instruct/7ae557604adf /storage/models/qwen2.5-0.5b-instruct/7ae557604adf

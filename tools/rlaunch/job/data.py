@@ -67,6 +67,7 @@ from rlaunch.config import datasource, hub, pins
 from rlaunch.config import prepare as prep  # the placeholders' one definition
 from rlaunch.config.inputs import CONVERTED, MANIFEST, STAMP
 from rlaunch.errors import ConfigError, MissingPrerequisite
+from rlaunch.job.objects import RECORD
 
 GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
@@ -127,7 +128,8 @@ NOT_INPUTS = (".cache", ".git")
 
 def input_files(directory: Path) -> list[Path]:
     """Every file below directory that is part of the input (sorted), SHA256SUMS and its stamp left out."""
-    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name not in (MANIFEST, STAMP, STAMP_TMP)
+    records = (MANIFEST, STAMP, STAMP_TMP, RECORD, f".{RECORD}.tmp")  # RECORD: written after, never an input
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name not in records
                   and not set(NOT_INPUTS) & set(p.relative_to(directory).parts))
 
 

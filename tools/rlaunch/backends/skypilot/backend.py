@@ -75,6 +75,9 @@ FINISHED_JOB_STATES = {"SUCCEEDED", "CANCELLED", "FAILED", "FAILED_SETUP", "FAIL
 INPUTS_TASK = "inputs.sky.yaml"
 PIPELINE = "pipeline.sky.yaml"
 CHECK_SCRIPT = "inputs-check.sh"
+INPUTS_SUFFIX = "-inputs"  # the CPU step's cluster: <cluster>-inputs
+OBJECT_SCHEMES = {"gcs": "gs", "s3": "s3"}  # stores whose object versions the CPU step records
+INPUTS_DIRS = ("models", "data")  # under storage.mount: the pinned and downloaded inputs (config.load)
 # Downloads and hashing: a few cores and page cache. SkyPilot's own default CPU node is 8+ vCPUs.
 INPUTS_RESOURCES = {"cpus": "4+", "memory": "16+"}
 INPUTS_DEADLINE_S = 3 * 3600
@@ -111,6 +114,66 @@ def storage_entry(spec: Spec) -> dict[str, str]:
             "mode": storage.mode}
 
 
+def sky_user_hash() -> str:
+    """SkyPilot's user hash, found as its own get_user_hash() (sky.utils.common_utils) finds it:
+    SKYPILOT_USER_ID (CI sets it from a repository variable), else ~/.sky/user_hash, else the one
+    SkyPilot will generate on its first use here (computed, never written: rendering is pure)."""
+    cached = Path.home() / ".sky" / "user_hash"
+    for value in (os.environ.get("SKYPILOT_USER_ID", ""), cached.read_text() if cached.is_file() else ""):
+        if re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9-]*", value.strip()):
+            return value.strip()
+    from sky.utils import common_utils  # lazy and seconds: only where SkyPilot never ran
+
+    return str(common_utils.generate_user_hash())
+
+
+def inputs_bucket_mounts(spec: Spec) -> dict[str, dict[str, Any]]:
+    """Inputs outlive a run: with the default per-run bucket, <mount>/models and <mount>/data (where
+    the pinned and downloaded inputs live, config.load's paths) are the user's inputs bucket instead,
+    rlaunch-inputs-<SkyPilot user hash>, one prefix of it each, mounted over the per-run bucket at the
+    same paths. It is created on first use, kept by `sky down` (persistent), shared by that user's
+    runs. A named bucket (storage.bucket, storage.source) outlives the run itself: none then."""
+    if spec.storage.source or spec.storage.bucket:
+        return {}
+    mount = spec.storage.mount.rstrip("/")
+    used = [d for d in INPUTS_DIRS for path in (spec.paths.model_dir, spec.paths.data_dir)
+            if path.startswith(f"{mount}/{d}/")]
+    name = f"rlaunch-inputs-{sky_user_hash().lower()}"[:63].rstrip("-")
+    store = storage_entry(spec)["store"]
+    # _bucket_sub_path: SkyPilot's own prefix-of-a-bucket mount (its managed jobs' buckets use it).
+    return {f"{mount}/{d}": {"name": name, "store": store, "mode": spec.storage.mode, "persistent": True,
+                             "_bucket_sub_path": d} for d in dict.fromkeys(used)}
+
+
+def object_url(spec: Spec, path: str) -> str:
+    """gs://BUCKET/KEY or s3://BUCKET/KEY of a directory on the shared storage, where the launcher can
+    list its objects; "" on this run's new bucket, or on a store whose versions are not recorded here."""
+    mount, storage = spec.storage.mount.rstrip("/"), spec.storage
+    for target, entry in inputs_bucket_mounts(spec).items():
+        if path.startswith(target + "/"):
+            base, path = f"{OBJECT_SCHEMES.get(entry['store'], '')}://{entry['name']}/{entry['_bucket_sub_path']}", \
+                path[len(target) + 1:]
+            break
+    else:
+        if storage.source:
+            base = storage.source.rstrip("/")
+        elif storage.bucket:
+            base = f"{OBJECT_SCHEMES.get(storage_entry(spec)['store'], '')}://{storage.bucket}"
+        else:
+            return ""
+        if not path.startswith(mount + "/"):
+            return ""
+        path = path[len(mount) + 1:]
+    return f"{base}/{path.strip('/')}" if base.split("://")[0] in OBJECT_SCHEMES.values() else ""
+
+
+def record_lines(spec: Spec) -> list[str]:
+    """The CPU step's last lines: the storage's own versions of what it prepared, beside SHA256SUMS,
+    for the next launch's metadata check (rlaunch.job.objects)."""
+    return [f"{inputs.PY} -m rlaunch.job.objects record {shjoin([url, item.dir])}"
+            for item in inputs.of(spec) if (url := object_url(spec, item.dir))]
+
+
 def task_envs(spec: Spec) -> dict[str, str]:
     """Non-secret env of every node: ray-up's settings, job.sh's, and the framework's own (which
     every raylet needs, not only the driver: env set on a driver does not reach raylets)."""
@@ -140,7 +203,7 @@ def has_inputs_step(spec: Spec) -> bool:
 
 
 def inputs_name(spec: Spec) -> str:
-    return f"{cluster_name(spec)}-inputs"
+    return f"{cluster_name(spec)}{INPUTS_SUFFIX}"
 
 
 def launch_argv(spec: Spec, out: Path | str) -> list[str]:
@@ -209,12 +272,17 @@ def resources_line(spec: Spec) -> str:
 
 
 def _inputs_home(spec: Spec) -> str:
-    """Whether the next run finds this run's prepared inputs: only on storage it names again."""
+    """Where the prepared inputs live, and whether the next run finds them."""
     if spec.storage.source or spec.storage.bucket:
         return "a run that names the same storage finds them prepared (its CPU step checks stamps only)"
-    store = storage_entry(spec)["store"]
-    return (f"this run's own new bucket: the next run downloads them again; SET=\"storage.bucket=<name> "
-            f"storage.store={store}\" (created once) or storage.source=<bucket URL> keeps them for the runs after")
+    kept = inputs_bucket_mounts(spec)
+    if not kept:
+        return "this run's own bucket (model.path and data.path name directories outside models/ and data/)"
+    entry = next(iter(kept.values()))
+    return (f"{' and '.join(kept)} on {entry['store']} bucket {entry['name']} (yours: SkyPilot user hash; "
+            f"created on first use, kept by `make down`): a second launch of the same model and data "
+            f"downloads nothing (its CPU step checks stamps only). storage.source=<bucket URL> names "
+            f"another place")
 
 
 def _json_tail(text: str, kind: type = dict) -> Any:
@@ -298,12 +366,14 @@ class SkyPilot(Backend):
         setup_lines = fw.setup(spec)
         image_mode = spec.framework.image == "rlaunch"
         check_lines = inputs.check_lines(spec) if setup_lines else []
+        kept = inputs_bucket_mounts(spec) if setup_lines else {}
         if setup_lines:
-            files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=setup_lines, runner=SETUP_RUNNER)
+            files["setup.sh"] = render_template("common/setup.sh.j2", spec=spec, lines=setup_lines + record_lines(spec),
+                                                runner=SETUP_RUNNER)
             files[INPUTS_TASK] = render_template(
                 "skypilot/inputs.yaml.j2", spec=spec, task_name=inputs_name(spec), infra=infra_string(spec),
                 envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
-                uploads=inputs.uploads(spec), workdir="" if image_mode else str(ROOT),
+                inputs_mounts=kept, uploads=inputs.uploads(spec), workdir="" if image_mode else str(ROOT),
                 image_id=_resources(spec)["image_id"],
                 labels=_resources(spec)["labels"], launch_command="sky " + shjoin(inputs_argv(spec, spec.run.out)),
                 **INPUTS_RESOURCES)
@@ -313,7 +383,7 @@ class SkyPilot(Backend):
         files["task.yaml"] = render_template(
             "skypilot/task.yaml.j2", spec=spec, task_name=cluster_name(spec), infra=infra_string(spec),
             envs=task_envs(spec), storage=storage_entry(spec), artifacts_mount=ARTIFACTS_MOUNT,
-            workdir="" if image_mode else str(ROOT), spot=spec.infra.spot,
+            inputs_mounts=kept, workdir="" if image_mode else str(ROOT), spot=spec.infra.spot,
             code_outbox=code.outbox(spec) if spec.paths.code_dir else "",
             rdma_k8s=spec.infra.rdma and on_k8s(spec),
             launch_command="sky " + shjoin(launch_argv(spec, spec.run.out)),
@@ -391,7 +461,9 @@ class SkyPilot(Backend):
                 (f"step 1, inputs on CPU: the first task of {PIPELINE}" if spec.infra.spot else
                  "step 1, inputs on CPU: sky " + shjoin(inputs_argv(spec, out)) + "   (waited for, then down)"),
                 f"  resources {inputs_resources_line(spec)}",
-                f"  runs setup.sh on {spec.storage.mount}: downloads what is missing, stamps what it verified",
+                f"  runs setup.sh on {spec.storage.mount}: downloads what is missing, stamps what it verified, "
+                f"records the objects' versions ({', '.join(OBJECT_SCHEMES)}); launch skips this step when "
+                "a listing from here matches that record",
                 "step 2, the GPU task" + (f" (the second task of {PIPELINE}: one managed job for both)"
                                           if spec.infra.spot else "") + ":",
             ]
@@ -464,15 +536,38 @@ class SkyPilot(Backend):
         packed = code.of(spec)  # the plan's hash, or exit 2: the file mount uploads it from here
         if packed is not None:
             code.stage(packed, code.outbox(spec))
-        if INPUTS_TASK in plan.files and not spec.infra.spot:  # SPOT=1: the pipeline's first task
-            rc = self._inputs_step(spec, out)
-            if rc:
-                return rc
-        rc = self._run(*launch_argv(spec, out)).returncode
+        argv = launch_argv(spec, out)
+        if INPUTS_TASK in plan.files:
+            matched, why = self._inputs_prepared(spec)
+            if matched is not None:
+                print(f"skypilot: inputs prepared ({matched} objects match): CPU step skipped")
+                if spec.infra.spot:  # the GPU task alone, not the pipeline whose first task is the step
+                    argv = [str(out / "task.yaml") if a.endswith(PIPELINE) else a for a in argv]
+            elif spec.infra.spot:
+                print(f"skypilot: the CPU step runs, as the managed-job pipeline's first task: {why}")
+            else:
+                print(f"skypilot: the CPU step runs: {why}")
+                rc = self._inputs_step(spec, out)
+                if rc:
+                    return rc
+        rc = self._run(*argv).returncode
         print(f"skypilot: {'managed job' if spec.infra.spot else 'cluster'} {cluster_name(spec)}; run dir "
               f"{spec.paths.run_dir} on the shared storage; make status / logs / down "
               f"RUN_ID={spec.run.id}")
         return rc
+
+    def _inputs_prepared(self, spec: Spec) -> tuple[int | None, str]:
+        """(objects matched, "") when every input's objects are what a CPU step recorded; else (None, why).
+        Asked of the store with its own client here; never refuses: a doubt runs the step."""
+        from rlaunch.job import objects  # the cloud clients inside load only here
+
+        urls = []
+        for item in inputs.of(spec):
+            urls.append(object_url(spec, item.dir))
+            if not urls[-1]:
+                return None, (f"the {item.what} {item.dir} is on this run's new bucket, or on a store whose "
+                              f"object versions are not recorded ({', '.join(OBJECT_SCHEMES)} are)")
+        return objects.compare(*urls)
 
     def _inputs_step(self, spec: Spec, out: Path) -> int:
         """The CPU step, to its end (sky launch --down), within its deadline; 0 when the inputs are ready."""
@@ -543,10 +638,10 @@ class SkyPilot(Backend):
 
     def find(self, run: RunHandle) -> Answer:
         self._asking()
-        name = run.name
-        clusters = [_cluster_run(c, run.run_id) for c in self._clusters(name) if c.get("name") == name]
+        name, step = run.name, f"{run.name}{INPUTS_SUFFIX}"
+        clusters = [_cluster_run(c, run.run_id) for c in self._clusters(name, step) if c.get("name") in (name, step)]
         jobs = [_job_run(j, run.run_id) for j in self._jobs() if j.get("job_name") == name]
-        return Answer(f"sky status -u -o json {name}; sky jobs queue -u -o json", tuple(clusters + jobs))
+        return Answer(f"sky status -u -o json {name} {step}; sky jobs queue -u -o json", tuple(clusters + jobs))
 
     def _nothing(self, run: RunHandle, answer: Answer, what: str, verdict: str = "") -> str:
         """The line for "SkyPilot knows nothing of this run", naming what was asked and where."""
@@ -569,7 +664,9 @@ class SkyPilot(Backend):
         if run.kind:
             if run.kind == "managed-job":
                 return self._run("jobs", "queue").returncode
-            return self._run("status", run.name).returncode
+            # The CPU step's cluster too: SkyPilot lists it only while it exists (a step still running,
+            # or one left behind by a launch killed before its --down).
+            return self._run("status", run.name, f"{run.name}{INPUTS_SUFFIX}").returncode
         answer = self.find(run)
         if not answer.runs:
             print(self._nothing(run, answer, "cluster or managed job"))
@@ -577,7 +674,7 @@ class SkyPilot(Backend):
         rc = 0
         for found in answer.runs:
             print(f"skypilot: run {found.run_id}: {found.where}: {found.state}, {found.shape()}")
-            args = ("status", run.name) if found.kind == "cluster" else ("jobs", "queue", "-u")
+            args = ("status", found.where.split()[-1]) if found.kind == "cluster" else ("jobs", "queue", "-u")
             rc = self._run(*args).returncode or rc
         return rc
 
@@ -644,8 +741,12 @@ class SkyPilot(Backend):
         return runs
 
     def down(self, run: RunHandle) -> int:
+        """The run's cluster or managed job, and a CPU step's cluster left behind. Only `sky down` and
+        `sky jobs cancel`: buckets (a storage.source, the inputs bucket) are SkyPilot's to keep."""
+        if run.kind == "managed-job":
+            return self._cancel(run.name)  # its CPU step is the pipeline's first task: cancelled with it
         if run.kind:
-            return self._cancel(run.name) if run.kind == "managed-job" else self._down(run.name)
+            return self._down(run.name) or self._down_leftover_step(run)
         answer = self.find(run)
         live = [r for r in answer.runs if r.active]
         if not live:
@@ -654,8 +755,24 @@ class SkyPilot(Backend):
         rc = 0
         for found in live:
             print(f"skypilot: taking down {found.where} ({found.state})")
-            rc = (self._down(run.name) if found.kind == "cluster" else self._cancel(run.name)) or rc
+            rc = (self._down(found.where.split()[-1]) if found.kind == "cluster" else self._cancel(run.name)) or rc
         return rc
+
+    def _down_leftover_step(self, run: RunHandle) -> int:
+        """`sky down` of the run's CPU-step cluster when SkyPilot still lists it (a launch killed before
+        the step's --down); says so. Nothing listed, or SkyPilot not answering: nothing to do here."""
+        step = f"{run.name}{INPUTS_SUFFIX}"
+        try:
+            left = [c for c in self._clusters(step) if c.get("name") == step]
+        except MissingPrerequisite as err:
+            print(f"skypilot: could not look for the CPU step's cluster {step}: {err}; `sky status {step}` "
+                  f"shows it, `sky down {step}` removes it", file=sys.stderr)
+            return 0
+        if not left:
+            return 0
+        print(f"skypilot: taking down {step}, the run's CPU step ({left[0].get('status') or '?'}), left behind "
+              "by a launch stopped before its --down; the buckets stay")
+        return self._down(step)
 
     def _down(self, name: str) -> int:
         return self._run("down", "-y", name).returncode  # "not found" exits 0
