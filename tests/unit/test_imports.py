@@ -50,7 +50,7 @@ REGISTRY = {"rlaunch.frameworks.accel"}
 # Imports that may stay inside a function: heavy or optional dependencies a command must not pay
 # for (or may lack) unless it uses them.
 HEAVY = {"sky", "ray", "kubernetes", "torch", "transformers", "datasets", "huggingface_hub", "matplotlib",
-         "wandb", "tensorboard", "numpy", "pandas", "pyarrow", "safetensors", "fire", "rich", "jinja2",
+         "wandb", "tensorboard", "botocore", "numpy", "pandas", "pyarrow", "safetensors", "fire", "rich", "jinja2",
          "pydantic", "yaml", "jsonschema", "requests", "google", "boto3", "azure", "kr8s", "trl", "verl",
          "areal", "rlinf", "hydra", "omegaconf", "tokenizers", "cel", "kubernetes_validate", "vllm", "sglang", "accelerate", "peft", "psutil", "docker", "uv", "pip",
          "packaging", "tomllib", "importlib_metadata", "tensorboardX", "PIL", "grpc", "modelscope", "modelscope_hub",

@@ -56,6 +56,7 @@ from rlaunch.plan import artifacts, catalog, imagecheck, jobenv
 from rlaunch.plan.render import parse_back, render_template, shjoin
 from rlaunch.registry import backends, frameworks
 from rlaunch.validate import skypilot as v
+from rlaunch.job import objects  # stdlib at import: the cloud clients load only when asked
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
@@ -559,8 +560,6 @@ class SkyPilot(Backend):
     def _inputs_prepared(self, spec: Spec) -> tuple[int | None, str]:
         """(objects matched, "") when every input's objects are what a CPU step recorded; else (None, why).
         Asked of the store with its own client here; never refuses: a doubt runs the step."""
-        from rlaunch.job import objects  # the cloud clients inside load only here
-
         urls = []
         for item in inputs.of(spec):
             urls.append(object_url(spec, item.dir))
