@@ -55,7 +55,10 @@ SAVE_FREQ = 20
 TRAIN = f"train.steps=120 train.save_freq={SAVE_FREQ}"  # learned by ~100 steps: postflight's thresholds hold
 KILL_AT = SAVE_FREQ + 5  # after the first checkpoint: the resumed attempt redoes a few steps
 FREEZE_AFTER = 100  # the resumed attempt's trainers are frozen once step 100 (a checkpoint) is done
-STALL_S = 30  # the frozen attempt's train.stall_timeout_s (RESUME=1 may change it; the others: the default)
+# The frozen attempt's train.stall_timeout_s (RESUME=1 may change it; the others: the default). Each of
+# its seconds is waited once per `make test`; the longest gap between this run's steps before the freeze
+# is a checkpoint save, about a second (docs/recovery.md: 250x inside the timeout under the same neighbour).
+STALL_S = 15
 DEADLINE_S = 600  # one attempt, formation to postflight, on a loaded 2-core machine
 
 

@@ -44,6 +44,8 @@ def test_launch_exits_0_and_verification_passed(rehearsal):
     assert score["greedy_correct"] >= 9, score
     assert json.loads((run_dir / "preflight.json").read_text())["passed"] is True
     assert "verification  passed" in proc.stdout
+    # The driver's Ray Train settings reached its controller: no preemption watcher was started.
+    assert "PreemptionWatcher" not in (run_dir / "logs" / "train.log").read_text()
 
 
 def test_the_whole_rehearsal_ran_without_a_false_stall_at_the_default_timeout(rehearsal, capsys):

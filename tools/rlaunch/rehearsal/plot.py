@@ -31,12 +31,20 @@ def moving_average(values: list[float], window: int) -> list[float]:
     return out
 
 
-def plot_reward(metrics_path: Path | str, out_path: Path | str) -> Path:
-    """Raw per-step mean reward plus a moving average (single steps are noisy at 16 samples)."""
+def preload() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display on cluster nodes); imported here, on first
+    use, as it takes a second or two: the driver calls this early, from a thread, while it waits."""
     import matplotlib
 
-    matplotlib.use("Agg")  # no display on cluster nodes
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_reward(metrics_path: Path | str, out_path: Path | str) -> Path:
+    """Raw per-step mean reward plus a moving average (single steps are noisy at 16 samples)."""
+    plt = preload()
 
     rows = [r for r in _rows(Path(metrics_path)) if r.get("reward") is not None]
     steps = [r["step"] for r in rows]

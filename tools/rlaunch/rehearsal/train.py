@@ -303,9 +303,16 @@ def run(cfg: RehearsalConfig) -> dict[str, Any]:
         for stale in (run_dir / CHECKPOINTS).glob("checkpoint-*"):  # none complete: none to keep
             shutil.rmtree(stale, ignore_errors=True)
     (run_dir / RAY_TRAIN).mkdir(exist_ok=True)
-    # Ray Train's print patch reroutes worker stdout past `dill`'s capture, so datasets' function
-    # hashing dumps bytecode into the job log. Ray Train forwards this variable to its workers.
+    # Ray Train forwards these to its controller and workers (set before fit; the job's own wins).
+    # Its print patch reroutes worker stdout past `dill`'s capture, so datasets' function hashing
+    # dumps bytecode into the job log.
     os.environ.setdefault("RAY_TRAIN_ENABLE_PRINT_PATCH", "0")
+    # The controller polls the workers every 2 s by default: the run's end waited up to that long.
+    os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
+    # Its preemption watcher is one more actor process per start, for drain notices this loop never
+    # reads (ray.train.get_preemption_info; a lost node is rlaunch's node watch's, then RESUME=1's):
+    # a second of CPU while the workers start, and an error line in every job log.
+    os.environ.setdefault("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")
     files = [f for f in cfg.data.split(",") if f]
     if files:  # before any node is asked for: a row the tiny model cannot read stops the run here
         try:
@@ -338,6 +345,8 @@ def run(cfg: RehearsalConfig) -> dict[str, Any]:
     follower = threading.Thread(target=follow_progress, args=(cfg, stop, time.monotonic,
                                                               resume[0] if resume else 0), daemon=True)
     follower.start()
+    # matplotlib loads while the workers train, not after them (a second or two of the run's end).
+    threading.Thread(target=plot.preload, daemon=True).start()
     try:
         trainer.fit()
     finally:
