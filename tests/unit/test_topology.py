@@ -43,8 +43,6 @@ CORPUS = [
     (VERL_PPO, [fw_overrides("trainer.default_local_dir=/tmp/ckpt")], {},
      "framework.overrides[trainer.default_local_dir]", "storage.mount"),
     (VERL_PPO, ["rollout.backend=hf"], {}, "rollout.backend", "vllm, sglang"),
-    (VERL_PPO, [fw_overrides("trainer.logger=[console,wandb]")], {},
-     "framework.overrides[trainer.logger]", "'file'"),
     (VERL_PPO, ["cluster.gpus_per_node=0"], {}, "cluster.gpus_per_node", "GPUs only"),
     (VERL_PPO, [fw_overrides("trainer.nnodes=1")], {"NODES": "2"}, "framework.overrides[trainer.nnodes]",
      "cluster.nodes=2 (from NODES) says otherwise"),

@@ -269,7 +269,13 @@ class Rlinf(Framework):
         ]
 
     def data_check(self, spec: Spec) -> list[str]:
-        return datacheck.lines(spec, self.config(spec))
+        if not spec.pins.source:
+            return []
+        # CMD=: the rows its own config names, as RLinf composes it; else rlaunch's rendered config.
+        root = code.here(spec)  # CMD= of RLinf needs CODE (config.load)
+        cfg = (user_command.read_config(spec.code.command, user_command.parse(spec.code.command), root)
+               if spec.code.command and root is not None else self.config(spec))
+        return datacheck.lines(spec, cfg)
 
     def own_inputs(self, spec: Spec) -> bool:
         return bool(spec.code.command)  # the config CMD names says its model and data
