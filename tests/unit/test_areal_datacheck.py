@@ -4,6 +4,8 @@ workflow calls it, reward_fn(prompt, completions, prompt_ids, completion_ids, **
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,6 +87,14 @@ def test_a_reward_areal_would_fail_or_silently_zero_is_refused(gsm8k, rewards, n
         assert "my_rewards.py:10 in raises" in got["error"]
 
 
+@pytest.mark.skipif(not loaders.venv_python("areal").exists(), reason=".venv-areal not built (make setup-validators)")
+def test_areal_venv_has_what_its_loader_and_rewards_import() -> None:
+    # The plan's probe runs there: AReaL's gsm8k loader needs datasets, areal.reward math_verify.
+    find = "import importlib.util as u; print([m for m in ('areal', 'datasets', 'math_verify') if not u.find_spec(m)])"
+    got = subprocess.run([str(loaders.venv_python("areal")), "-c", find], capture_output=True, text=True, timeout=60)
+    assert got.stdout.strip() == "[]", got.stderr
+
+
 def test_rows_areal_cannot_load_or_too_few_are_refused(gsm8k, tmp_path):
     few = data_probe.probe(str(gsm8k), ["train", "test"], batch=64)
     assert few["error"].startswith("32 train rows, fewer than one batch (train_dataset.batch_size=64)")
@@ -112,6 +122,8 @@ def test_the_plan_runs_it_once_on_the_directory_areal_loads(gsm8k, tmp_path, mon
     spec = config.load("areal-grpo-gsm8k", {"INFRA": "gcp", "RUN_ID": "a1", "DATA": str(gsm8k), "WORK_ROOT": mount},
                        ["train.batch_size=8"])
     lines = frameworks.get("areal").data_check(spec)
+    venv = loaders.venv_python("areal")  # AReaL's own rewards import there (datasets, math-verify)
+    assert calls[0][0] == (str(venv) if venv.exists() else sys.executable)
     assert calls[0][3:] == [f"--path={gsm8k}", "--splits=train,test", "--batch=8"]
     assert lines[0] == "data: rows: 32 train, 8 test (AReaL's gsm8k loader, config main): 'question' on every row"
     assert lines[1].startswith("WARNING data: reward areal.reward.gsm8k.gsm8k_reward_fn not called on the rows")

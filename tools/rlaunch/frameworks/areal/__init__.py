@@ -7,11 +7,12 @@ FRAMEWORK = Descriptor(
     summary="AReaL GRPO (gsm8k_rl.py), local or Ray scheduler",
     order=2,
     step_modules=("ray", "yaml"),
-    # What load_expr_config imports beyond AReaL itself (versions from AReaL's own metadata).
+    # What load_expr_config imports beyond AReaL itself (versions from AReaL's own metadata), and what
+    # the plan's row probe does: its gsm8k loader (datasets) and reward (areal.reward: math-verify).
     validator=Validator(needs=("torch", "hydra-core", "omegaconf", "transformers", "uvloop", "pyyaml", "aiohttp",
                                "colorlog", "tenacity", "flask", "torchdata", "lark", "pillow", "ray", "numba",
                                "orjson", "einops", "aiofiles", "openai", "swanlab", "trackio", "wandb",
-                               "tensorboardX", "tabulate")),
+                               "tensorboardX", "tabulate", "datasets", "math-verify")),
     # In the image, installed there without its dependencies (AReaL's Dockerfile: uv pip install
     # --no-deps -e /AReaL, under uv's resolution): pip does not resolve its wheel's requirements
     # with the image's sglang (openai pins), so the check resolves what the run adds, not areal.

@@ -10,7 +10,7 @@
             on every row (up to --limit, an even sample beyond); a raise names the function, file:line
             and the row. A reward that does not import in this environment is a warning naming why.
 
-Runs in the launcher's venv, which has `datasets` (the validator venv .venv-areal does not); the reward is
+Runs in .venv-areal (AReaL at its pin, `datasets`, math-verify), else in the launcher's venv; the reward is
 imported by its dotted path (AReaL's examples/math/gsm8k_rl.py passes areal.reward.gsm8k.gsm8k_reward_fn).
 
 Usage: python -m rlaunch.frameworks.areal.data_probe --path=DIR [--splits=train,test] [--batch=N]

@@ -3,8 +3,9 @@
 The dataset directory AReaL loads (train_dataset.path) found on this machine
 (rlaunch.frameworks.verl.cpu.datacheck.base_here), then rlaunch.frameworks.areal.data_probe run once:
 AReaL's gsm8k loader's rows, the batch, and the reward called as AReaL's workflow calls it, within its
-15 s. Run in the launcher's venv (it has `datasets`; .venv-areal, the config validator, has not); a
-passing answer is kept by content (the files, the arguments, CODE's hash, .venv-areal's stamp).
+15 s. Run in .venv-areal (AReaL at its pin, with `datasets` and its rewards' math-verify); without it,
+in the launcher's venv, where AReaL's own rewards do not import (a warning). A passing answer is kept
+by content (the files, the arguments, CODE's hash, .venv-areal's stamp).
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ def lines(spec: Spec) -> list[str]:
         return base
     eff = topology.parse_overrides(spec.framework.overrides)
     batch = eff.get("train_dataset.batch_size", str(spec.train.batch_size))
-    argv = [sys.executable, "-m", "rlaunch.frameworks.areal.data_probe", f"--path={base}", "--splits=train,test",
+    venv = loaders.venv_python("areal")
+    python = str(venv) if venv.exists() else sys.executable  # AReaL's own rewards import in .venv-areal alone
+    argv = [python, "-m", "rlaunch.frameworks.areal.data_probe", f"--path={base}", "--splits=train,test",
             f"--batch={batch}"]
     files = sorted(p for p in base.rglob("*") if p.is_file() and not set(datasource.SKIPPED) & set(p.parts))
     return verl_datacheck.probe_lines(spec, argv, [PROBE, *files], loaders.venv_stamp("areal") or "launcher", "AReaL")
