@@ -134,3 +134,23 @@ def test_the_plan_runs_it_once_on_the_directory_areal_loads(gsm8k, tmp_path, mon
     with pytest.raises(ConfigError) as err:
         frameworks.get("areal").data_check(big)
     assert err.value.key == "data.source" and "fewer than one batch (train_dataset.batch_size=64)" in err.value.allowed
+
+
+def _hangs(index, row):
+    import time
+
+    time.sleep(3600)  # a reward that never answers
+    return 1.0, 0.0
+
+
+def test_a_reward_that_never_answers_is_refused_in_time_and_its_workers_killed(monkeypatch):
+    """The pool's exit joins its workers: a stuck reward must not hold the plan past its deadline."""
+    import time
+
+    from rlaunch.validate import rowpool
+
+    monkeypatch.setattr(rowpool, "MARGIN_S", 0.5)
+    started = time.monotonic()
+    with pytest.raises(rowpool.Refused, match=r"did not answer rows 0-0 in time \(0.1 s a call\)"):
+        rowpool.scored(_hangs, [{"q": 1}], "stuck", 10, 0.1, "right/empty")
+    assert time.monotonic() - started < 10

@@ -19,6 +19,7 @@ from typing import Any
 
 WORKERS = 2
 CHUNKS = 8
+MARGIN_S = 30.0  # beyond the calls' own limits: a pool's start, a loaded machine
 Call = Callable[[int, Any], "tuple[float, float] | str"]
 
 
@@ -49,8 +50,9 @@ def scored(calls: Call, rows: list[Any], label: str, limit: int, wait_s: float,
         futures = [pool.submit(_chunk, calls, chunk) for chunk in chunks]
         for future, chunk in zip(futures, chunks):
             try:
-                done += future.result(timeout=wait_s * 2 * len(chunk) + 30)
+                done += future.result(timeout=wait_s * 2 * len(chunk) + MARGIN_S)
             except cf.TimeoutError:
+                stop(pool)
                 raise Refused(f"reward {label} did not answer rows {chunk[0][0]}-{chunk[-1][0]} in time "
                               f"({wait_s:g} s a call)") from None
     for item in done:
@@ -68,6 +70,14 @@ def scored(calls: Call, rows: list[Any], label: str, limit: int, wait_s: float,
         warnings.append(f"reward {label} gives every row and answer the same score {right[0]:g}: no signal to "
                         "learn from (is it the reward you meant?)")
     return lines, warnings
+
+
+def stop(pool: cf.ProcessPoolExecutor) -> None:
+    """A pool whose reward is stuck: its workers killed, so leaving the `with` does not wait on them
+    (the executor's exit joins its workers, and a reward that never returns would hold the plan)."""
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):  # 3.14 names it terminate_workers()
+        proc.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def number(value: Any) -> float | None:

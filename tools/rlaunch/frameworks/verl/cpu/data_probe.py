@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from rlaunch import cmdline
+from rlaunch.validate import rowpool
 
 SUFFIXES = (".parquet", ".json", ".jsonl")
 ANSWER = "The answer is \\boxed{{{0}}}. #### {0}"  # both verl's GSM8K and MATH extractors find it
@@ -180,6 +181,7 @@ def _pooled(fn: Callable[..., Any], label: str, kwargs: dict[str, Any], path: st
             for future, chunk in zip(futures, chunks):
                 done += future.result(timeout=limit_s * 2 * len(chunk) + 30)
         except cf.TimeoutError:
+            rowpool.stop(pool)
             raise Refused(f"reward {label} did not answer rows {chunk[0][0]}-{chunk[-1][0]} in time "
                           f"({limit_s:g} s a call)") from None
         except cf.process.BrokenProcessPool as err:
