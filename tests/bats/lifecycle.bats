@@ -75,7 +75,7 @@ cluster_json() { # cluster_json NAME STATUS CLOUD [LABELLED]: one `sky status -o
   echo "${output}"
   [ "${status}" -eq 0 ]
   [[ "${output}" == *"taking down sky cluster exp-7 (UP)"* ]]
-  [ "$(stub_calls sky)" = "status -u -o json exp-7
+  [ "$(stub_calls sky)" = "status -u -o json exp-7 exp-7-inputs
 jobs queue -u -o json
 down -y exp-7" ]
   fresh
@@ -89,7 +89,7 @@ down -y exp-7" ]
   echo "${output}"
   [ "${status}" -eq 0 ]
   [[ "${output}" == *"taking down sky managed job 3 exp-7 (RECOVERING)"* ]]
-  [ "$(stub_calls sky)" = "status -u -o json exp-7
+  [ "$(stub_calls sky)" = "status -u -o json exp-7 exp-7-inputs
 jobs queue -u -o json
 jobs cancel -y -n exp-7" ]
 }
@@ -101,9 +101,9 @@ jobs cancel -y -n exp-7" ]
   run mk down INFRA=gcp RUN_ID=exp-7
   echo "${output}"
   [ "${status}" -eq 0 ]
-  [[ "${output}" == *"no cluster or in-progress managed job of run exp-7: \`sky status -u -o json exp-7\` and \`sky jobs queue -u -o json\` (API server http://127.0.0.1:46580) found none"* ]]
+  [[ "${output}" == *"no cluster or in-progress managed job of run exp-7: \`sky status -u -o json exp-7 exp-7-inputs\` and \`sky jobs queue -u -o json\` (API server http://127.0.0.1:46580) found none"* ]]
   [[ "${output}" == *"finished: sky managed job 1 exp-7 SUCCEEDED: nothing to do. That server is this machine's own"*"sky api login -e"* ]]
-  [ "$(stub_calls sky)" = "status -u -o json exp-7
+  [ "$(stub_calls sky)" = "status -u -o json exp-7 exp-7-inputs
 jobs queue -u -o json
 api info -o json" ]
 }
@@ -134,13 +134,13 @@ api info -o json" ]
   [ "${status}" -eq 0 ]
   run mk dashboard INFRA=gcp RUN_ID=exp-7
   [ "${status}" -eq 0 ]
-  [ "$(stub_calls sky)" = "status -u -o json exp-7
+  [ "$(stub_calls sky)" = "status -u -o json exp-7 exp-7-inputs
 jobs queue -u -o json
 status exp-7
-status -u -o json exp-7
+status -u -o json exp-7 exp-7-inputs
 jobs queue -u -o json
 logs exp-7
-status -u -o json exp-7
+status -u -o json exp-7 exp-7-inputs
 jobs queue -u -o json
 status --endpoint 8265 exp-7" ]
   fresh
