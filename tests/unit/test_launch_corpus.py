@@ -12,6 +12,7 @@ the CODE tree (its modules are stdlib-only stand-ins), so the corpus costs about
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -67,14 +68,15 @@ def code_tree(entry: dict[str, Any], root: Path) -> Path:
     else:
         _write(root, argv[1], GUARD)
     args = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+    config = yaml.safe_dump(entry.get("config", {}))  # the published YAML's keys that place the run
     for i, arg in enumerate(argv):
         if arg == "--config" and argv[i + 1] not in entry.get("missing", []):
-            _write(root, argv[i + 1], "{}\n")
+            _write(root, argv[i + 1], config)
         if arg.startswith("--config-path"):
             where = arg.split("=", 1)[1] if "=" in arg else argv[i + 1]
             name = next(a.split("=", 1)[1] if "=" in a else argv[j + 1]
                         for j, a in enumerate(argv) if a.startswith("--config-name"))
-            _write(root, f"{where.rstrip('/')}/{name.removesuffix('.yaml')}.yaml", "{}\n")
+            _write(root, f"{where.rstrip('/')}/{name.removesuffix('.yaml')}.yaml", config)
     for key, value in args.items():
         value = value.strip("'\"")
         if value.startswith(("/", "$", "pkg:")) or not value.endswith((".py", ".yaml", ".json")):
@@ -92,6 +94,13 @@ def code_tree(entry: dict[str, Any], root: Path) -> Path:
         else:
             _module(root, module, _defines(attr))
     return root
+
+
+def _under_code(arg: str, argv: list[str], spec: Any) -> bool:
+    """arg (a path relative to CODE, or option=path) as the rendered command gives it: under CODE's directory."""
+    option, _, path = arg.rpartition("=") if arg.startswith("-") else ("", "", arg)
+    rendered = os.path.normpath(f"{spec.paths.code_dir}/{path}")
+    return (f"{option}={rendered}" if option else rendered) in argv
 
 
 def _cases() -> list[Any]:
@@ -114,7 +123,7 @@ def test_a_published_launch_plans_with_its_entry_and_arguments_or_is_refused_for
     from rlaunch.registry import frameworks
 
     root = code_tree(entry, tmp_path / "code")
-    knobs = {"RUN_ID": "corpus", "INFRA": "gcp", "CODE": str(root), "CMD": entry["cmd"]}
+    knobs = {"RUN_ID": "corpus", "INFRA": "gcp", "CODE": str(root), "CMD": entry["cmd"], **entry.get("knobs", {})}
     if entry["expect"] in ("refused", "gap"):  # gap: rlaunch's rule, said in `why`; fixed, it plans: say so there
         with pytest.raises(ConfigError) as err:
             config.load(PRESET[entry["framework"]], knobs)
@@ -128,8 +137,9 @@ def test_a_published_launch_plans_with_its_entry_and_arguments_or_is_refused_for
     given = shlex.split(entry["cmd"])
     assert given[1:3] == argv[1:3] if given[1] == "-m" else given[1] in " ".join(argv)  # the user's entry
     owned = set(fw.owned)
-    for arg in given[3:]:  # each argument reaches the command as given, or as the rlaunch key it sets
-        assert arg in argv or arg.partition("=")[0].lstrip("+") in owned, arg
+    for arg in given[3:]:  # each argument reaches the command as given, or as the rlaunch key it sets,
+        # or, a path in CODE, as that path under CODE's directory on the nodes
+        assert arg in argv or arg.partition("=")[0].lstrip("+") in owned or _under_code(arg, argv, spec), arg
     assert imports.checkout_lines(spec)[0].startswith(f"code: CODE is a {entry['framework']} checkout")
     if entry["framework"] == "verl":
         from rlaunch.frameworks.verl.adapter import import_targets
