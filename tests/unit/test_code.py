@@ -318,6 +318,23 @@ def test_cmd_names_verls_entry_and_its_key_values_are_overrides_under_the_same_r
     assert f"{REWARD}={spec.paths.code_dir}/pkg/reward.py" in argv and argv.count("trainer.resume_mode=auto") == 1
 
 
+
+def test_a_zero_batch_reaches_verls_fully_async_trainer_as_given_and_main_ppo_still_refuses_it(tmp_path):
+    root = repo(tmp_path / "user")
+    knobs = {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(root)}
+    cmd = ("python3 -m verl.experimental.fully_async_policy.fully_async_main data.train_batch_size=0 "
+           "data.gen_batch_size=1 actor_rollout_ref.actor.ppo_mini_batch_size=32 async_training.require_batches=2")
+    spec = config.load(VERL, {**knobs, "CMD": cmd})
+    from rlaunch.registry import frameworks
+
+    argv = frameworks.get("verl").command(spec)
+    assert [a for a in argv if a.startswith("data.train_batch_size=")] == ["data.train_batch_size=0"]
+    assert spec.train.mini_batch_size == 32  # the other keys still map onto rlaunch's
+    with pytest.raises(ConfigError, match=r"train_batch_size\]='0'.*fully_async_main"):
+        config.load(VERL, {**knobs, "CMD": cmd.replace("experimental.fully_async_policy.fully_async_main",
+                                                       "trainer.main_ppo")})
+
+
 @pytest.mark.parametrize(("cmd", "key", "needle"), [
     ("bash train.sh", "code.command", "python3 -m <module> key=value"),
     ("python3 -m verl.trainer.main_ppo --config-path x", "code.command", "--config-path and --config-name go together"),

@@ -24,6 +24,8 @@ class Owned:
                                               # accepted (dropped: rendered once), any other refused
     problem: Callable[[Any], str] | None = None  # why a value is refused though rlaunch's key would
                                                  # take it (its framework's rule; "": not refused)
+    passes: Callable[[Any, dict[str, Any]], bool] | None = None  # (value, config): a value only the
+    # framework's entry reads (the override reaches it as given, rlaunch's key keeps its own)
 
 
 def value(raw: str) -> Any:
@@ -63,6 +65,9 @@ def absorb(cfg: dict[str, Any], sources: dict[str, str], table: dict[str, Owned]
             raise ConfigError(label, raw, f"rlaunch's own: set {owned.key} instead ({owned.refuse})", where)
         if "${" in raw:
             raise ConfigError(label, raw, f"a value, not an interpolation: rlaunch checks it as {owned.key}", where)
+        if owned.passes is not None and owned.passes(value(raw), cfg):
+            kept.append(item)
+            continue
         problem = owned.problem(value(raw)) if owned.problem else ""
         if problem:
             raise ConfigError(label, raw, problem, where)

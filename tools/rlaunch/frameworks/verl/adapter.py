@@ -42,20 +42,34 @@ def _wandb(loggers: object) -> bool:
 _OURS = "the run directory's, which postflight and every restart read"
 
 
+FULLY_ASYNC = "verl.experimental.fully_async_policy.fully_async_main"
+
+
+def _entry(cfg: dict[str, Any]) -> str:
+    """The entry module the run's CMD names ("" without CMD or for a script)."""
+    text = cfg.get("code", {}).get("command") if isinstance(cfg.get("code"), dict) else ""
+    return user_command.parse(text).module if isinstance(text, str) and text.strip() else ""
+
+
+def _streams_prompts(batch: object, cfg: dict[str, Any]) -> bool:
+    """data.train_batch_size=0 under the fully-async trainer: its rollouter streams prompts one at a time
+    (data.gen_batch_size) and its trainer steps on require_batches mini-batches, so 0 reaches verl as given."""
+    return batch == 0 and _entry(cfg) == FULLY_ASYNC
+
+
 def _batch_problem(batch: object) -> str:
-    """data.train_batch_size=0 is verl's fully-async trainer's; main_ppo, which rlaunch runs, refuses it."""
+    """data.train_batch_size=0 is verl's fully-async trainer's (_streams_prompts); main_ppo refuses it."""
     if batch != 0:
         return ""
     return ("a number of prompts per step >= 1 (and >= train.mini_batch_size): 0 is for verl's fully-async "
-            "trainer (verl.experimental.fully_async_policy.fully_async_main, whose rollouter streams prompts "
-            "one at a time), which rlaunch does not run; rlaunch runs main_ppo, whose validate_config refuses "
-            "a data.train_batch_size below actor_rollout_ref.actor.ppo_mini_batch_size and whose trainer "
-            "samples data.train_batch_size prompts a step. Set the prompts per step, e.g. "
-            "data.train_batch_size=<train.mini_batch_size>")
+            f"trainer (CMD='python3 -m {FULLY_ASYNC} ...', whose rollouter streams prompts one at a time); "
+            "main_ppo's validate_config refuses a data.train_batch_size below "
+            "actor_rollout_ref.actor.ppo_mini_batch_size and its trainer samples data.train_batch_size "
+            "prompts a step. Set the prompts per step, e.g. data.train_batch_size=<train.mini_batch_size>")
 
 # verl's keys that rlaunch renders from its own (overrides()): an override of one is that key's value.
 OWNED = {
-    "data.train_batch_size": Owned("train.batch_size", problem=_batch_problem),
+    "data.train_batch_size": Owned("train.batch_size", problem=_batch_problem, passes=_streams_prompts),
     "data.max_prompt_length": Owned("data.max_prompt_length"),
     "data.max_response_length": Owned("data.max_response_length"),
     "actor_rollout_ref.model.path": Owned("model.path"),
@@ -219,11 +233,12 @@ class Verl(Framework):
         micro = train.micro_batch_size_per_gpu
         log_prob = train.log_prob_micro_batch_size_per_gpu or micro  # 0: the actor's micro-batch
         ref_log_prob = train.ref_log_prob_micro_batch_size_per_gpu or micro
+        streamed = "data.train_batch_size" in topology.parse_overrides(spec.framework.overrides)  # passes
         out = [
             f"algorithm.adv_estimator={algo.adv_estimator}",
             f"data.train_files={_hydra(found['train'])}",
             f"data.val_files={_hydra(found['test'])}",
-            f"data.train_batch_size={train.batch_size}",
+            *([] if streamed else [f"data.train_batch_size={train.batch_size}"]),  # else the user's 0
             f"data.max_prompt_length={spec.data.max_prompt_length}",
             f"data.max_response_length={spec.data.max_response_length}",
             "data.filter_overlong_prompts=True",
@@ -333,10 +348,13 @@ class Verl(Framework):
             raise ConfigError("framework.overrides[trainer.nnodes]", f"{nnodes}x{gpn}",
                                        f"the cluster's {spec.cluster.nodes} nodes x "
                                        f"{spec.cluster.gpus_per_node} GPUs (set cluster.* instead)")
+        # fully-async's data.train_batch_size=0 (passes): its trainer steps on require_batches mini-batches
+        step = topology.as_int("async_training.require_batches", eff.get("async_training.require_batches", 1)) \
+            if "data.train_batch_size" in eff else None
         topology.batch_sizes(spec, n, nnodes * gpn, {
             "batch_override": "data.train_batch_size",
             "mini_override": "actor_rollout_ref.actor.ppo_mini_batch_size",
-            "micro_override": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"})
+            "micro_override": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"}, step)
         topology.rollout_tp(spec, "rollout.tp", eff.get("actor_rollout_ref.rollout.tensor_model_parallel_size"))
         topology.rollout_backend(spec, "rollout.backend", eff.get("actor_rollout_ref.rollout.name"))
         ckpt = eff.get("trainer.default_local_dir", spec.paths.ckpt_dir)
