@@ -335,6 +335,26 @@ def test_a_zero_batch_reaches_verls_fully_async_trainer_as_given_and_main_ppo_st
                                                        "trainer.main_ppo")})
 
 
+
+def test_one_step_off_sizes_the_cluster_for_the_trainer_and_rollout_pools_its_command_places(tmp_path):
+    from rlaunch.frameworks.verl.adapter import ADAPTER
+
+    knobs = {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(repo(tmp_path / "user"))}
+    cmd = ("python3 -m verl.experimental.one_step_off_policy.main_ppo trainer.nnodes=2 trainer.n_gpus_per_node=6 "
+           "rollout.nnodes=2 rollout.n_gpus_per_node=2 data.train_batch_size=48 "
+           "actor_rollout_ref.actor.ppo_mini_batch_size=24")
+    spec = config.load(VERL, {**knobs, "CMD": cmd})
+    assert (spec.cluster.nodes, spec.cluster.gpus_per_node) == (2, 8)  # each node holds 6 + 2
+    argv = ADAPTER.command(spec)
+    for arg in ("trainer.nnodes=2", "trainer.n_gpus_per_node=6", "rollout.n_gpus_per_node=2"):
+        assert argv.count(arg) == 1, arg
+    assert not [a for a in argv if a.startswith("trainer.n_gpus_per_node=") and a != "trainer.n_gpus_per_node=6"]
+    with pytest.raises(ConfigError, match=r"cluster\.gpus_per_node.*8, what CMD's trainer\.\* and rollout\.\*"):
+        config.load(VERL, {**knobs, "CMD": cmd, "GPUS_PER_NODE": "6"})
+    with pytest.raises(ConfigError, match=r"rollout\.nnodes=1 equal to trainer\.nnodes=2"):
+        config.load(VERL, {**knobs, "CMD": cmd.replace("rollout.nnodes=2", "rollout.nnodes=1")})
+
+
 @pytest.mark.parametrize(("cmd", "key", "needle"), [
     ("bash train.sh", "code.command", "python3 -m <module> key=value"),
     ("python3 -m verl.trainer.main_ppo --config-path x", "code.command", "--config-path and --config-name go together"),

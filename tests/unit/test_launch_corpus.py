@@ -1,11 +1,11 @@
 """The launch corpus (issue 47, Must show): published verl, AReaL and RLinf launches, each given as CODE
-(a small tree written here with the framework's checkout markers at the pin and every file and module
-the command names, in the published layout) and CMD (the published command). Each plans, with the
-user's entry and arguments in the rendered command and what the workers import importing from CODE,
-or is refused for the reason tests/fixtures/import/launches.yaml says is true of that run. Entries
-that wait on CMD for AReaL/RLinf and verl's --config-path (wt/cmd) are expected failures with that
-reason: they light up when it lands. A `gap` is refused today by a rule of rlaunch's that issue 47 changes
-(its `why`): asserted as refused, so the change that lifts it turns the entry into `plans` here.
+(a small tree written here with the framework's checkout markers at the pin, every file and module
+the command names in the published layout, and the keys of the YAML it names that place the run) and
+CMD (the published command). Each plans, at the size its command places, with the user's entry and
+arguments in the rendered command and what the workers import importing from CODE, or is refused for
+the reason tests/fixtures/import/launches.yaml says is true of that run. A `gap` is refused today by a
+rule of rlaunch's that issue 47 changes (its `why`): asserted as refused, so the change that lifts it
+turns the entry into `plans` here.
 
 In-process and without the validator venvs: the import checks run validate/import_loader.py here on
 the CODE tree (its modules are stdlib-only stand-ins), so the corpus costs about a second a launch."""
@@ -104,9 +104,7 @@ def _under_code(arg: str, argv: list[str], spec: Any) -> bool:
 
 
 def _cases() -> list[Any]:
-    """Each entry; an expected failure where it waits on CMD (wt/cmd) or plans at a size not its own (xfail)."""
-    return [pytest.param(e, id=e["id"], marks=pytest.mark.xfail(reason=e.get("xfail") or e["why"], strict=False)
-                         if e["expect"] == "cmd" or e.get("xfail") else ()) for e in CORPUS]
+    return [pytest.param(e, id=e["id"]) for e in CORPUS]
 
 
 def test_the_corpus_holds_at_least_25_launches_each_cited_in_the_readme():
@@ -115,7 +113,7 @@ def test_the_corpus_holds_at_least_25_launches_each_cited_in_the_readme():
     assert {e["framework"] for e in CORPUS} == {"verl", "areal", "rlinf"}
     for e in CORPUS:
         assert e["id"] in readme and e["source"] in readme, e["id"]
-        assert e["expect"] in ("plans", "refused", "cmd", "gap") and (e["expect"] == "plans" or e["why"])
+        assert e["expect"] in ("plans", "refused", "gap") and (e["expect"] == "plans" or e["why"])
 
 
 @pytest.mark.parametrize("entry", _cases())
@@ -154,7 +152,7 @@ AREAL = [pytest.param(e, id=e["id"]) for e in CORPUS if e.get("imports")]
 
 @pytest.mark.parametrize("entry", AREAL)
 def test_areals_workflows_and_rewards_import_from_code_as_its_workers_import_them(entry, tmp_path):
-    """Before CMD reaches AReaL: the dotted paths each launch's entry script names import from CODE,
+    """The dotted paths each launch's entry script names import from CODE,
     the script's directory on the path as AReaL's launcher gives its workers (areal/infra/utils/launcher.py)."""
     root = code_tree(entry, tmp_path / "code")
     argv = shlex.split(entry["cmd"])

@@ -57,6 +57,21 @@ def _streams_prompts(batch: object, cfg: dict[str, Any]) -> bool:
     return batch == 0 and _entry(cfg) == FULLY_ASYNC
 
 
+def _separate_pools(_value: object, cfg: dict[str, Any]) -> bool:
+    """One-step-off and fully-async: trainer.* size the trainer's pool only, the rollout's pool beside it
+    (CMD's rollout.*); the cluster holds both (config.command.pools), so the user's trainer.* reach verl."""
+    return _entry(cfg) in user_command.SEPARATE_POOLS
+
+
+def trainer_pool(spec: Spec) -> tuple[int, int] | None:
+    """(nodes, GPUs a node) of a SEPARATE_POOLS entry's trainer pool; None: verl trains on the cluster."""
+    cmd = user_command.parse(spec.code.command) if spec.code.command else None
+    if cmd is None or cmd.module not in user_command.SEPARATE_POOLS:
+        return None
+    given = cmd.overrides()
+    return int(given.get("trainer.nnodes", 1)), int(given.get("trainer.n_gpus_per_node", 8))  # verl's defaults
+
+
 def _batch_problem(batch: object) -> str:
     """data.train_batch_size=0 is verl's fully-async trainer's (_streams_prompts); main_ppo refuses it."""
     if batch != 0:
@@ -89,8 +104,8 @@ OWNED = {
     "actor_rollout_ref.rollout.n": Owned("algo.group_size"),
     "actor_rollout_ref.rollout.tensor_model_parallel_size": Owned("rollout.tp"),
     "actor_rollout_ref.rollout.gpu_memory_utilization": Owned("rollout.gpu_memory_utilization"),
-    "trainer.nnodes": Owned("cluster.nodes"),
-    "trainer.n_gpus_per_node": Owned("cluster.gpus_per_node"),
+    "trainer.nnodes": Owned("cluster.nodes", passes=_separate_pools),
+    "trainer.n_gpus_per_node": Owned("cluster.gpus_per_node", passes=_separate_pools),
     "trainer.save_freq": Owned("train.save_freq"),
     "trainer.test_freq": Owned("train.test_freq"),
     "trainer.total_epochs": Owned("train.epochs"),
@@ -233,12 +248,12 @@ class Verl(Framework):
         micro = train.micro_batch_size_per_gpu
         log_prob = train.log_prob_micro_batch_size_per_gpu or micro  # 0: the actor's micro-batch
         ref_log_prob = train.ref_log_prob_micro_batch_size_per_gpu or micro
-        streamed = "data.train_batch_size" in topology.parse_overrides(spec.framework.overrides)  # passes
+        nnodes, gpn = trainer_pool(spec) or (cluster.nodes, cluster.gpus_per_node)
         out = [
             f"algorithm.adv_estimator={algo.adv_estimator}",
             f"data.train_files={_hydra(found['train'])}",
             f"data.val_files={_hydra(found['test'])}",
-            *([] if streamed else [f"data.train_batch_size={train.batch_size}"]),  # else the user's 0
+            f"data.train_batch_size={train.batch_size}",
             f"data.max_prompt_length={spec.data.max_prompt_length}",
             f"data.max_response_length={spec.data.max_response_length}",
             "data.filter_overlong_prompts=True",
@@ -279,8 +294,8 @@ class Verl(Framework):
             f"trainer.logger=[{','.join(loggers)}]",
             f"trainer.project_name={spec.logging.project}",
             f"trainer.experiment_name={spec.run.name}",
-            f"trainer.nnodes={cluster.nodes}",
-            f"trainer.n_gpus_per_node={cluster.gpus_per_node}",
+            f"trainer.nnodes={nnodes}",
+            f"trainer.n_gpus_per_node={gpn}",
             f"trainer.default_local_dir={paths.ckpt_dir}",
             # SMOKE=1: validated and saved from step 1 on, for train.smoke_steps steps.
             f"trainer.save_freq={1 if train.smoke else train.save_freq}",
@@ -296,6 +311,9 @@ class Verl(Framework):
         # Every start of the run (a managed-job recovery, a RayJob retry, RESUME=1) continues from the
         # last checkpoint in the run directory; the first start finds none and begins at step 0.
         out.append("trainer.resume_mode=auto")
+        # what passes (an Owned's `passes`) reaches verl as the user gave it, once: not rendered here
+        passed = {k for k in topology.parse_overrides(spec.framework.overrides) if k in OWNED and OWNED[k].passes}
+        out = [o for o in out if o.partition("=")[0] not in passed]
         # critic.model.path, the actor's (check): rendered above for PPO, from the prepared model
         return out + [_with_file_logger(_on_nodes(spec, o)) for o in spec.framework.overrides
                       if not (ppo and o.partition("=")[0].lstrip("+") == CRITIC_MODEL)]
@@ -341,10 +359,11 @@ class Verl(Framework):
         n_key = "framework.overrides[actor_rollout_ref.rollout.n]" if "actor_rollout_ref.rollout.n" in eff \
             else "algo.group_size"
         topology.group_size(spec, n_key, n)
-        nnodes = topology.as_int("trainer.nnodes", eff.get("trainer.nnodes", spec.cluster.nodes))
-        gpn = topology.as_int("trainer.n_gpus_per_node",
-                              eff.get("trainer.n_gpus_per_node", topology.gpus_per_node(spec)))
-        if nnodes * gpn != topology.total_gpus(spec):
+        pool = trainer_pool(spec)  # separate pools: the cluster holds both (config.command.pools)
+        nnodes = pool[0] if pool else topology.as_int("trainer.nnodes", eff.get("trainer.nnodes", spec.cluster.nodes))
+        gpn = pool[1] if pool else topology.as_int("trainer.n_gpus_per_node",
+                                                   eff.get("trainer.n_gpus_per_node", topology.gpus_per_node(spec)))
+        if not pool and nnodes * gpn != topology.total_gpus(spec):
             raise ConfigError("framework.overrides[trainer.nnodes]", f"{nnodes}x{gpn}",
                                        f"the cluster's {spec.cluster.nodes} nodes x "
                                        f"{spec.cluster.gpus_per_node} GPUs (set cluster.* instead)")
