@@ -355,6 +355,36 @@ def test_one_step_off_sizes_the_cluster_for_the_trainer_and_rollout_pools_its_co
         config.load(VERL, {**knobs, "CMD": cmd.replace("rollout.nnodes=2", "rollout.nnodes=1")})
 
 
+
+def test_cmds_checkpoint_dir_and_resume_mode_give_way_to_rlaunchs_and_the_plan_says_so(tmp_path):
+    from rlaunch.frameworks.verl.adapter import ADAPTER, replaced_lines
+
+    cmd = ("python3 -m verl.trainer.main_ppo trainer.default_local_dir=/storage/ckpts/mine "
+           "trainer.resume_mode=disable")
+    spec = config.load(VERL, {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(repo(tmp_path / "user")), "CMD": cmd})
+    argv = ADAPTER.command(spec)
+    assert [a for a in argv if a.startswith(("trainer.default_local_dir=", "trainer.resume_mode="))] == \
+        [f"trainer.default_local_dir={spec.paths.ckpt_dir}", "trainer.resume_mode=auto"]
+    lines = replaced_lines(spec)
+    assert len(lines) == 2 and "CMD's trainer.default_local_dir=/storage/ckpts/mine is rlaunch's own" in lines[0]
+    with pytest.raises(ConfigError, match="set storage.mount instead"):  # a preset's overrides: still refused
+        config.load(VERL, {"RUN_ID": "t", "INFRA": "gcp"}, ["framework.overrides=[trainer.default_local_dir=/x]"])
+
+
+def test_fully_async_reads_verls_top_level_reward_keys_and_main_ppo_still_refuses_them(tmp_path):
+    from rlaunch.frameworks.verl.adapter import ADAPTER
+
+    knobs = {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(repo(tmp_path / "user"))}
+    cmd = ("python3 -m verl.experimental.fully_async_policy.fully_async_main trainer.nnodes=1 "
+           "trainer.n_gpus_per_node=8 rollout.nnodes=1 rollout.n_gpus_per_node=8 "
+           "custom_reward_function.path=pkg/reward.py")
+    spec = config.load(VERL, {**knobs, "CMD": cmd})
+    assert (spec.cluster.nodes, spec.cluster.gpus_per_node) == (2, 8)  # two pools of 8: two nodes
+    assert f"custom_reward_function.path={spec.paths.code_dir}/pkg/reward.py" in ADAPTER.command(spec)
+    with pytest.raises(ConfigError, match="main_ppo reads the reward function from reward.custom_reward_function"):
+        config.load(VERL, {**knobs, "CMD": "python3 -m verl.trainer.main_ppo custom_reward_function.path=pkg/reward.py"})
+
+
 @pytest.mark.parametrize(("cmd", "key", "needle"), [
     ("bash train.sh", "code.command", "python3 -m <module> key=value"),
     ("python3 -m verl.trainer.main_ppo --config-path x", "code.command", "--config-path and --config-name go together"),

@@ -97,8 +97,9 @@ def code_tree(entry: dict[str, Any], root: Path) -> Path:
 
 
 def _under_code(arg: str, argv: list[str], spec: Any) -> bool:
-    """arg (a path relative to CODE, or option=path) as the rendered command gives it: under CODE's directory."""
-    option, _, path = arg.rpartition("=") if arg.startswith("-") else ("", "", arg)
+    """arg (a path relative to CODE, or option=path, key=path) as the rendered command gives it: under
+    CODE's directory."""
+    option, _, path = arg.partition("=") if "=" in arg else ("", "", arg)
     rendered = os.path.normpath(f"{spec.paths.code_dir}/{path}")
     return (f"{option}={rendered}" if option else rendered) in argv
 

@@ -206,19 +206,20 @@ def topology(framework: str, text: str, cmd: Command, root: Path, source: str = 
 SEPARATE_POOLS = ("verl.experimental.one_step_off_policy.main_ppo",
                   "verl.experimental.fully_async_policy.fully_async_main")
 POOLS = (("trainer.nnodes", "trainer.n_gpus_per_node"), ("rollout.nnodes", "rollout.n_gpus_per_node"))
+NODE_GPUS = 8  # the GPUs of the clouds' largest common node: two pools of 8 a node are two nodes, not one of 16
 
 
 def pools(cmd: Command, text: str, source: str = "") -> dict[str, tuple[str, int]]:
     """spec key -> (where, value): the cluster that holds both pools of a SEPARATE_POOLS entry, read from
-    its trainer.* and rollout.* (pools of one node count share each node; of one GPU count, add nodes);
-    empty for any other command."""
+    its trainer.* and rollout.* (pools of one node count share each node where they fit in NODE_GPUS or
+    differ in size; pools of one GPU count otherwise add nodes); empty for any other command."""
     if cmd.module not in SEPARATE_POOLS:
         return {}
     given = cmd.overrides()
     (tn, tg), (rn, rg) = [[_count(key, given.get(key, "8" if "gpus" in key else "1"), text, source)
                            for key in pair] for pair in POOLS]
     where = "CMD's trainer.* and rollout.*"
-    if tn == rn:
+    if tn == rn and (tg + rg <= NODE_GPUS or tg != rg):
         return {"cluster.nodes": (where, tn), "cluster.gpus_per_node": (where, tg + rg)}
     if tg == rg:
         return {"cluster.nodes": (where, tn + rn), "cluster.gpus_per_node": (where, tg)}

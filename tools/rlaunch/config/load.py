@@ -294,6 +294,7 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
     for key, value in names.items():
         _set(cfg, key, value, "")
     command = dotted.get(cfg, "code.command", "")
+    args: list[str] = []
     if isinstance(command, str) and command and names["framework.name"] in _command.TOPOLOGY:
         _follow_command(cfg, sources, names["framework.name"], command)  # AReaL, RLinf: their config's own
     elif isinstance(command, str) and command:  # CMD= of verl: its key=value are overrides like SET's
@@ -307,7 +308,7 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
             cfg["framework"]["overrides"] = [*cfg["framework"]["overrides"], *args]
             sources["framework.overrides"] = sources.get("code.command", "CMD")
     # Overrides of what rlaunch owns become rlaunch's keys (or stop here), so every check sees them.
-    _overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS})
+    _overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS}, frozenset(args))
     rewrites: list[rehearse.Rewrite] = []
     if rehearsing:
         if preset_infra != "local":

@@ -26,6 +26,8 @@ class Owned:
                                                  # take it (its framework's rule; "": not refused)
     passes: Callable[[Any, dict[str, Any]], bool] | None = None  # (value, config): a value only the
     # framework's entry reads (the override reaches it as given, rlaunch's key keeps its own)
+    own: bool = False                         # rlaunch's own (run directory, resume): in CMD, the user's
+                                              # script says it for its own machine; rlaunch's replaces it
 
 
 def value(raw: str) -> Any:
@@ -42,9 +44,11 @@ def value(raw: str) -> Any:
     return out
 
 
-def absorb(cfg: dict[str, Any], sources: dict[str, str], table: dict[str, Owned], explicit: set[str]) -> None:
+def absorb(cfg: dict[str, Any], sources: dict[str, str], table: dict[str, Owned], explicit: set[str],
+           from_cmd: frozenset[str] = frozenset()) -> None:
     """Map or refuse each override of `cfg` that `table` names, in place. `explicit`: the sources
-    that are the user's own word on a key (knobs, SET): an override saying otherwise is refused."""
+    that are the user's own word on a key (knobs, SET): an override saying otherwise is refused.
+    `from_cmd`: the overrides CMD gave, where an `own` key is rlaunch's (the plan says so: replaced)."""
     if not isinstance(cfg.get("framework", {}).get("overrides"), list):
         return  # not a list: validation says so
     kept, where = [], sources.get("framework.overrides", "")
@@ -56,6 +60,8 @@ def absorb(cfg: dict[str, Any], sources: dict[str, str], table: dict[str, Owned]
             kept.append(item)
             continue
         label = f"framework.overrides[{name}]"
+        if owned.own and item in from_cmd:
+            continue  # rendered as rlaunch's (the adapter's plan line names what CMD said)
         if owned.fixed:
             if not key.startswith("~") and str(value(raw)) == owned.fixed:
                 continue  # what rlaunch renders anyway

@@ -72,6 +72,20 @@ def trainer_pool(spec: Spec) -> tuple[int, int] | None:
     return int(given.get("trainer.nnodes", 1)), int(given.get("trainer.n_gpus_per_node", 8))  # verl's defaults
 
 
+def replaced_lines(spec: Spec) -> list[str]:
+    """The plan's line for each of rlaunch's own keys CMD gives (overrides.absorb dropped it): rlaunch's value
+    runs, with why."""
+    if not spec.code.command:
+        return []
+    ours = {"trainer.default_local_dir": spec.paths.ckpt_dir, "trainer.resume_mode": "auto"}
+    out = []
+    for key, value in user_command.parse(spec.code.command).overrides().items():
+        owned = OWNED.get(key)
+        if owned is not None and owned.own and value != ours.get(key):
+            out.append(f"code: CMD's {key}={value} is rlaunch's own: {key}={ours[key]} runs ({owned.refuse})")
+    return out
+
+
 def _batch_problem(batch: object) -> str:
     """data.train_batch_size=0 is verl's fully-async trainer's (_streams_prompts); main_ppo refuses it."""
     if batch != 0:
@@ -111,8 +125,9 @@ OWNED = {
     "trainer.total_epochs": Owned("train.epochs"),
     "trainer.total_training_steps": Owned("train.steps"),
     "trainer.logger": Owned("logging.wandb", convert=_wandb, keep=True),  # its other loggers still reach verl
-    "trainer.default_local_dir": Owned("storage.mount", f"checkpoints are {_OURS}"),
-    "trainer.resume_mode": Owned("storage.mount", "every restart resumes from the run's checkpoints", fixed="auto"),
+    "trainer.default_local_dir": Owned("storage.mount", f"checkpoints are {_OURS}", own=True),
+    "trainer.resume_mode": Owned("storage.mount", "every restart resumes from the run's checkpoints", fixed="auto",
+                                 own=True),
 }
 
 
@@ -154,12 +169,25 @@ def _hydra(files: list[str]) -> str:
 NODE_FILES = ("reward.custom_reward_function.path", "data.custom_cls.path")
 
 
+# verl's top-level reward keys: main_ppo ignores them; fully_async_main moves them under reward. itself.
+LEGACY_REWARD = ("custom_reward_function.path", "custom_reward_function.name")
+
+
+def _legacy_read(spec: Spec) -> bool:
+    """Whether the entry reads LEGACY_REWARD (fully_async_main migrates them to reward.*)."""
+    return bool(spec.code.command) and user_command.parse(spec.code.command).module == FULLY_ASYNC
+
+
+def _node_files(spec: Spec) -> tuple[str, ...]:
+    return NODE_FILES + (LEGACY_REWARD[:1] if _legacy_read(spec) else ())
+
+
 def _on_nodes(spec: Spec, override: str) -> str:
     """An override naming a file verl's workers open, with the path every node finds it at
     (a path relative to CODE -> <paths.code_dir>/<path>); refused where no node would find it."""
     key, sep, value = override.partition("=")
     name = key.lstrip("+~")
-    if not sep or name not in NODE_FILES:
+    if not sep or name not in _node_files(spec):
         return override
     path = value.strip("'\"")  # Hydra's quotes
     return f"{key}={code.node_path(spec, f'framework.overrides[{name}]', path)}"
@@ -179,7 +207,8 @@ def import_targets(spec: Spec) -> list[imports.Target]:
     eff = topology.parse_overrides(spec.framework.overrides)
     root = imports.code_root(spec)
     out = []
-    for path_key, name_key, what, default in IMPORTED:
+    legacy = ((*LEGACY_REWARD, "reward function", "compute_score"),) if _legacy_read(spec) else ()
+    for path_key, name_key, what, default in IMPORTED + legacy:
         value = eff.get(path_key, "").strip("'\"")
         if value in ("", "null", "None") or "${" in value:
             continue
@@ -236,7 +265,8 @@ class Verl(Framework):
         return cpu_plan.venv_python()
 
     def import_check(self, spec: Spec) -> list[str]:
-        return super().import_check(spec) + imports.check(spec, IMPORT_VENV, import_targets(spec))
+        return super().import_check(spec) + replaced_lines(spec) + imports.check(spec, IMPORT_VENV,
+                                                                                  import_targets(spec))
 
     def _overrides(self, spec: Spec) -> list[str]:
         algo, train, rollout, paths = spec.algo, spec.train, spec.rollout, spec.paths
@@ -386,8 +416,8 @@ class Verl(Framework):
         if CRITIC_MODEL in eff and _critic_runs(spec, eff) and critic_model_problem(spec, eff[CRITIC_MODEL]):
             raise ConfigError(f"framework.overrides[{CRITIC_MODEL}]", eff[CRITIC_MODEL],
                               critic_model_problem(spec, eff[CRITIC_MODEL]))
-        for key in ("custom_reward_function.path", "custom_reward_function.name"):
-            if key in eff:  # measured by the CPU rehearsal: the default reward scored the rows instead
+        for key in LEGACY_REWARD:
+            if key in eff and not _legacy_read(spec):  # measured by the CPU rehearsal: the default reward scored the rows instead
                 raise ConfigError(f"framework.overrides[{key}]", eff[key],
                                   f"reward.{key}: verl {spec.pins.framework_version}'s main_ppo reads "
                                   "the reward function from reward.custom_reward_function only (its "
@@ -396,7 +426,7 @@ class Verl(Framework):
         for override in spec.framework.overrides:  # refused here, before anything is rendered
             _on_nodes(spec, override)
             name, _, value = override.partition("=")
-            if name.lstrip("+~") not in NODE_FILES:  # any other path of this machine: no node has it
+            if name.lstrip("+~") not in _node_files(spec):  # any other path of this machine: no node has it
                 code.check_paths(spec, f"framework.overrides[{name.lstrip('+~')}]", value)
 
     def loader_request(self, spec: Spec) -> dict[str, Any]:
