@@ -319,9 +319,13 @@ def test_cmd_names_verls_entry_and_its_key_values_are_overrides_under_the_same_r
 
 
 
+def cmd_knobs(tmp_path: Path) -> dict[str, str]:
+    """The knobs of a CMD= launch from a user's repository (CMD added by each test)."""
+    return {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(repo(tmp_path / "user"))}
+
+
 def test_a_zero_batch_reaches_verls_fully_async_trainer_as_given_and_main_ppo_still_refuses_it(tmp_path):
-    root = repo(tmp_path / "user")
-    knobs = {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(root)}
+    knobs = cmd_knobs(tmp_path)
     cmd = ("python3 -m verl.experimental.fully_async_policy.fully_async_main data.train_batch_size=0 "
            "data.gen_batch_size=1 actor_rollout_ref.actor.ppo_mini_batch_size=32 async_training.require_batches=2")
     spec = config.load(VERL, {**knobs, "CMD": cmd})
@@ -339,7 +343,7 @@ def test_a_zero_batch_reaches_verls_fully_async_trainer_as_given_and_main_ppo_st
 def test_one_step_off_sizes_the_cluster_for_the_trainer_and_rollout_pools_its_command_places(tmp_path):
     from rlaunch.frameworks.verl.adapter import ADAPTER
 
-    knobs = {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(repo(tmp_path / "user"))}
+    knobs = cmd_knobs(tmp_path)
     cmd = ("python3 -m verl.experimental.one_step_off_policy.main_ppo trainer.nnodes=2 trainer.n_gpus_per_node=6 "
            "rollout.nnodes=2 rollout.n_gpus_per_node=2 data.train_batch_size=48 "
            "actor_rollout_ref.actor.ppo_mini_batch_size=24")
@@ -359,9 +363,8 @@ def test_one_step_off_sizes_the_cluster_for_the_trainer_and_rollout_pools_its_co
 def test_cmds_checkpoint_dir_and_resume_mode_give_way_to_rlaunchs_and_the_plan_says_so(tmp_path):
     from rlaunch.frameworks.verl.adapter import ADAPTER, replaced_lines
 
-    cmd = ("python3 -m verl.trainer.main_ppo trainer.default_local_dir=/storage/ckpts/mine "
-           "trainer.resume_mode=disable")
-    spec = config.load(VERL, {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(repo(tmp_path / "user")), "CMD": cmd})
+    cmd = "python3 -m verl.trainer.main_ppo trainer.default_local_dir=/storage/ckpts/mine trainer.resume_mode=disable"
+    spec = config.load(VERL, {**cmd_knobs(tmp_path), "CMD": cmd})
     argv = ADAPTER.command(spec)
     assert [a for a in argv if a.startswith(("trainer.default_local_dir=", "trainer.resume_mode="))] == \
         [f"trainer.default_local_dir={spec.paths.ckpt_dir}", "trainer.resume_mode=auto"]
@@ -372,15 +375,14 @@ def test_cmds_checkpoint_dir_and_resume_mode_give_way_to_rlaunchs_and_the_plan_s
 
 
 def test_fully_async_reads_verls_top_level_reward_keys_and_main_ppo_still_refuses_them(tmp_path):
-    from rlaunch.frameworks.verl.adapter import ADAPTER
+    knobs = cmd_knobs(tmp_path)
+    spec = config.load(VERL, {**knobs, "CMD": "python3 -m verl.experimental.fully_async_policy.fully_async_main "
+                              "rollout.n_gpus_per_node=8 custom_reward_function.path=pkg/reward.py"})
+    assert (spec.cluster.nodes, spec.cluster.gpus_per_node) == (2, 8)  # verl's 1 x 8 and rollout's 8: two nodes
+    from rlaunch.registry import frameworks
 
-    knobs = {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(repo(tmp_path / "user"))}
-    cmd = ("python3 -m verl.experimental.fully_async_policy.fully_async_main trainer.nnodes=1 "
-           "trainer.n_gpus_per_node=8 rollout.nnodes=1 rollout.n_gpus_per_node=8 "
-           "custom_reward_function.path=pkg/reward.py")
-    spec = config.load(VERL, {**knobs, "CMD": cmd})
-    assert (spec.cluster.nodes, spec.cluster.gpus_per_node) == (2, 8)  # two pools of 8: two nodes
-    assert f"custom_reward_function.path={spec.paths.code_dir}/pkg/reward.py" in ADAPTER.command(spec)
+    argv = frameworks.get("verl").command(spec)
+    assert f"custom_reward_function.path={spec.paths.code_dir}/pkg/reward.py" in argv
     with pytest.raises(ConfigError, match="main_ppo reads the reward function from reward.custom_reward_function"):
         config.load(VERL, {**knobs, "CMD": "python3 -m verl.trainer.main_ppo custom_reward_function.path=pkg/reward.py"})
 
