@@ -360,6 +360,24 @@ def test_one_step_off_sizes_the_cluster_for_the_trainer_and_rollout_pools_its_co
 
 
 
+def test_verls_hydra_check_composes_the_entry_modules_own_config_where_code_holds_it(tmp_path):
+    from rlaunch.frameworks.verl.adapter import ADAPTER
+
+    knobs = cmd_knobs(tmp_path)
+    entry = Path(knobs["CODE"]) / "verl/experimental/one_step_off_policy/main_ppo.py"
+    entry.parent.mkdir(parents=True)
+    entry.write_text('import hydra\n\n\n@hydra.main(config_path="config", config_name="one_step_off_ppo_trainer", '
+                     'version_base=None)\ndef main(config):\n    pass\n')
+    git(Path(knobs["CODE"]), "add", ".")
+    git(Path(knobs["CODE"]), "commit", "-qm", "entry")
+    cmd = "python3 -m verl.experimental.one_step_off_policy.main_ppo rollout.n_gpus_per_node=4 trainer.n_gpus_per_node=4"
+    request = ADAPTER.loader_request(config.load(VERL, {**knobs, "CMD": cmd}))
+    assert (request["config_dir"], request["config_name"]) == (str(entry.parent / "config"), "one_step_off_ppo_trainer")
+    request = ADAPTER.loader_request(config.load(VERL, {**knobs, "CMD": cmd.replace("one_step_off", "fully_async")
+                                                        .replace("main_ppo", "fully_async_main")}))
+    assert "config_name" not in request  # the module is not in CODE: verl's ppo_trainer, as before
+
+
 def test_cmds_checkpoint_dir_and_resume_mode_give_way_to_rlaunchs_and_the_plan_says_so(tmp_path):
     from rlaunch.frameworks.verl.adapter import ADAPTER, replaced_lines
 

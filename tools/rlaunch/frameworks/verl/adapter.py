@@ -8,6 +8,7 @@ mount (a relative default_local_dir lands in Ray's per-job working dir, seed 002
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -226,6 +227,24 @@ def import_targets(spec: Spec) -> list[imports.Target]:
     return out
 
 
+_HYDRA_MAIN = re.compile(r"@hydra\.main\(([^)]*)\)")
+_HYDRA_ARG = re.compile(r"""(config_path|config_name)\s*=\s*["']([^"']+)["']""")
+
+
+def entry_config(spec: Spec, module: str) -> tuple[str, str] | None:
+    """(config dir here, config name) of the entry module's own @hydra.main, when CODE holds that module
+    (a verl checkout: one-step-off's one_step_off_ppo_trainer beside it); None: verl's ppo_trainer."""
+    root = code.here(spec)
+    path = root / (module.replace(".", "/") + ".py") if root is not None else None
+    if path is None or not path.is_file():
+        return None
+    found = _HYDRA_MAIN.search(path.read_text(encoding="utf-8", errors="replace"))
+    args = dict(_HYDRA_ARG.findall(found.group(1))) if found else {}
+    if "config_name" not in args:
+        return None
+    return str((path.parent / args.get("config_path", ".")).resolve()), args["config_name"]
+
+
 def _with_file_logger(override: str) -> str:
     """The user's trainer.logger with rlaunch's `file` logger added (postflight reads its metrics): their
     other loggers run as they wrote them."""
@@ -437,9 +456,12 @@ class Verl(Framework):
         request: dict[str, Any] = {"overrides": [o for o in self.overrides(spec) if not o.startswith("hydra.")],
                                    "required": required}
         cmd = user_command.parse(spec.code.command) if spec.code.command else None
+        own = entry_config(spec, cmd.module) if cmd is not None and cmd.module else None
         if cmd is not None and cmd.config_path:  # a recipe's own config dir: that config, from CODE here
             request.update(code.loader_fields(spec), config_dir=f"{code.here(spec)}/{cmd.config_path}",
                            config_name=cmd.config_name)
+        elif own is not None:  # the entry's @hydra.main config (one-step-off, fully-async), from CODE
+            request.update(code.loader_fields(spec), config_dir=own[0], config_name=own[1])
         else:
             root = imports.code_root(spec)
             if root is not None and (imports.checkout(root) or ("",))[0] == "verl":
