@@ -318,6 +318,93 @@ def test_cmd_names_verls_entry_and_its_key_values_are_overrides_under_the_same_r
     assert f"{REWARD}={spec.paths.code_dir}/pkg/reward.py" in argv and argv.count("trainer.resume_mode=auto") == 1
 
 
+
+def cmd_knobs(tmp_path: Path) -> dict[str, str]:
+    """The knobs of a CMD= launch from a user's repository (CMD added by each test)."""
+    return {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(repo(tmp_path / "user"))}
+
+
+def test_a_zero_batch_reaches_verls_fully_async_trainer_as_given_and_main_ppo_still_refuses_it(tmp_path):
+    knobs = cmd_knobs(tmp_path)
+    cmd = ("python3 -m verl.experimental.fully_async_policy.fully_async_main data.train_batch_size=0 "
+           "data.gen_batch_size=1 actor_rollout_ref.actor.ppo_mini_batch_size=32 async_training.require_batches=2")
+    spec = config.load(VERL, {**knobs, "CMD": cmd})
+    from rlaunch.registry import frameworks
+
+    argv = frameworks.get("verl").command(spec)
+    assert [a for a in argv if a.startswith("data.train_batch_size=")] == ["data.train_batch_size=0"]
+    assert spec.train.mini_batch_size == 32  # the other keys still map onto rlaunch's
+    with pytest.raises(ConfigError, match=r"train_batch_size\]='0'.*fully_async_main"):
+        config.load(VERL, {**knobs, "CMD": cmd.replace("experimental.fully_async_policy.fully_async_main",
+                                                       "trainer.main_ppo")})
+
+
+
+def test_one_step_off_sizes_the_cluster_for_the_trainer_and_rollout_pools_its_command_places(tmp_path):
+    from rlaunch.frameworks.verl.adapter import ADAPTER
+
+    knobs = cmd_knobs(tmp_path)
+    cmd = ("python3 -m verl.experimental.one_step_off_policy.main_ppo trainer.nnodes=2 trainer.n_gpus_per_node=6 "
+           "rollout.nnodes=2 rollout.n_gpus_per_node=2 data.train_batch_size=48 "
+           "actor_rollout_ref.actor.ppo_mini_batch_size=24")
+    spec = config.load(VERL, {**knobs, "CMD": cmd})
+    assert (spec.cluster.nodes, spec.cluster.gpus_per_node) == (2, 8)  # each node holds 6 + 2
+    argv = ADAPTER.command(spec)
+    for arg in ("trainer.nnodes=2", "trainer.n_gpus_per_node=6", "rollout.n_gpus_per_node=2"):
+        assert argv.count(arg) == 1, arg
+    assert not [a for a in argv if a.startswith("trainer.n_gpus_per_node=") and a != "trainer.n_gpus_per_node=6"]
+    with pytest.raises(ConfigError, match=r"cluster\.gpus_per_node.*8, what CMD's trainer\.\* and rollout\.\*"):
+        config.load(VERL, {**knobs, "CMD": cmd, "GPUS_PER_NODE": "6"})
+    with pytest.raises(ConfigError, match=r"rollout\.nnodes=1 equal to trainer\.nnodes=2"):
+        config.load(VERL, {**knobs, "CMD": cmd.replace("rollout.nnodes=2", "rollout.nnodes=1")})
+
+
+
+def test_verls_hydra_check_composes_the_entry_modules_own_config_where_code_holds_it(tmp_path):
+    from rlaunch.frameworks.verl.adapter import ADAPTER
+
+    knobs = cmd_knobs(tmp_path)
+    entry = Path(knobs["CODE"]) / "verl/experimental/one_step_off_policy/main_ppo.py"
+    entry.parent.mkdir(parents=True)
+    entry.write_text('import hydra\n\n\n@hydra.main(config_path="config", config_name="one_step_off_ppo_trainer", '
+                     'version_base=None)\ndef main(config):\n    pass\n')
+    git(Path(knobs["CODE"]), "add", ".")
+    git(Path(knobs["CODE"]), "commit", "-qm", "entry")
+    cmd = "python3 -m verl.experimental.one_step_off_policy.main_ppo rollout.n_gpus_per_node=4 trainer.n_gpus_per_node=4"
+    request = ADAPTER.loader_request(config.load(VERL, {**knobs, "CMD": cmd}))
+    assert (request["config_dir"], request["config_name"]) == (str(entry.parent / "config"), "one_step_off_ppo_trainer")
+    request = ADAPTER.loader_request(config.load(VERL, {**knobs, "CMD": cmd.replace("one_step_off", "fully_async")
+                                                        .replace("main_ppo", "fully_async_main")}))
+    assert "config_name" not in request  # the module is not in CODE: verl's ppo_trainer, as before
+
+
+def test_cmds_checkpoint_dir_and_resume_mode_give_way_to_rlaunchs_and_the_plan_says_so(tmp_path):
+    from rlaunch.frameworks.verl.adapter import ADAPTER, replaced_lines
+
+    cmd = "python3 -m verl.trainer.main_ppo trainer.default_local_dir=/storage/ckpts/mine trainer.resume_mode=disable"
+    spec = config.load(VERL, {**cmd_knobs(tmp_path), "CMD": cmd})
+    argv = ADAPTER.command(spec)
+    assert [a for a in argv if a.startswith(("trainer.default_local_dir=", "trainer.resume_mode="))] == \
+        [f"trainer.default_local_dir={spec.paths.ckpt_dir}", "trainer.resume_mode=auto"]
+    lines = replaced_lines(spec)
+    assert len(lines) == 2 and "CMD's trainer.default_local_dir=/storage/ckpts/mine is rlaunch's own" in lines[0]
+    with pytest.raises(ConfigError, match="set storage.mount instead"):  # a preset's overrides: still refused
+        config.load(VERL, {"RUN_ID": "t", "INFRA": "gcp"}, ["framework.overrides=[trainer.default_local_dir=/x]"])
+
+
+def test_fully_async_reads_verls_top_level_reward_keys_and_main_ppo_still_refuses_them(tmp_path):
+    knobs = cmd_knobs(tmp_path)
+    spec = config.load(VERL, {**knobs, "CMD": "python3 -m verl.experimental.fully_async_policy.fully_async_main "
+                              "rollout.n_gpus_per_node=8 custom_reward_function.path=pkg/reward.py"})
+    assert (spec.cluster.nodes, spec.cluster.gpus_per_node) == (2, 8)  # verl's 1 x 8 and rollout's 8: two nodes
+    from rlaunch.registry import frameworks
+
+    argv = frameworks.get("verl").command(spec)
+    assert f"custom_reward_function.path={spec.paths.code_dir}/pkg/reward.py" in argv
+    with pytest.raises(ConfigError, match="main_ppo reads the reward function from reward.custom_reward_function"):
+        config.load(VERL, {**knobs, "CMD": "python3 -m verl.trainer.main_ppo custom_reward_function.path=pkg/reward.py"})
+
+
 @pytest.mark.parametrize(("cmd", "key", "needle"), [
     ("bash train.sh", "code.command", "python3 -m <module> key=value"),
     ("python3 -m verl.trainer.main_ppo --config-path x", "code.command", "--config-path and --config-name go together"),

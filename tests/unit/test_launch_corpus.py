@@ -1,17 +1,18 @@
 """The launch corpus (issue 47, Must show): published verl, AReaL and RLinf launches, each given as CODE
-(a small tree written here with the framework's checkout markers at the pin and every file and module
-the command names, in the published layout) and CMD (the published command). Each plans, with the
-user's entry and arguments in the rendered command and what the workers import importing from CODE,
-or is refused for the reason tests/fixtures/import/launches.yaml says is true of that run. Entries
-that wait on CMD for AReaL/RLinf and verl's --config-path (wt/cmd) are expected failures with that
-reason: they light up when it lands. A `gap` is refused today by a rule of rlaunch's that issue 47 changes
-(its `why`): asserted as refused, so the change that lifts it turns the entry into `plans` here.
+(a small tree written here with the framework's checkout markers at the pin, every file and module
+the command names in the published layout, and the keys of the YAML it names that place the run) and
+CMD (the published command). Each plans, at the size its command places, with the user's entry and
+arguments in the rendered command and what the workers import importing from CODE, or is refused for
+the reason tests/fixtures/import/launches.yaml says is true of that run. A `gap` is refused today by a
+rule of rlaunch's that issue 47 changes (its `why`): asserted as refused, so the change that lifts it
+turns the entry into `plans` here.
 
 In-process and without the validator venvs: the import checks run validate/import_loader.py here on
 the CODE tree (its modules are stdlib-only stand-ins), so the corpus costs about a second a launch."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -67,14 +68,15 @@ def code_tree(entry: dict[str, Any], root: Path) -> Path:
     else:
         _write(root, argv[1], GUARD)
     args = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+    config = yaml.safe_dump(entry.get("config", {}))  # the published YAML's keys that place the run
     for i, arg in enumerate(argv):
         if arg == "--config" and argv[i + 1] not in entry.get("missing", []):
-            _write(root, argv[i + 1], "{}\n")
+            _write(root, argv[i + 1], config)
         if arg.startswith("--config-path"):
             where = arg.split("=", 1)[1] if "=" in arg else argv[i + 1]
             name = next(a.split("=", 1)[1] if "=" in a else argv[j + 1]
                         for j, a in enumerate(argv) if a.startswith("--config-name"))
-            _write(root, f"{where.rstrip('/')}/{name.removesuffix('.yaml')}.yaml", "{}\n")
+            _write(root, f"{where.rstrip('/')}/{name.removesuffix('.yaml')}.yaml", config)
     for key, value in args.items():
         value = value.strip("'\"")
         if value.startswith(("/", "$", "pkg:")) or not value.endswith((".py", ".yaml", ".json")):
@@ -94,10 +96,16 @@ def code_tree(entry: dict[str, Any], root: Path) -> Path:
     return root
 
 
+def _under_code(arg: str, argv: list[str], spec: Any) -> bool:
+    """arg (a path relative to CODE, or option=path, key=path) as the rendered command gives it: under
+    CODE's directory."""
+    option, _, path = arg.partition("=") if "=" in arg else ("", "", arg)
+    rendered = os.path.normpath(f"{spec.paths.code_dir}/{path}")
+    return (f"{option}={rendered}" if option else rendered) in argv
+
+
 def _cases() -> list[Any]:
-    """Each entry; an expected failure where it waits on CMD (wt/cmd) or plans at a size not its own (xfail)."""
-    return [pytest.param(e, id=e["id"], marks=pytest.mark.xfail(reason=e.get("xfail") or e["why"], strict=False)
-                         if e["expect"] == "cmd" or e.get("xfail") else ()) for e in CORPUS]
+    return [pytest.param(e, id=e["id"]) for e in CORPUS]
 
 
 def test_the_corpus_holds_at_least_25_launches_each_cited_in_the_readme():
@@ -106,7 +114,7 @@ def test_the_corpus_holds_at_least_25_launches_each_cited_in_the_readme():
     assert {e["framework"] for e in CORPUS} == {"verl", "areal", "rlinf"}
     for e in CORPUS:
         assert e["id"] in readme and e["source"] in readme, e["id"]
-        assert e["expect"] in ("plans", "refused", "cmd", "gap") and (e["expect"] == "plans" or e["why"])
+        assert e["expect"] in ("plans", "refused", "gap") and (e["expect"] == "plans" or e["why"])
 
 
 @pytest.mark.parametrize("entry", _cases())
@@ -114,7 +122,7 @@ def test_a_published_launch_plans_with_its_entry_and_arguments_or_is_refused_for
     from rlaunch.registry import frameworks
 
     root = code_tree(entry, tmp_path / "code")
-    knobs = {"RUN_ID": "corpus", "INFRA": "gcp", "CODE": str(root), "CMD": entry["cmd"]}
+    knobs = {"RUN_ID": "corpus", "INFRA": "gcp", "CODE": str(root), "CMD": entry["cmd"], **entry.get("knobs", {})}
     if entry["expect"] in ("refused", "gap"):  # gap: rlaunch's rule, said in `why`; fixed, it plans: say so there
         with pytest.raises(ConfigError) as err:
             config.load(PRESET[entry["framework"]], knobs)
@@ -128,8 +136,9 @@ def test_a_published_launch_plans_with_its_entry_and_arguments_or_is_refused_for
     given = shlex.split(entry["cmd"])
     assert given[1:3] == argv[1:3] if given[1] == "-m" else given[1] in " ".join(argv)  # the user's entry
     owned = set(fw.owned)
-    for arg in given[3:]:  # each argument reaches the command as given, or as the rlaunch key it sets
-        assert arg in argv or arg.partition("=")[0].lstrip("+") in owned, arg
+    for arg in given[3:]:  # each argument reaches the command as given, or as the rlaunch key it sets,
+        # or, a path in CODE, as that path under CODE's directory on the nodes
+        assert arg in argv or arg.partition("=")[0].lstrip("+") in owned or _under_code(arg, argv, spec), arg
     assert imports.checkout_lines(spec)[0].startswith(f"code: CODE is a {entry['framework']} checkout")
     if entry["framework"] == "verl":
         from rlaunch.frameworks.verl.adapter import import_targets
@@ -144,7 +153,7 @@ AREAL = [pytest.param(e, id=e["id"]) for e in CORPUS if e.get("imports")]
 
 @pytest.mark.parametrize("entry", AREAL)
 def test_areals_workflows_and_rewards_import_from_code_as_its_workers_import_them(entry, tmp_path):
-    """Before CMD reaches AReaL: the dotted paths each launch's entry script names import from CODE,
+    """The dotted paths each launch's entry script names import from CODE,
     the script's directory on the path as AReaL's launcher gives its workers (areal/infra/utils/launcher.py)."""
     root = code_tree(entry, tmp_path / "code")
     argv = shlex.split(entry["cmd"])

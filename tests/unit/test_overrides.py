@@ -111,8 +111,8 @@ def test_another_value_of_a_fixed_key_is_refused_with_a_hint_that_plans():
 
 def test_verl_batch_size_zero_is_refused_for_its_true_reason_and_the_hint_plans(tmp_path):
     # 0 is verl's fully-async trainer's (its rollouter asserts it); main_ppo, which rlaunch runs, refuses it
-    with pytest.raises(ConfigError, match=r"data\.train_batch_size\]='0'.*fully_async_main.*rlaunch runs "
-                                          r"main_ppo") as err:
+    with pytest.raises(ConfigError, match=r"data\.train_batch_size\]='0'.*fully_async_main.*main_ppo's "
+                                          r"validate_config refuses") as err:
         load("verl", ["data.train_batch_size=0"])
     assert "an integer >= 1" not in str(err.value)
     mini = load("verl", []).train.mini_batch_size

@@ -6,8 +6,9 @@ The forms the frameworks publish (issue 47):
     AReaL  python3 <script.py in CODE> --config <yaml in CODE> k=v ...   (examples/math/gsm8k_rl.py)
     RLinf  python3 <script.py in CODE> --config-path <dir in CODE> --config-name <name> k=v ...
 Paths in it are relative to CODE (or `$PWD/...`, the directory the user's script ran from); the
-framework is read from it (`framework_of`), and AReaL's and RLinf's topology from the config it names
-(`topology`), so the user does not repeat them as knobs. Standard library and PyYAML only.
+framework is read from it (`framework_of`), AReaL's and RLinf's topology from the config it names
+(`topology`) and verl's one-step-off / fully-async pools from its trainer.* and rollout.* (`pools`), so
+the user does not repeat them as knobs. Standard library and PyYAML only.
 """
 
 from __future__ import annotations
@@ -198,3 +199,40 @@ def topology(framework: str, text: str, cmd: Command, root: Path, source: str = 
             raise ConfigError(KEY, text, f"an integer >= 1 for {key}: {where} is {value!r}", source)
         out[spec_key] = (where, value)
     return out
+
+
+# verl's entries that train on one resource pool and generate on another beside it
+# (verl/experimental/separation/utils.py): trainer.* and rollout.* nodes x GPUs, each 1 x 8 by default.
+SEPARATE_POOLS = ("verl.experimental.one_step_off_policy.main_ppo",
+                  "verl.experimental.fully_async_policy.fully_async_main")
+POOLS = (("trainer.nnodes", "trainer.n_gpus_per_node"), ("rollout.nnodes", "rollout.n_gpus_per_node"))
+NODE_GPUS = 8  # the GPUs of the clouds' largest common node: two pools of 8 a node are two nodes, not one of 16
+
+
+def pools(cmd: Command, text: str, source: str = "") -> dict[str, tuple[str, int]]:
+    """spec key -> (where, value): the cluster that holds both pools of a SEPARATE_POOLS entry, read from
+    its trainer.* and rollout.* (pools of one node count share each node where they fit in NODE_GPUS or
+    differ in size; pools of one GPU count otherwise add nodes); empty for any other command."""
+    if cmd.module not in SEPARATE_POOLS:
+        return {}
+    given = cmd.overrides()
+    (tn, tg), (rn, rg) = [[_count(key, given.get(key, "8" if "gpus" in key else "1"), text, source)
+                           for key in pair] for pair in POOLS]
+    where = "CMD's trainer.* and rollout.*"
+    if tn == rn and (tg + rg <= NODE_GPUS or tg != rg):
+        return {"cluster.nodes": (where, tn), "cluster.gpus_per_node": (where, tg + rg)}
+    if tg == rg:
+        return {"cluster.nodes": (where, tn + rn), "cluster.gpus_per_node": (where, tg)}
+    raise ConfigError(KEY, text, f"rollout.nnodes={rn} equal to trainer.nnodes={tn} (each node holds both "
+                      f"pools) or rollout.n_gpus_per_node={rg} equal to trainer.n_gpus_per_node={tg} (each "
+                      "pool on nodes of its own): rlaunch's nodes are all of one size", source)
+
+
+def _count(key: str, raw: str, text: str, source: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(KEY, text, f"an integer >= 1 for {key}: CMD's {key} is {raw!r}", source)
+    return value

@@ -294,6 +294,7 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
     for key, value in names.items():
         _set(cfg, key, value, "")
     command = dotted.get(cfg, "code.command", "")
+    args: list[str] = []
     if isinstance(command, str) and command and names["framework.name"] in _command.TOPOLOGY:
         _follow_command(cfg, sources, names["framework.name"], command)  # AReaL, RLinf: their config's own
     elif isinstance(command, str) and command:  # CMD= of verl: its key=value are overrides like SET's
@@ -301,12 +302,13 @@ def _merged(preset: str, knobs: dict[str, str] | None, overrides: str | list[str
         if cmd.config_path and not dotted.get(cfg, "code.dir", ""):
             raise ConfigError("code.dir", "", f"the directory that holds --config-path {cmd.config_path}: "
                               "set CODE= to it", sources.get("code.command", ""))
+        _take_topology(cfg, sources, _command.pools(cmd, command, sources.get("code.command", "")))
         args = list(cmd.args)
         if isinstance(cfg["framework"].get("overrides"), list):
             cfg["framework"]["overrides"] = [*cfg["framework"]["overrides"], *args]
             sources["framework.overrides"] = sources.get("code.command", "CMD")
     # Overrides of what rlaunch owns become rlaunch's keys (or stop here), so every check sees them.
-    _overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS})
+    _overrides.absorb(cfg, sources, frameworks.get(names["framework.name"]).owned, {"SET", *KNOBS}, frozenset(args))
     rewrites: list[rehearse.Rewrite] = []
     if rehearsing:
         if preset_infra != "local":
@@ -369,10 +371,16 @@ def _follow_command(cfg: dict[str, Any], sources: dict[str, str], framework: str
         raise ConfigError("code.dir", "", f"the directory that holds {cmd.script or 'the command'}'s files: "
                           f"CMD= of {framework} runs your script and config from CODE=", source)
     root = _code.resolve(str(code_dir), ROOT / "build" / _code.CACHE)
-    for key, (where, value) in _command.topology(framework, text, cmd, root, source).items():
+    _take_topology(cfg, sources, _command.topology(framework, text, cmd, root, source))
+
+
+def _take_topology(cfg: dict[str, Any], sources: dict[str, str], given: dict[str, tuple[str, int]]) -> None:
+    """The cluster's nodes and GPUs that CMD says (where it says them, value) become the spec's; a knob
+    or SET that says otherwise is refused, naming both."""
+    for key, (where, value) in given.items():
         old, was = dotted.get(cfg, key, None), sources.get(key, "")
         if was in ("SET", *KNOBS) and old != value:
-            raise ConfigError(key, old, f"{value}, what {where} says (the run follows the config CMD names): "
+            raise ConfigError(key, old, f"{value}, what {where} says (the run follows CMD and the config it names): "
                               f"leave {was} out, or change {where}", was)
         _set(cfg, key, value, "")
         sources[key] = "CMD"

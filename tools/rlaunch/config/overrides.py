@@ -24,6 +24,10 @@ class Owned:
                                               # accepted (dropped: rendered once), any other refused
     problem: Callable[[Any], str] | None = None  # why a value is refused though rlaunch's key would
                                                  # take it (its framework's rule; "": not refused)
+    passes: Callable[[Any, dict[str, Any]], bool] | None = None  # (value, config): a value only the
+    # framework's entry reads (the override reaches it as given, rlaunch's key keeps its own)
+    own: bool = False                         # rlaunch's own (run directory, resume): in CMD, the user's
+                                              # script says it for its own machine; rlaunch's replaces it
 
 
 def value(raw: str) -> Any:
@@ -40,9 +44,11 @@ def value(raw: str) -> Any:
     return out
 
 
-def absorb(cfg: dict[str, Any], sources: dict[str, str], table: dict[str, Owned], explicit: set[str]) -> None:
+def absorb(cfg: dict[str, Any], sources: dict[str, str], table: dict[str, Owned], explicit: set[str],
+           from_cmd: frozenset[str] = frozenset()) -> None:
     """Map or refuse each override of `cfg` that `table` names, in place. `explicit`: the sources
-    that are the user's own word on a key (knobs, SET): an override saying otherwise is refused."""
+    that are the user's own word on a key (knobs, SET): an override saying otherwise is refused.
+    `from_cmd`: the overrides CMD gave, where an `own` key is rlaunch's (the plan says so: replaced)."""
     if not isinstance(cfg.get("framework", {}).get("overrides"), list):
         return  # not a list: validation says so
     kept, where = [], sources.get("framework.overrides", "")
@@ -54,6 +60,8 @@ def absorb(cfg: dict[str, Any], sources: dict[str, str], table: dict[str, Owned]
             kept.append(item)
             continue
         label = f"framework.overrides[{name}]"
+        if owned.own and item in from_cmd:
+            continue  # rendered as rlaunch's (the adapter's plan line names what CMD said)
         if owned.fixed:
             if not key.startswith("~") and str(value(raw)) == owned.fixed:
                 continue  # what rlaunch renders anyway
@@ -63,6 +71,9 @@ def absorb(cfg: dict[str, Any], sources: dict[str, str], table: dict[str, Owned]
             raise ConfigError(label, raw, f"rlaunch's own: set {owned.key} instead ({owned.refuse})", where)
         if "${" in raw:
             raise ConfigError(label, raw, f"a value, not an interpolation: rlaunch checks it as {owned.key}", where)
+        if owned.passes is not None and owned.passes(value(raw), cfg):
+            kept.append(item)
+            continue
         problem = owned.problem(value(raw)) if owned.problem else ""
         if problem:
             raise ConfigError(label, raw, problem, where)

@@ -91,17 +91,19 @@ def group_size(spec: Spec, key: str = "algo.group_size", value: Any = None) -> N
                           "advantages compare responses within a group (n=1 is not GRPO)")
 
 
-def batch_sizes(spec: Spec, n: int, dp: int, keys: dict[str, str] | None = None) -> None:
+def batch_sizes(spec: Spec, n: int, dp: int, keys: dict[str, str] | None = None, step: int | None = None) -> None:
     """train batch x n divisible by the data-parallel GPUs; mini <= batch; per-GPU mini % micro == 0.
 
     verl's rules (checked at run time only): it multiplies the prompt batch and the mini-batch by
-    rollout.n, then splits both over every GPU."""
+    rollout.n, then splits both over every GPU. `step`: the prompts a step trains on where the
+    framework says no batch (verl's fully-async trainer: its mini-batches)."""
     keys = keys or {}
     k_batch = keys.get("batch", "train.batch_size")
     k_mini = keys.get("mini", "train.mini_batch_size")
     k_micro = keys.get("micro", "train.micro_batch_size_per_gpu")
-    batch = as_int(k_batch, effective(spec, keys.get("batch_override", ""), spec.train.batch_size))
     mini = as_int(k_mini, effective(spec, keys.get("mini_override", ""), spec.train.mini_batch_size))
+    batch = step * mini if step is not None else \
+        as_int(k_batch, effective(spec, keys.get("batch_override", ""), spec.train.batch_size))
     micro = as_int(k_micro, effective(spec, keys.get("micro_override", ""),
                                       spec.train.micro_batch_size_per_gpu))
     if dp < 1:

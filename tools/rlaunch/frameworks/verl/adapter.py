@@ -8,6 +8,7 @@ mount (a relative default_local_dir lands in Ray's per-job working dir, seed 002
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,20 +43,63 @@ def _wandb(loggers: object) -> bool:
 _OURS = "the run directory's, which postflight and every restart read"
 
 
+FULLY_ASYNC = "verl.experimental.fully_async_policy.fully_async_main"
+
+
+def _entry(cfg: dict[str, Any]) -> str:
+    """The entry module the run's CMD names ("" without CMD or for a script)."""
+    text = cfg.get("code", {}).get("command") if isinstance(cfg.get("code"), dict) else ""
+    return user_command.parse(text).module if isinstance(text, str) and text.strip() else ""
+
+
+def _streams_prompts(batch: object, cfg: dict[str, Any]) -> bool:
+    """data.train_batch_size=0 under the fully-async trainer: its rollouter streams prompts one at a time
+    (data.gen_batch_size) and its trainer steps on require_batches mini-batches, so 0 reaches verl as given."""
+    return batch == 0 and _entry(cfg) == FULLY_ASYNC
+
+
+def _separate_pools(_value: object, cfg: dict[str, Any]) -> bool:
+    """One-step-off and fully-async: trainer.* size the trainer's pool only, the rollout's pool beside it
+    (CMD's rollout.*); the cluster holds both (config.command.pools), so the user's trainer.* reach verl."""
+    return _entry(cfg) in user_command.SEPARATE_POOLS
+
+
+def trainer_pool(spec: Spec) -> tuple[int, int] | None:
+    """(nodes, GPUs a node) of a SEPARATE_POOLS entry's trainer pool; None: verl trains on the cluster."""
+    cmd = user_command.parse(spec.code.command) if spec.code.command else None
+    if cmd is None or cmd.module not in user_command.SEPARATE_POOLS:
+        return None
+    given = cmd.overrides()
+    return int(given.get("trainer.nnodes", 1)), int(given.get("trainer.n_gpus_per_node", 8))  # verl's defaults
+
+
+def replaced_lines(spec: Spec) -> list[str]:
+    """The plan's line for each of rlaunch's own keys CMD gives (overrides.absorb dropped it): rlaunch's value
+    runs, with why."""
+    if not spec.code.command:
+        return []
+    ours = {"trainer.default_local_dir": spec.paths.ckpt_dir, "trainer.resume_mode": "auto"}
+    out = []
+    for key, value in user_command.parse(spec.code.command).overrides().items():
+        owned = OWNED.get(key)
+        if owned is not None and owned.own and value != ours.get(key):
+            out.append(f"code: CMD's {key}={value} is rlaunch's own: {key}={ours[key]} runs ({owned.refuse})")
+    return out
+
+
 def _batch_problem(batch: object) -> str:
-    """data.train_batch_size=0 is verl's fully-async trainer's; main_ppo, which rlaunch runs, refuses it."""
+    """data.train_batch_size=0 is verl's fully-async trainer's (_streams_prompts); main_ppo refuses it."""
     if batch != 0:
         return ""
     return ("a number of prompts per step >= 1 (and >= train.mini_batch_size): 0 is for verl's fully-async "
-            "trainer (verl.experimental.fully_async_policy.fully_async_main, whose rollouter streams prompts "
-            "one at a time), which rlaunch does not run; rlaunch runs main_ppo, whose validate_config refuses "
-            "a data.train_batch_size below actor_rollout_ref.actor.ppo_mini_batch_size and whose trainer "
-            "samples data.train_batch_size prompts a step. Set the prompts per step, e.g. "
-            "data.train_batch_size=<train.mini_batch_size>")
+            f"trainer (CMD='python3 -m {FULLY_ASYNC} ...', whose rollouter streams prompts one at a time); "
+            "main_ppo's validate_config refuses a data.train_batch_size below "
+            "actor_rollout_ref.actor.ppo_mini_batch_size and its trainer samples data.train_batch_size "
+            "prompts a step. Set the prompts per step, e.g. data.train_batch_size=<train.mini_batch_size>")
 
 # verl's keys that rlaunch renders from its own (overrides()): an override of one is that key's value.
 OWNED = {
-    "data.train_batch_size": Owned("train.batch_size", problem=_batch_problem),
+    "data.train_batch_size": Owned("train.batch_size", problem=_batch_problem, passes=_streams_prompts),
     "data.max_prompt_length": Owned("data.max_prompt_length"),
     "data.max_response_length": Owned("data.max_response_length"),
     "actor_rollout_ref.model.path": Owned("model.path"),
@@ -75,15 +119,16 @@ OWNED = {
     "actor_rollout_ref.rollout.n": Owned("algo.group_size"),
     "actor_rollout_ref.rollout.tensor_model_parallel_size": Owned("rollout.tp"),
     "actor_rollout_ref.rollout.gpu_memory_utilization": Owned("rollout.gpu_memory_utilization"),
-    "trainer.nnodes": Owned("cluster.nodes"),
-    "trainer.n_gpus_per_node": Owned("cluster.gpus_per_node"),
+    "trainer.nnodes": Owned("cluster.nodes", passes=_separate_pools),
+    "trainer.n_gpus_per_node": Owned("cluster.gpus_per_node", passes=_separate_pools),
     "trainer.save_freq": Owned("train.save_freq"),
     "trainer.test_freq": Owned("train.test_freq"),
     "trainer.total_epochs": Owned("train.epochs"),
     "trainer.total_training_steps": Owned("train.steps"),
     "trainer.logger": Owned("logging.wandb", convert=_wandb, keep=True),  # its other loggers still reach verl
-    "trainer.default_local_dir": Owned("storage.mount", f"checkpoints are {_OURS}"),
-    "trainer.resume_mode": Owned("storage.mount", "every restart resumes from the run's checkpoints", fixed="auto"),
+    "trainer.default_local_dir": Owned("storage.mount", f"checkpoints are {_OURS}", own=True),
+    "trainer.resume_mode": Owned("storage.mount", "every restart resumes from the run's checkpoints", fixed="auto",
+                                 own=True),
 }
 
 
@@ -125,12 +170,25 @@ def _hydra(files: list[str]) -> str:
 NODE_FILES = ("reward.custom_reward_function.path", "data.custom_cls.path")
 
 
+# verl's top-level reward keys: main_ppo ignores them; fully_async_main moves them under reward. itself.
+LEGACY_REWARD = ("custom_reward_function.path", "custom_reward_function.name")
+
+
+def _legacy_read(spec: Spec) -> bool:
+    """Whether the entry reads LEGACY_REWARD (fully_async_main migrates them to reward.*)."""
+    return bool(spec.code.command) and user_command.parse(spec.code.command).module == FULLY_ASYNC
+
+
+def _node_files(spec: Spec) -> tuple[str, ...]:
+    return NODE_FILES + (LEGACY_REWARD[:1] if _legacy_read(spec) else ())
+
+
 def _on_nodes(spec: Spec, override: str) -> str:
     """An override naming a file verl's workers open, with the path every node finds it at
     (a path relative to CODE -> <paths.code_dir>/<path>); refused where no node would find it."""
     key, sep, value = override.partition("=")
     name = key.lstrip("+~")
-    if not sep or name not in NODE_FILES:
+    if not sep or name not in _node_files(spec):
         return override
     path = value.strip("'\"")  # Hydra's quotes
     return f"{key}={code.node_path(spec, f'framework.overrides[{name}]', path)}"
@@ -150,7 +208,8 @@ def import_targets(spec: Spec) -> list[imports.Target]:
     eff = topology.parse_overrides(spec.framework.overrides)
     root = imports.code_root(spec)
     out = []
-    for path_key, name_key, what, default in IMPORTED:
+    legacy = ((*LEGACY_REWARD, "reward function", "compute_score"),) if _legacy_read(spec) else ()
+    for path_key, name_key, what, default in IMPORTED + legacy:
         value = eff.get(path_key, "").strip("'\"")
         if value in ("", "null", "None") or "${" in value:
             continue
@@ -166,6 +225,24 @@ def import_targets(spec: Spec) -> list[imports.Target]:
     if module:
         out.append(imports.Target("code.command", spec.code.command, "entry module", module=module))
     return out
+
+
+_HYDRA_MAIN = re.compile(r"@hydra\.main\(([^)]*)\)")
+_HYDRA_ARG = re.compile(r"""(config_path|config_name)\s*=\s*["']([^"']+)["']""")
+
+
+def entry_config(spec: Spec, module: str) -> tuple[str, str] | None:
+    """(config dir here, config name) of the entry module's own @hydra.main, when CODE holds that module
+    (a verl checkout: one-step-off's one_step_off_ppo_trainer beside it); None: verl's ppo_trainer."""
+    root = code.here(spec)
+    path = root / (module.replace(".", "/") + ".py") if root is not None else None
+    if path is None or not path.is_file():
+        return None
+    found = _HYDRA_MAIN.search(path.read_text(encoding="utf-8", errors="replace"))
+    args = dict(_HYDRA_ARG.findall(found.group(1))) if found else {}
+    if "config_name" not in args:
+        return None
+    return str((path.parent / args.get("config_path", ".")).resolve()), args["config_name"]
 
 
 def _with_file_logger(override: str) -> str:
@@ -207,7 +284,8 @@ class Verl(Framework):
         return cpu_plan.venv_python()
 
     def import_check(self, spec: Spec) -> list[str]:
-        return super().import_check(spec) + imports.check(spec, IMPORT_VENV, import_targets(spec))
+        return super().import_check(spec) + replaced_lines(spec) + imports.check(spec, IMPORT_VENV,
+                                                                                  import_targets(spec))
 
     def _overrides(self, spec: Spec) -> list[str]:
         algo, train, rollout, paths = spec.algo, spec.train, spec.rollout, spec.paths
@@ -219,6 +297,7 @@ class Verl(Framework):
         micro = train.micro_batch_size_per_gpu
         log_prob = train.log_prob_micro_batch_size_per_gpu or micro  # 0: the actor's micro-batch
         ref_log_prob = train.ref_log_prob_micro_batch_size_per_gpu or micro
+        nnodes, gpn = trainer_pool(spec) or (cluster.nodes, cluster.gpus_per_node)
         out = [
             f"algorithm.adv_estimator={algo.adv_estimator}",
             f"data.train_files={_hydra(found['train'])}",
@@ -264,8 +343,8 @@ class Verl(Framework):
             f"trainer.logger=[{','.join(loggers)}]",
             f"trainer.project_name={spec.logging.project}",
             f"trainer.experiment_name={spec.run.name}",
-            f"trainer.nnodes={cluster.nodes}",
-            f"trainer.n_gpus_per_node={cluster.gpus_per_node}",
+            f"trainer.nnodes={nnodes}",
+            f"trainer.n_gpus_per_node={gpn}",
             f"trainer.default_local_dir={paths.ckpt_dir}",
             # SMOKE=1: validated and saved from step 1 on, for train.smoke_steps steps.
             f"trainer.save_freq={1 if train.smoke else train.save_freq}",
@@ -281,6 +360,9 @@ class Verl(Framework):
         # Every start of the run (a managed-job recovery, a RayJob retry, RESUME=1) continues from the
         # last checkpoint in the run directory; the first start finds none and begins at step 0.
         out.append("trainer.resume_mode=auto")
+        # what passes (an Owned's `passes`) reaches verl as the user gave it, once: not rendered here
+        passed = {k for k in topology.parse_overrides(spec.framework.overrides) if k in OWNED and OWNED[k].passes}
+        out = [o for o in out if o.partition("=")[0] not in passed]
         # critic.model.path, the actor's (check): rendered above for PPO, from the prepared model
         return out + [_with_file_logger(_on_nodes(spec, o)) for o in spec.framework.overrides
                       if not (ppo and o.partition("=")[0].lstrip("+") == CRITIC_MODEL)]
@@ -326,17 +408,21 @@ class Verl(Framework):
         n_key = "framework.overrides[actor_rollout_ref.rollout.n]" if "actor_rollout_ref.rollout.n" in eff \
             else "algo.group_size"
         topology.group_size(spec, n_key, n)
-        nnodes = topology.as_int("trainer.nnodes", eff.get("trainer.nnodes", spec.cluster.nodes))
-        gpn = topology.as_int("trainer.n_gpus_per_node",
-                              eff.get("trainer.n_gpus_per_node", topology.gpus_per_node(spec)))
-        if nnodes * gpn != topology.total_gpus(spec):
+        pool = trainer_pool(spec)  # separate pools: the cluster holds both (config.command.pools)
+        nnodes = pool[0] if pool else topology.as_int("trainer.nnodes", eff.get("trainer.nnodes", spec.cluster.nodes))
+        gpn = pool[1] if pool else topology.as_int("trainer.n_gpus_per_node",
+                                                   eff.get("trainer.n_gpus_per_node", topology.gpus_per_node(spec)))
+        if not pool and nnodes * gpn != topology.total_gpus(spec):
             raise ConfigError("framework.overrides[trainer.nnodes]", f"{nnodes}x{gpn}",
                                        f"the cluster's {spec.cluster.nodes} nodes x "
                                        f"{spec.cluster.gpus_per_node} GPUs (set cluster.* instead)")
+        # fully-async's data.train_batch_size=0 (passes): its trainer steps on require_batches mini-batches
+        step = topology.as_int("async_training.require_batches", eff.get("async_training.require_batches", 1)) \
+            if "data.train_batch_size" in eff else None
         topology.batch_sizes(spec, n, nnodes * gpn, {
             "batch_override": "data.train_batch_size",
             "mini_override": "actor_rollout_ref.actor.ppo_mini_batch_size",
-            "micro_override": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"})
+            "micro_override": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"}, step)
         topology.rollout_tp(spec, "rollout.tp", eff.get("actor_rollout_ref.rollout.tensor_model_parallel_size"))
         topology.rollout_backend(spec, "rollout.backend", eff.get("actor_rollout_ref.rollout.name"))
         ckpt = eff.get("trainer.default_local_dir", spec.paths.ckpt_dir)
@@ -349,8 +435,8 @@ class Verl(Framework):
         if CRITIC_MODEL in eff and _critic_runs(spec, eff) and critic_model_problem(spec, eff[CRITIC_MODEL]):
             raise ConfigError(f"framework.overrides[{CRITIC_MODEL}]", eff[CRITIC_MODEL],
                               critic_model_problem(spec, eff[CRITIC_MODEL]))
-        for key in ("custom_reward_function.path", "custom_reward_function.name"):
-            if key in eff:  # measured by the CPU rehearsal: the default reward scored the rows instead
+        for key in LEGACY_REWARD:
+            if key in eff and not _legacy_read(spec):  # measured by the CPU rehearsal: the default reward scored the rows instead
                 raise ConfigError(f"framework.overrides[{key}]", eff[key],
                                   f"reward.{key}: verl {spec.pins.framework_version}'s main_ppo reads "
                                   "the reward function from reward.custom_reward_function only (its "
@@ -359,7 +445,7 @@ class Verl(Framework):
         for override in spec.framework.overrides:  # refused here, before anything is rendered
             _on_nodes(spec, override)
             name, _, value = override.partition("=")
-            if name.lstrip("+~") not in NODE_FILES:  # any other path of this machine: no node has it
+            if name.lstrip("+~") not in _node_files(spec):  # any other path of this machine: no node has it
                 code.check_paths(spec, f"framework.overrides[{name.lstrip('+~')}]", value)
 
     def loader_request(self, spec: Spec) -> dict[str, Any]:
@@ -370,9 +456,12 @@ class Verl(Framework):
         request: dict[str, Any] = {"overrides": [o for o in self.overrides(spec) if not o.startswith("hydra.")],
                                    "required": required}
         cmd = user_command.parse(spec.code.command) if spec.code.command else None
+        own = entry_config(spec, cmd.module) if cmd is not None and cmd.module else None
         if cmd is not None and cmd.config_path:  # a recipe's own config dir: that config, from CODE here
             request.update(code.loader_fields(spec), config_dir=f"{code.here(spec)}/{cmd.config_path}",
                            config_name=cmd.config_name)
+        elif own is not None:  # the entry's @hydra.main config (one-step-off, fully-async), from CODE
+            request.update(code.loader_fields(spec), config_dir=own[0], config_name=own[1])
         else:
             root = imports.code_root(spec)
             if root is not None and (imports.checkout(root) or ("",))[0] == "verl":

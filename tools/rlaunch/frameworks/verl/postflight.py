@@ -159,8 +159,11 @@ def checks(spec: Spec, run_dir: Path, where: dict[str, Any], facts: dict[str, An
                         else f"{latest_file} missing"))
     step_dir = ckpt_dir / f"global_step_{want}"
     cluster = spec.cluster
-    gpus = topology.gpus_per_node(spec)  # REHEARSE=1: the GPUs each CPU node declares to Ray
-    world = cluster.nodes * gpus if gpus > 0 else None
+    from rlaunch.frameworks.verl.adapter import trainer_pool  # the adapter's imports are heavier
+
+    # REHEARSE=1: the GPUs each CPU node declares to Ray; one-step-off, fully-async: the trainer's pool
+    nodes, gpus = trainer_pool(spec) or (cluster.nodes, topology.gpus_per_node(spec))
+    world = nodes * gpus if gpus > 0 else None
     checks.append(check_shards(step_dir, "actor", world))
     if spec.algo.adv_estimator == "gae" or (step_dir / "critic").is_dir():
         checks.append(check_shards(step_dir, "critic", world))
@@ -169,7 +172,7 @@ def checks(spec: Spec, run_dir: Path, where: dict[str, Any], facts: dict[str, An
                                                        else "missing or empty")))
     facts["checkpoint"] = str(step_dir)
     config_path = Path(where["resolved_config"])
-    expected = {"trainer.nnodes": cluster.nodes, "trainer.n_gpus_per_node": gpus}
+    expected = {"trainer.nnodes": nodes, "trainer.n_gpus_per_node": gpus}
     checks.append(check_topology(read_yaml(config_path) if config_path.is_file() else None,
                                  config_path, expected, required=False))
     return checks
