@@ -236,3 +236,13 @@ def _count(key: str, raw: str, text: str, source: str) -> int:
     if value < 1:
         raise ConfigError(KEY, text, f"an integer >= 1 for {key}: CMD's {key} is {raw!r}", source)
     return value
+
+
+def trainer_pool(spec: Any) -> tuple[int, int] | None:
+    """(nodes, GPUs a node) of a SEPARATE_POOLS verl entry's trainer pool, as CMD gives it (verl's
+    defaults 1 x 8 otherwise); None: verl trains on the whole cluster."""
+    cmd = parse(spec.code.command) if spec.code.command else None
+    if cmd is None or cmd.module not in SEPARATE_POOLS:
+        return None
+    given = cmd.overrides()
+    return int(given.get("trainer.nnodes", 1)), int(given.get("trainer.n_gpus_per_node", 8))

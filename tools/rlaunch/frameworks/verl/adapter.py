@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import code
 from rlaunch.config import command as user_command
+from rlaunch.config.command import trainer_pool
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
 from rlaunch.config.overrides import Owned
@@ -62,15 +63,6 @@ def _separate_pools(_value: object, cfg: dict[str, Any]) -> bool:
     """One-step-off and fully-async: trainer.* size the trainer's pool only, the rollout's pool beside it
     (CMD's rollout.*); the cluster holds both (config.command.pools), so the user's trainer.* reach verl."""
     return _entry(cfg) in user_command.SEPARATE_POOLS
-
-
-def trainer_pool(spec: Spec) -> tuple[int, int] | None:
-    """(nodes, GPUs a node) of a SEPARATE_POOLS entry's trainer pool; None: verl trains on the cluster."""
-    cmd = user_command.parse(spec.code.command) if spec.code.command else None
-    if cmd is None or cmd.module not in user_command.SEPARATE_POOLS:
-        return None
-    given = cmd.overrides()
-    return int(given.get("trainer.nnodes", 1)), int(given.get("trainer.n_gpus_per_node", 8))  # verl's defaults
 
 
 def replaced_lines(spec: Spec) -> list[str]:

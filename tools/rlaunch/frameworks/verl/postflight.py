@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import topology
+from rlaunch.config.command import trainer_pool
 from rlaunch.job import attempts, layouts
 from rlaunch.job.files import is_finite, log_text, nonempty, read_jsonl, read_yaml
 from rlaunch.job.layouts import log_files, relocate
@@ -159,8 +160,6 @@ def checks(spec: Spec, run_dir: Path, where: dict[str, Any], facts: dict[str, An
                         else f"{latest_file} missing"))
     step_dir = ckpt_dir / f"global_step_{want}"
     cluster = spec.cluster
-    from rlaunch.frameworks.verl.adapter import trainer_pool  # the adapter's imports are heavier
-
     # REHEARSE=1: the GPUs each CPU node declares to Ray; one-step-off, fully-async: the trainer's pool
     nodes, gpus = trainer_pool(spec) or (cluster.nodes, topology.gpus_per_node(spec))
     world = nodes * gpus if gpus > 0 else None
