@@ -304,7 +304,7 @@ def test_a_row_the_tiny_model_cannot_train_on_is_named(row, says, tmp_path):
 
 
 def test_the_plan_reads_a_hub_datasets_rows_once_at_its_commit(hub, tmp_path, monkeypatch):
-    from rlaunch.frameworks.verl.cpu import datacheck
+    from rlaunch.config import datarows as datacheck
 
     monkeypatch.setenv("RLAUNCH_DATACHECK_CACHE", str(tmp_path / "cache"))
     spec = load({"DATA": "hf:acme/puzzles"}, "data.config=main")

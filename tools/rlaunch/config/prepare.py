@@ -34,8 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlaunch import ROOT
-from rlaunch.config import datasource
+from rlaunch.config import datarows, datasource
 from rlaunch.config.knobs import CONTROL_RE
 from rlaunch.errors import ConfigError
 from rlaunch.registry.frameworks import venv_python as validator_python
@@ -115,8 +114,7 @@ def digest(source: dict[str, Any], command: str, code_hash: str) -> str:
 
 def plan_dir(source: dict[str, Any]) -> Path:
     """Where the plan converts a source of this machine (beside the data checks' cache)."""
-    base = Path(os.environ.get("RLAUNCH_DATACHECK_CACHE") or ROOT / "build" / "datacheck")
-    return base / "prepared" / str(source["prepare_hash"])[:12]
+    return datarows.cache_dir() / "prepared" / str(source["prepare_hash"])[:12]
 
 
 def venv_python(framework: str) -> Path:

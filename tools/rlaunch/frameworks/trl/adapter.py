@@ -11,9 +11,9 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import code, datasource
+from rlaunch.config.datarows import rows_here
 from rlaunch.errors import CheckError, ConfigError
 from rlaunch.frameworks.base import ARTIFACTS, Framework
-from rlaunch.frameworks.verl.cpu.datacheck import rows_here  # where DATA's rows are on this machine
 from rlaunch.rehearsal import tiny
 from rlaunch.rehearsal.settings import ConfigError as TrainConfigError
 from rlaunch.rehearsal.settings import REWARD_RE, parse_config  # validates exactly as the job will

@@ -20,6 +20,7 @@ from rlaunch.validate import early
 from rlaunch.config import code, topology
 from rlaunch.validate import loaders
 from rlaunch.frameworks.verl.cpu import rewrites as cpu
+from rlaunch.config.datarows import cache_dir  # a probe's passing answers are kept there too
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
@@ -59,11 +60,6 @@ def venv_stamp() -> str:
     """The rehearsal venv's identity: its lock's digest and python (scripts/setup-verlcpu's stamp); ""
     without one."""
     return loaders.venv_stamp(VENV, f".rlaunch-{VENV}")
-
-
-def cache_dir() -> Path:
-    """Where a probe's passing answers are kept (the data check's and REHEARSE=1's reward check's)."""
-    return Path(os.environ.get("RLAUNCH_DATACHECK_CACHE") or ROOT / "build" / "datacheck")
 
 
 def probe_key(argv: list[str], spec: Spec, files: list[Path], stamp: str | None = None) -> str:
