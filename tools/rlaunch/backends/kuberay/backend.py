@@ -78,7 +78,8 @@ def rules(spec: Spec) -> None:
     if spec.framework.image != "rlaunch":
         raise ConfigError("framework.image", spec.framework.image, "rlaunch on INFRA=kuberay: pods "
                           f"run job.sh with rlaunch's tools from {manifests.RLAUNCH_HOME} in the rlaunch image "
-                          "(make image-build / image-push FRAMEWORK=...)")
+                          f"(make image-build / image-push FRAMEWORK={spec.framework.name}, then "
+                          "SET=framework.image=rlaunch)")
     if kr.gcp_service_account and flavor != "gke":
         raise ConfigError("infra.kuberay.gcp_service_account", kr.gcp_service_account,
                           "empty unless k8s_flavor=gke (Workload Identity)")
