@@ -261,8 +261,10 @@ def inputs_resources_line(spec: Spec) -> str:
 def _inputs_instance(spec: Spec) -> str:
     """The CPU step's instance and price in a few words, for the plan's inputs lines."""
     pick = _inputs_pick(spec)
-    if not isinstance(pick, catalog.Instance):
+    if pick is None:
         return "a small CPU instance chosen at launch"
+    if isinstance(pick, str):
+        return f"{INPUTS_RESOURCES['cpus']} CPUs, {INPUTS_RESOURCES['memory']} GB: instance and price not known"
     return f"{cloud(spec)} {pick.name}" + (f", ~${pick.price:,.2f}/h" if pick.price is not None else "")
 
 
