@@ -205,7 +205,7 @@ def compare(*urls: str, clients: dict[str, Any] | None = None, limit: float | No
 
 def credentials_here(scheme: str) -> str:
     """"" when this machine's environment or files hold credentials for the store, else a hint (the
-    same on every machine). Reads no file and asks nothing: the plan's first, instant answer."""
+    same on every machine). Reads no file's content, asks nothing: the plan's first, instant answer."""
     env, home = os.environ, Path.home()
     if scheme == "gs":
         adc = Path(env.get("CLOUDSDK_CONFIG") or home / ".config" / "gcloud") / "application_default_credentials.json"
