@@ -207,7 +207,8 @@ def test_the_record_is_never_an_input_of_the_manifest(tmp_path):
 
 def test_plan_says_for_each_input_whether_the_cpu_step_will_run(s3, tmp_path):
     spec = aws_spec(tmp_path)
-    files, step = sp.BACKEND.render(spec), f"make launch runs the CPU step ({sp._inputs_instance(spec)})"
+    files = {sp.INPUTS_TASK: ""}  # a CPU step is rendered: all inputs_now asks of the files
+    step = f"make launch runs the CPU step ({sp._inputs_instance(spec)})"
     urls = both_prepared(s3, spec)
     assert sp.BACKEND.inputs_now(spec, files) == [
         f"{what}: prepared (1 object match its SHA256SUMS.objects): the CPU step will be skipped"
@@ -224,7 +225,7 @@ def test_plan_says_for_each_input_whether_the_cpu_step_will_run(s3, tmp_path):
 def test_plan_answers_at_once_without_credentials_and_within_its_deadline_without_an_answer(
         tmp_path, monkeypatch):
     spec = aws_spec(tmp_path, SPOT="1")  # conftest: no credentials in a test, on any machine
-    files, url, instance = sp.BACKEND.render(spec), sp.object_url(spec, sp.inputs.of(spec)[1].dir), sp._inputs_instance(spec)
+    files, url, instance = {sp.INPUTS_TASK: ""}, sp.object_url(spec, sp.inputs.of(spec)[1].dir), sp._inputs_instance(spec)
     started = time.monotonic()
     model = sp.BACKEND.inputs_now(spec, files)[1]
     assert time.monotonic() - started < 1.5  # at once: nothing asked (the deadline is PLAN_LOOK_S, 5 s)

@@ -223,8 +223,9 @@ def credentials_here(scheme: str) -> str:
     return "`aws configure` makes them; an instance role is asked by make launch alone"
 
 
-def _answer(answers: dict[int, tuple[int | None, str]], i: int, url: str, limit: float) -> None:
-    answers[i] = compare(url, limit=limit, here_only=True)
+def _answer(answers: dict[int, tuple[int | None, str]], i: int, url: str, limit: float,
+            clients: dict[str, Any]) -> None:
+    answers[i] = compare(url, clients=clients, limit=limit, here_only=True)
 
 
 def look(urls: list[str], deadline_s: float) -> list[tuple[int | None, str]]:
@@ -232,13 +233,14 @@ def look(urls: list[str], deadline_s: float) -> list[tuple[int | None, str]]:
     its answers in order. Never raises, never writes, never waits past the one deadline (a listing
     still going on then is left to its daemon thread)."""
     answers: dict[int, tuple[int | None, str]] = {}
+    clients: dict[str, Any] = {}  # one per store, made once (under _MAKING), shared: a client is thread-safe
     asking = []
     for i, url in enumerate(urls):
         missing = credentials_here(split(url)[0])
         if missing:
             answers[i] = (None, f"not checked: no credentials for {url} here ({missing})")
             continue
-        asking.append(threading.Thread(target=_answer, args=(answers, i, url, deadline_s), daemon=True,
+        asking.append(threading.Thread(target=_answer, args=(answers, i, url, deadline_s, clients), daemon=True,
                                        name=f"{LOOK_THREAD} {url}"))
         asking[-1].start()
     end = time.monotonic() + deadline_s
