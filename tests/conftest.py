@@ -54,6 +54,14 @@ os.environ.setdefault("RLAUNCH_MODEL_FACTS", str(ROOT / "tests" / "fixtures" / "
 # SkyPilot's user hash names the inputs bucket (rlaunch.backends.skypilot): one fixed user, not this machine's.
 os.environ["SKYPILOT_USER_ID"] = "rlaunch-test"
 os.environ.setdefault("RLAUNCH_SKY_CATALOG", str(ROOT / "tests" / "fixtures" / "skypilot-catalog" / "v8"))
+# Plan looks at the inputs' records with the cloud credentials it finds here (rlaunch.job.objects.look):
+# none in a test, so its inputs lines are "not checked: no credentials" on every machine, CI's included.
+for _var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+             "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+             "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "GOOGLE_APPLICATION_CREDENTIALS"):
+    os.environ.pop(_var, None)
+for _var in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "CLOUDSDK_CONFIG"):
+    os.environ[_var] = str(ROOT / "tests" / "no-credentials")  # never created
 
 
 def pytest_configure(config):

@@ -78,8 +78,10 @@ def test_plan_shows_both_steps_the_cpu_instance_its_price_and_where_inputs_live(
                                                   / "v8"))
 
     def plan(sets: str = "") -> list[str]:
+        """The backend's plan lines, then its inputs lines (the CLI prints those in the inputs block)."""
         spec = config.load("verl-ppo-gsm8k-0.5b", {"INFRA": "gcp", "RUN_ID": "t-sky", "OUT": str(tmp_path)}, sets)
-        return sp.BACKEND.plan(spec, sp.BACKEND.render(spec))
+        files = sp.BACKEND.render(spec)
+        return sp.BACKEND.plan(spec, files) + sp.BACKEND.inputs_now(spec, files)
 
     lines = plan()
     step1 = lines.index(f"step 1, inputs on CPU: sky launch --down -c t-sky-inputs {tmp_path}/inputs.sky.yaml -y"
@@ -92,6 +94,11 @@ def test_plan_shows_both_steps_the_cpu_instance_its_price_and_where_inputs_live(
     assert ("/storage/models and /storage/data on gcs bucket rlaunch-inputs-rlaunch-test (yours: SkyPilot user "
             "hash; created on first use, kept by `make down`): a second launch of the same model and data "
             "downloads nothing") in home
+    # Whether they are prepared: on a machine without credentials (every test's), the same line everywhere.
+    assert lines[-1] == (
+        "model: not checked: no credentials for gs://rlaunch-inputs-rlaunch-test/models/qwen2.5-0.5b-instruct/"
+        "7ae557604adf here (`gcloud auth application-default login` makes them): make launch runs the CPU step "
+        "(gcp n2-standard-4, ~$0.19/h)")
     named = "".join(plan("storage.source=gs://team-inputs"))
     assert "a run that names the same storage finds them prepared" in named and "rlaunch-inputs-" not in named
 

@@ -82,3 +82,23 @@ def test_the_gpu_side_lines_say_what_the_full_check_reads_and_stop_on_a_mismatch
     counted = [json.loads(ln) for ln in (Path(spec.paths.run_dir) / "phases.jsonl").read_text().splitlines()]
     assert [(r["phase"], r["what"], r["bytes"]) for r in counted] == [("inputs_gpu", "model", 0),
                                                                       ("inputs_gpu", "model", 4098)]
+
+
+def test_plan_on_local_answers_from_the_host_stores_stamp(tmp_path):
+    """INFRA=local: `make plan` compares each input's stamp to a listing of it, as --check-stamp does,
+    and says the command that prepares what is not (nothing on INFRA=local fetches it)."""
+    from rlaunch.backends.local import backend as local
+
+    spec = config.load("verl-ppo-gsm8k-0.5b", {"INFRA": "local", "RUN_ID": "stamp2"},
+                       f"storage.mount={tmp_path} model.path={tmp_path}/model")
+    dataset_dir = inputs.of(spec)[0].dir
+    model = prepared(tmp_path)
+    assert local.BACKEND.inputs_now(spec, {}) == [
+        f"dataset: not prepared: no SHA256SUMS: preflight stops without it: `.venv/bin/python -m rlaunch.job.data "
+        f"--dataset=gsm8k --out={dataset_dir}` first",
+        "model: prepared (2 files match its SHA256SUMS.stamp): nothing to prepare"]
+    rewrite_same_size(model / "model.safetensors")
+    assert local.BACKEND.inputs_now(spec, {})[1] == (
+        "model: not prepared: model.safetensors changed since the stamp (size or version): preflight stops without "
+        f"it: `.venv/bin/python -m rlaunch.job.data --check={model} --what=model` first")
+    assert (model / inputs.STAMP).exists()  # looked at, never written

@@ -197,6 +197,13 @@ class Backend:
         """Human lines: what `launch` would run, in order."""
         return []
 
+    def inputs_now(self, spec: Spec, artifacts: dict[str, str]) -> list[str]:
+        """`make plan`'s word on whether the inputs are already prepared, one line per input ("model:
+        prepared ..." / "model: not prepared: why: what launch does"), or where that is decided. A
+        read-only look of a few seconds at most: never writes, never refuses (a doubt is a line).
+        Not part of render (it asks the outside world): the CLI asks it as it prints the plan."""
+        return []
+
     # --- the handle: what a launch makes, and a run known by its id alone ----------------------
 
     def place(self, spec: Config) -> Place:

@@ -95,7 +95,7 @@ def _write(out: Path, files: dict[str, str]) -> None:
             path.chmod(0o755)
 
 
-def _summary(spec: Spec, backend: Backend, files: dict[str, str], checks: list[str]) -> str:
+def _summary(spec: Spec, backend: Backend, files: dict[str, str], checks: list[str], now: list[str]) -> str:
     c, p = spec.cluster, spec.paths
     fw = frameworks.get(spec.framework.name)
     gpus = f"{c.gpus_per_node} x {c.accelerator}" if c.gpus_per_node else "CPU only"
@@ -109,7 +109,7 @@ def _summary(spec: Spec, backend: Backend, files: dict[str, str], checks: list[s
         f"  image       {spec.pins.image}",
         f"  algorithm   {spec.algo.name} (group size {spec.algo.group_size})",
         f"  entrypoint  {shjoin(fw.command(spec))}",
-        *_inputs_lines(spec),
+        *_inputs_lines(spec, now),
         *([f"  code        {code.describe(spec.pins.code, spec.code.dir)}, on every node at {p.code_dir}"]
           if spec.pins.code else []),
         f"  checkpoints {p.ckpt_dir}",
@@ -128,10 +128,20 @@ def _summary(spec: Spec, backend: Backend, files: dict[str, str], checks: list[s
     return "\n".join(lines)
 
 
-def _inputs_lines(spec: Spec) -> list[str]:
-    """The inputs layout the run expects on the shared storage (rlaunch.config.inputs)."""
-    found = inputs.layout(spec) or ["none on the shared storage (the job makes its own)"]
+def _inputs_lines(spec: Spec, now: list[str]) -> list[str]:
+    """The inputs layout the run expects on the shared storage (rlaunch.config.inputs), then whether
+    they are prepared already (Backend.inputs_now)."""
+    found = (inputs.layout(spec) or ["none on the shared storage (the job makes its own)"]) + now
     return [f"  {'inputs' if i == 0 else '':<12}{line}" for i, line in enumerate(found)]
+
+
+def _inputs_now(backend: Backend, spec: Spec, files: dict[str, str]) -> list[str]:
+    """Backend.inputs_now, and a line instead of a refusal whatever it raises: a plan is never
+    refused for what it could not learn about the inputs."""
+    try:
+        return backend.inputs_now(spec, files)
+    except Exception as err:  # noqa: BLE001 - any failure to look is "not checked", said
+        return [f"inputs: not checked: {type(err).__name__}: {err}"]
 
 
 class Frameworks:
@@ -224,6 +234,7 @@ class Cli:
         rehearsal = early.Started(lambda: fw.rehearsal_check(spec))
         data = early.Started(lambda: fw.data_check(spec))
         imported = early.Started(lambda: fw.import_check(spec))  # CODE's imports, in the pinned venv
+        now = early.Started(lambda: _inputs_now(backend, spec, files))  # a look at the storage: seconds at most
         try:
             # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
             checks = [modelfacts.check(spec), memory.check(spec), ckptsize.plan_line(spec),
@@ -235,7 +246,7 @@ class Cli:
         except BaseException:
             early.stop()  # refused: the answers still awaited no longer matter
             raise
-        summary = _summary(spec, backend, files, checks)
+        summary = _summary(spec, backend, files, checks, now.result())
         steps = tuple(backend.plan(spec, files))
         # plan.txt travels with the artifacts: job.sh copies them into the run directory.
         plan = LaunchPlan(spec, Path(spec.run.out), {**files, PLAN_TXT: summary + "\n"}, tuple(checks), steps)

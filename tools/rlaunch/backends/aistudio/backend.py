@@ -417,6 +417,13 @@ class AIStudio(Backend):
             "checks inputs, runs preflight, the job, postflight",
         ]
 
+    def inputs_now(self, spec: Spec, files: dict[str, str]) -> list[str]:
+        """Decided where the storage is mounted: this machine does not see it."""
+        if "setup.sh" not in files:
+            return []
+        return ["prepared or not: decided by the prepare step (`bash ../setup.sh` where the storage is mounted: "
+                "a matching stamp reads nothing), and run.sh checks the stamps again"]
+
     def place(self, spec: Config) -> Place:
         return Place(spec.infra.name, storage=spec.storage.mount, storage_here=spec.infra.install_root)
 

@@ -244,6 +244,13 @@ class KubeRay(Backend):
 
     # -------------------------------------------------------- acting
 
+    def inputs_now(self, spec: Spec, files: dict[str, str]) -> list[str]:
+        """Decided on the cluster: the storage is a volume this machine does not mount."""
+        if "kuberay/inputs.yaml" not in files:
+            return []
+        return [f"prepared or not: decided by the inputs Job {inputs_job_name(spec)} on the shared volume (a "
+                "matching stamp: nothing read, nothing downloaded), before any GPU pod exists"]
+
     def _require(self, args: list[str], what: str, how: str) -> None:
         result = kubectl.run(args)
         if result.returncode != 0:

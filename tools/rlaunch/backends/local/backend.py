@@ -39,7 +39,7 @@ from rlaunch.backends.base import Answer, Backend, LaunchPlan, Place, Run, RunHa
 from rlaunch.backends.local import forward
 from rlaunch.config import load as config
 from rlaunch.errors import EXIT_NODE_LOST, ConfigError, MissingPrerequisite, RlaunchError
-from rlaunch.config import code, topology
+from rlaunch.config import code, inputs, topology
 from rlaunch.job import attempts, checkpoints, data, phases
 from rlaunch.plan import artifacts, jobenv, tracking
 from rlaunch.registry import frameworks
@@ -316,6 +316,28 @@ class Local(Backend):
             f"ray job logs --follow {spec.run.id}",
             f"then: make status / make logs / make down RUN_ID={spec.run.id}",
         ]
+
+    def inputs_now(self, spec: Spec, files: dict[str, str]) -> list[str]:
+        """The host store's stamps answer at once: each input's SHA256SUMS.stamp against a listing of it
+        (rlaunch.job.data.check_stamp, what --check-stamp runs: no file read)."""
+        lines = []
+        for item in inputs.of(spec):
+            why, count, _ = data.check_stamp(Path(item.dir))
+            if not why:
+                lines.append(f"{item.what}: prepared ({count} files match its {inputs.STAMP}): nothing to prepare")
+                continue
+            if spec.train.rehearse:
+                then = "job.sh makes it before preflight"
+            elif item.key == "data.prepare":
+                then = "make launch runs data.prepare first, on this machine, before any node starts"
+            else:  # nothing on INFRA=local fetches a model or dataset: the nodes' preflight would stop
+                where = shlex.quote(item.dir)
+                made = (f"{' '.join(item.fetch)} --out={where}" if item.fetch else
+                        f"--adopt={where} --what={item.what}" if not count else
+                        f"--check={where} --what={item.what}")  # a full check stamps what still matches
+                then = f"preflight stops without it: `.venv/bin/python -m rlaunch.job.data {made}` first"
+            lines.append(f"{item.what}: not prepared: {why}: {then}")
+        return lines
 
     def resource_name(self, infra: str, run_id: str) -> str:
         return cluster_name(run_id)

@@ -77,7 +77,8 @@ INPUTS_TASK = "inputs.sky.yaml"
 PIPELINE = "pipeline.sky.yaml"
 CHECK_SCRIPT = "inputs-check.sh"
 INPUTS_SUFFIX = "-inputs"  # the CPU step's cluster: <cluster>-inputs
-OBJECT_SCHEMES = {"gcs": "gs", "s3": "s3"}  # stores whose object versions the CPU step records
+OBJECT_SCHEMES = {"gcs": "gs", "s3": "s3", "r2": "r2"}  # stores whose object versions the CPU step records
+PLAN_LOOK_S = 5.0  # `make plan`'s look at the inputs' records: a few seconds, never more
 INPUTS_DIRS = ("models", "data")  # under storage.mount: the pinned and downloaded inputs (config.load)
 # Downloads and hashing: a few cores and page cache. SkyPilot's own default CPU node is 8+ vCPUs.
 INPUTS_RESOURCES = {"cpus": "4+", "memory": "16+"}
@@ -147,7 +148,7 @@ def inputs_bucket_mounts(spec: Spec) -> dict[str, dict[str, Any]]:
 
 
 def object_url(spec: Spec, path: str) -> str:
-    """gs://BUCKET/KEY or s3://BUCKET/KEY of a directory on the shared storage, where the launcher can
+    """gs://, s3:// or r2://BUCKET/KEY of a directory on the shared storage, where the launcher can
     list its objects; "" on this run's new bucket, or on a store whose versions are not recorded here."""
     mount, storage = spec.storage.mount.rstrip("/"), spec.storage
     for target, entry in inputs_bucket_mounts(spec).items():
@@ -166,6 +167,20 @@ def object_url(spec: Spec, path: str) -> str:
             return ""
         path = path[len(mount) + 1:]
     return f"{base}/{path.strip('/')}" if base.split("://")[0] in OBJECT_SCHEMES.values() else ""
+
+
+def _unrecorded(spec: Spec, path: str) -> str:
+    """Why the launcher cannot ask the storage for the versions of `path` (object_url's "")."""
+    storage = spec.storage
+    store = storage.source.split("://")[0] if storage.source else storage_entry(spec)["store"]
+    if store not in OBJECT_SCHEMES and store not in OBJECT_SCHEMES.values():
+        return f"not checked: {store} buckets get no record of object versions ({', '.join(OBJECT_SCHEMES)} do)"
+    mount = storage.mount.rstrip("/")
+    return f"not checked: {path} is on this run's new bucket (outside {mount}/models and {mount}/data)"
+
+
+def _matched(count: int) -> str:
+    return f"prepared ({count} object{'s' if count != 1 else ''} match its {objects.RECORD})"
 
 
 def record_lines(spec: Spec) -> list[str]:
@@ -220,19 +235,37 @@ def inputs_argv(spec: Spec, out: Path | str) -> list[str]:
     return ["launch", "--down", "-c", inputs_name(spec), str(Path(out) / INPUTS_TASK), *secret_args(spec), "-y"]
 
 
+def _inputs_pick(spec: Spec) -> catalog.Instance | str | None:
+    """The CPU step's instance as SkyPilot's catalog would choose it; why not known; None where it is
+    chosen at launch (any cloud, Kubernetes)."""
+    where = cloud(spec)
+    if where in ("", "kubernetes"):
+        return None
+    parts = infra_string(spec).split("/")
+    return catalog.cpu_instance(where, INPUTS_RESOURCES["cpus"], INPUTS_RESOURCES["memory"],
+                                parts[1] if len(parts) > 1 and parts[1] else None)
+
+
 def inputs_resources_line(spec: Spec) -> str:
     """The CPU step's instance and hourly price, from SkyPilot's catalog as it would choose it."""
-    where, wanted = cloud(spec), ", ".join(f"{k} {v}" for k, v in INPUTS_RESOURCES.items())
-    if where in ("", "kubernetes"):
+    where, wanted, pick = cloud(spec), ", ".join(f"{k} {v}" for k, v in INPUTS_RESOURCES.items()), _inputs_pick(spec)
+    if pick is None:
         return f"1 x ({wanted}): the instance is chosen at launch ({where or 'any cloud'})"
-    parts = infra_string(spec).split("/")
-    pick = catalog.cpu_instance(where, INPUTS_RESOURCES["cpus"], INPUTS_RESOURCES["memory"],
-                                parts[1] if len(parts) > 1 and parts[1] else None)
     if isinstance(pick, str):
         return f"1 x ({wanted}): warning: instance and price not known: {pick}"
     price = f"${pick.price:,.2f}/h on demand" if pick.price is not None else "not priced"
     return (f"1 x {where} {pick.name} ({pick.vcpus:g} vCPUs, {pick.memory_gib:g} GiB; the cheapest for "
             f"{wanted}): {price}")
+
+
+def _inputs_instance(spec: Spec) -> str:
+    """The CPU step's instance and price in a few words, for the plan's inputs lines."""
+    pick = _inputs_pick(spec)
+    if pick is None:
+        return "a small CPU instance chosen at launch"
+    if isinstance(pick, str):
+        return f"{INPUTS_RESOURCES['cpus']} CPUs, {INPUTS_RESOURCES['memory']} GB: instance and price not known"
+    return f"{cloud(spec)} {pick.name}" + (f", ~${pick.price:,.2f}/h" if pick.price is not None else "")
 
 
 def _resources(spec: Spec) -> dict[str, Any]:
@@ -564,9 +597,27 @@ class SkyPilot(Backend):
         for item in inputs.of(spec):
             urls.append(object_url(spec, item.dir))
             if not urls[-1]:
-                return None, (f"the {item.what} {item.dir} is on this run's new bucket, or on a store whose "
-                              f"object versions are not recorded ({', '.join(OBJECT_SCHEMES)} are)")
+                return None, f"the {item.what}: {_unrecorded(spec, item.dir)}"
         return objects.compare(*urls)
+
+    def inputs_now(self, spec: Spec, files: dict[str, str]) -> list[str]:
+        """Per input, whether the CPU step will find it prepared: the launcher's own check, asked
+        within PLAN_LOOK_S with the credentials found here (rlaunch.job.objects.look)."""
+        if INPUTS_TASK not in files:
+            return []
+        items = inputs.of(spec)
+        urls = [object_url(spec, item.dir) for item in items]
+        asked = iter(objects.look([url for url in urls if url], PLAN_LOOK_S))
+        answers = [next(asked) if url else (None, _unrecorded(spec, item.dir)) for item, url in zip(items, urls)]
+        if all(count is not None for count, _ in answers):
+            return [f"{item.what}: {_matched(count or 0)}: the CPU step will be skipped"
+                    for item, (count, _) in zip(items, answers)]
+        step = (f"the managed job runs the CPU step first ({_inputs_instance(spec)})" if spec.infra.spot else
+                f"make launch runs the CPU step ({_inputs_instance(spec)})")
+        return [f"{item.what}: {'' if why.startswith('not checked') else 'not prepared: '}{why}: {step}"
+                if count is None else
+                f"{item.what}: {_matched(count)}: the CPU step keeps it (its stamp checked, no byte read)"
+                for item, (count, why) in zip(items, answers)]
 
     def _inputs_step(self, spec: Spec, out: Path) -> int:
         """The CPU step, to its end (sky launch --down), within its deadline; 0 when the inputs are ready."""
