@@ -50,14 +50,18 @@ def test_plan_smoke(tmp_path):
     assert data["code_data"]["warm_seconds"] < data["code_data"]["cold_seconds"], data["code_data"]
 
 
+@pytest.mark.cluster  # namespace nodes, no Ray: ~15 s idle
 def test_inputs_smoke(tmp_path):
+    need_namespaces()
     out = tmp_path / "inputs.json"
-    proc = schema.smoke("inputs", out, 120)
+    proc = schema.smoke("inputs", out, 240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     assert schema.problems(data, bench_schema("inputs")) == []
     # Prepared runs of the new design read no model byte on the GPU side; today's read all of it.
     assert data["cases"]["second"]["new"]["gpu_bytes"] in (0, None) and data["met"]
+    # The second launch's CPU step was skipped by the launcher's own check of the recorded versions.
+    assert data["cases"]["second"]["new"]["cpu_step_skipped"] is True, data["cases"]["second"]
     assert data["cases"]["recovery"]["today"]["gpu_bytes"] in (data["model_bytes"], None)
 
 
