@@ -22,7 +22,8 @@ on the bridge, where every node reaches it (HF_ENDPOINT). The rendered files are
 
   today  the GPU task's setup prepares the inputs on rank 0, every GPU node up and billed: task.yaml's
          `setup` with setup.sh's lines before issue 46 (today_line: `sha256sum --check` of every file,
-         else a download). First launch downloads; second launch and recovery hash every file.
+         else a download). First launch downloads; second launch and recovery hash every file (a
+         shared bucket, storage.source; today's default, a new bucket per run, downloaded every time).
   new    first launch: the CPU step (inputs.sky.yaml: setup.sh downloads, hashes, stamps, and records
          the objects' versions) on the CPU node, then the GPU task's check-only setup (inputs-check.sh:
          the stamp against a listing). Second launch: the launcher's own decision,
