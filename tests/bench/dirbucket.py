@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,6 +44,15 @@ def objects(dirs: dict[str, str], bucket: str, prefix: str) -> list[SimpleNamesp
             st = path.stat()
             found.append(SimpleNamespace(name=name, generation=str(st.st_mtime_ns), size=st.st_size, path=path))
     return found
+
+
+def install_gcloud(bin_dir: Path) -> Path:
+    """`gcloud` in bin_dir: this file under this Python (put bin_dir first on the node's PATH)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    stub = bin_dir / "gcloud"
+    stub.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).resolve()))} \"$@\"\n")
+    stub.chmod(0o755)
+    return stub
 
 
 class Client:

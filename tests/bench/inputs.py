@@ -101,7 +101,9 @@ items = json.loads(open(sys.argv[1]).read())
 prefix = " && ".join(f"unset {var}" for var in UNSET_RAY_ENV_VARS)
 out = []
 for item in items:
-    body = item["body"] if item["kind"] == "setup" else TaskCodeGen.build_task_bash_script(item["body"], env_prefix=prefix)
+    body = item["body"]
+    if item["kind"] == "run":
+        body = TaskCodeGen.build_task_bash_script(body, env_prefix=prefix)
     out.append(log_lib.make_task_bash_script(body, env_vars=item["env"]))
 print(json.dumps({"unset": prefix, "scripts": out}))
 """
@@ -200,11 +202,7 @@ class Bench:
         # The bucket's stand-in: gcloud on the CPU node, the storage client on the launcher.
         self.dirs = dirbucket.mapping(self.task["file_mounts"])
         (self.work / "dirbucket.json").write_text(json.dumps(self.dirs))
-        stub = self.work / "bin" / "gcloud"
-        stub.parent.mkdir()
-        stub.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} "
-                        f"{shlex.quote(str(Path(dirbucket.__file__)))} \"$@\"\n")
-        stub.chmod(0o755)
+        dirbucket.install_gcloud(self.work / "bin")
         self.bucket_client = dirbucket.Client(self.dirs)
         self.home = self.work / "home"
         self.home.mkdir()
@@ -219,7 +217,8 @@ class Bench:
                 "SKYPILOT_SETUP_NUM_GPUS_PER_NODE": "0"} if setup else
                {"SKYPILOT_NODE_IPS": "\n".join(ips), "SKYPILOT_NODE_RANK": str(rank),
                 "SKYPILOT_NUM_NODES": str(len(ips)), "SKYPILOT_NUM_GPUS_PER_NODE": "0",
-                "SKYPILOT_TASK_ID": f"sky-2026-12-06-00-00-00-000000_{task['name']}_1", "SKYPILOT_INTERNAL_JOB_ID": "1"})
+                "SKYPILOT_TASK_ID": f"sky-2026-12-06-00-00-00-000000_{task['name']}_1",
+                "SKYPILOT_INTERNAL_JOB_ID": "1"})
         return {**task["envs"], **sky,
                 "SKYPILOT_CLUSTER_INFO": json.dumps({"cluster_name": task["name"], "cloud": "GCP",
                                                      "region": "us-central1", "zone": None}),
@@ -280,8 +279,8 @@ class Bench:
         started = time.monotonic()
         for ns, _, script in nodes:
             # SkyPilot: setup as `<unset>; /bin/bash -i FILE 2>&1` (CloudVmRayBackend._setup); run as bash FILE.
-            argv = ["ip", "netns", "exec", ns, "/bin/bash", "-c", f"{self.unset}; /bin/bash -i {shlex.quote(str(script))}"
-                    if setup else f"/bin/bash {shlex.quote(str(script))}"]
+            command = f"/bin/bash -i {shlex.quote(str(script))}" if setup else f"/bin/bash {shlex.quote(str(script))}"
+            argv = ["ip", "netns", "exec", ns, "/bin/bash", "-c", f"{self.unset}; {command}" if setup else command]
             trace = script.with_suffix(".trace")
             if traced:
                 # --seccomp-bpf: only the traced calls stop the process, so Python's start-up is not slowed.
