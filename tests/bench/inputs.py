@@ -412,7 +412,8 @@ def main() -> int:
             bench.close()
     prepared = [cases[c]["new"] for c in ("second", "recovery")]
     met = all(d["gpu_s"] <= GOAL_S and d["gpu_bytes"] in (0, None) for d in prepared)
-    result = {"model_bytes": size, "bytes_by": "strace" if shutil.which("strace") else "none", "met": met,
+    bytes_by = "strace: read calls on the model's files, every process of both GPU nodes' setup"
+    result = {"model_bytes": size, "bytes_by": bytes_by if shutil.which("strace") else "none", "met": met,
               "goal": f"new design, prepared run: gpu_s <= {GOAL_S}, gpu_bytes == 0",
               "nodes": "SkyPilot's rendered setup (GPU task, 2 namespace nodes) and CPU step run (1 namespace "
                        "node), scripts built by SkyPilot's builders",
