@@ -12,7 +12,7 @@ with the X-Repo-Commit and ETag headers the client keys its cache on). A revisio
 `main` (the newest commit folder). Anything else is 404, as the Hub answers an unknown repository.
 
 Every request is recorded in `requests` (method, path), so a test can assert a second preparation
-fetched nothing. Standard library only.
+fetched nothing. Standard library only (gsm8k_repo, which writes parquet, loads pyarrow when called).
 
     with FakeHub(root) as hub:           # hub.url: http://127.0.0.1:<port>
         os.environ["HF_ENDPOINT"] = hub.url  # a subprocess's env; in this process: use_in_process
@@ -36,6 +36,21 @@ def _sha256(path: Path) -> str:
 def git_blob_sha(path: Path) -> str:
     data = path.read_bytes()
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def gsm8k_repo(root: Path, hf_id: str, revision: str) -> None:
+    """A GSM8K dataset repository under `root` at `revision`, three rows in the Hub's layout
+    (README configs, main/{train,test}-*.parquet): what rlaunch's --dataset=gsm8k downloads."""
+    import pyarrow as pa  # the only test helper here that writes parquet: loaded when called
+    import pyarrow.parquet as pq
+
+    d = root / "datasets" / hf_id / revision
+    (d / "main").mkdir(parents=True)
+    (d / "README.md").write_text("---\nconfigs:\n- config_name: main\n  data_files:\n  - split: train\n"
+                                 "    path: main/train-*\n  - split: test\n    path: main/test-*\n---\n")
+    pq.write_table(pa.table({"question": ["1+1?", "2+3?"], "answer": ["so\n#### 2", "#### 5"]}),
+                   d / "main" / "train-00000-of-00001.parquet")
+    pq.write_table(pa.table({"question": ["4+4?"], "answer": ["#### 8"]}), d / "main" / "test-00000-of-00001.parquet")
 
 
 class FakeHub(FakeServer):

@@ -50,15 +50,43 @@ def test_plan_smoke(tmp_path):
     assert data["code_data"]["warm_seconds"] < data["code_data"]["cold_seconds"], data["code_data"]
 
 
+@pytest.mark.cluster  # namespace nodes, no Ray: ~15 s idle
 def test_inputs_smoke(tmp_path):
+    need_namespaces()
     out = tmp_path / "inputs.json"
-    proc = schema.smoke("inputs", out, 120)
+    proc = schema.smoke("inputs", out, 240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     assert schema.problems(data, bench_schema("inputs")) == []
     # Prepared runs of the new design read no model byte on the GPU side; today's read all of it.
     assert data["cases"]["second"]["new"]["gpu_bytes"] in (0, None) and data["met"]
+    # The second launch's CPU step was skipped by the launcher's own check of the recorded versions.
+    assert data["cases"]["second"]["new"]["cpu_step_skipped"] is True, data["cases"]["second"]
     assert data["cases"]["recovery"]["today"]["gpu_bytes"] in (data["model_bytes"], None)
+
+
+def test_the_inputs_bench_bucket_stand_in_sees_a_rewritten_file_as_a_new_version(tmp_path, monkeypatch):
+    """The inputs benchmark's GCS stand-in (dirbucket) on both sides of rlaunch.job.objects: the CPU
+    step's record through its `gcloud`, the launcher's compare through its client."""
+    import dirbucket
+    from rlaunch.job import objects
+
+    model = tmp_path / "bucket" / "models" / "m"
+    model.mkdir(parents=True)
+    (model / "w.safetensors").write_bytes(b"a" * 8)
+    dirs = {"inputs-b/models": str(tmp_path / "bucket" / "models")}
+    (tmp_path / "map.json").write_text(json.dumps(dirs))
+    monkeypatch.setenv("DIRBUCKET_MAP", str(tmp_path / "map.json"))
+    monkeypatch.setenv("PATH", f"{dirbucket.install_gcloud(tmp_path / 'bin').parent}:{os.environ['PATH']}")
+    assert objects.record("gs://inputs-b/models/m", model) == 0 and (model / objects.RECORD).is_file()
+    client = dirbucket.Client(dirs)
+    assert objects.compare("gs://inputs-b/models/m", clients={"gs": client}) == (1, "")
+    # Same size, new content: a new generation, so the launcher runs the CPU step again.
+    (model / "w.safetensors").write_bytes(b"b" * 8)
+    stat = (model / "w.safetensors").stat()
+    os.utime(model / "w.safetensors", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    matched, why = objects.compare("gs://inputs-b/models/m", clients={"gs": client})
+    assert matched is None and "w.safetensors" in why, why
 
 
 # The launch and recovery benchmarks' smokes read the end-to-end tests' launches of the same paths

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import kuberay_harness as kh
-from fakehub import FakeHub
+from fakehub import FakeHub, gsm8k_repo
 from rlaunch.plan import artifacts
 from rlaunch.config import load as config
 from rlaunch.config import pins
@@ -38,9 +38,6 @@ def render(sets: str = "", run_id: str = "inp"):
 
 def hub_tree(root: Path) -> Path:
     """The pinned model and dataset repositories, at their pinned commits, a few bytes each."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     versions = pins.load_versions()
     model, dataset = versions["models"]["qwen2.5-0.5b-instruct"], versions["datasets"]["gsm8k"]
     m = root / "models" / model["hf_id"] / model["revision"]
@@ -48,13 +45,7 @@ def hub_tree(root: Path) -> Path:
     (m / "config.json").write_text('{"model_type": "qwen2"}\n')
     (m / "tokenizer_config.json").write_text("{}\n")
     (m / "model.safetensors").write_bytes(b"\0" * 4096)
-    d = root / "datasets" / dataset["hf_id"] / dataset["revision"]
-    (d / "main").mkdir(parents=True)
-    (d / "README.md").write_text("---\nconfigs:\n- config_name: main\n  data_files:\n  - split: train\n"
-                                 "    path: main/train-*\n  - split: test\n    path: main/test-*\n---\n")
-    pq.write_table(pa.table({"question": ["1+1?", "2+3?"], "answer": ["so\n#### 2", "#### 5"]}),
-                   d / "main" / "train-00000-of-00001.parquet")
-    pq.write_table(pa.table({"question": ["4+4?"], "answer": ["#### 8"]}), d / "main" / "test-00000-of-00001.parquet")
+    gsm8k_repo(root, dataset["hf_id"], dataset["revision"])
     return root
 
 
