@@ -100,7 +100,7 @@ def test_a_script_or_config_missing_from_code_is_refused_naming_it(code):
 
 # AReaL's SPMD launcher, as its quickstart (docs/en/tutorial/quickstart.md at v1.0.4) runs it
 LAUNCHER = ("python3 -m areal.infra.launcher.ray examples/math/gsm8k_rl.py --config examples/math/gsm8k_grpo.yaml "
-            "allocation_mode=sglang:d12p1t1+fsdp:d4p1t1 cluster.n_nodes=4 cluster.n_gpus_per_node=4")
+            "++allocation_mode=sglang:d12p1t1+fsdp:d4p1t1 cluster.n_nodes=4 cluster.n_gpus_per_node=4")
 
 
 def test_areals_ray_launcher_runs_as_the_driver_on_rlaunchs_cluster_with_its_allocation_kept(code):
@@ -109,13 +109,14 @@ def test_areals_ray_launcher_runs_as_the_driver_on_rlaunchs_cluster_with_its_all
     argv = fw.command(spec)
     assert argv[:6] == ["python3", "-m", "areal.infra.launcher.ray", f"{home}/examples/math/gsm8k_rl.py",
                         "--config", f"{home}/examples/math/gsm8k_grpo.yaml"]
-    assert "allocation_mode=sglang:d12p1t1+fsdp:d4p1t1" in argv  # kept, never replaced
+    assert "++allocation_mode=sglang:d12p1t1+fsdp:d4p1t1" in argv  # kept, never replaced
     assert not any("scheduler.type" in a for a in argv)  # the launcher schedules (SPMD mode)
     assert (spec.cluster.nodes, spec.cluster.gpus_per_node) == (4, 4)
     assert "rlaunch formed the Ray cluster" in fw.launcher_lines(spec)[0]
 
 
-NO_ALLOCATION = LAUNCHER.split(" allocation_mode")[0]
+NO_ALLOCATION = LAUNCHER.split(" ++allocation_mode")[0]
+EIGHT = LAUNCHER.replace("d12p1t1+fsdp:d4p1t1", "d8+fsdp:d8")  # 8 trainers; the YAML's actor.backend is fsdp:d4p1t1
 
 
 @pytest.mark.parametrize(("cmd", "key", "needle", "fix"), [
@@ -124,8 +125,10 @@ NO_ALLOCATION = LAUNCHER.split(" allocation_mode")[0]
     (LAUNCHER.replace("sglang:d12p1t1+fsdp:", "sglang.d12p1t1+"), "code.command[allocation_mode]",
      "'sglang.d12p1t1+d4p1t1' (from CMD): sglang:d12p1t1+fsdp:d4p1t1: AReaL 1.0.4's parser", LAUNCHER),
     (LAUNCHER.replace("d12p1t1", "d8"), "code.command[allocation_mode]", "add up to the 16 GPUs", LAUNCHER),
-    (NO_ALLOCATION, "code.command[examples/math/gsm8k_grpo.yaml: allocation_mode]", "e.g. sglang:d4+fsdp:d4",
-     f"{NO_ALLOCATION} allocation_mode=sglang:d4+fsdp:d4"),
+    (NO_ALLOCATION, "code.command[examples/math/gsm8k_grpo.yaml: allocation_mode]",
+     "e.g. ++allocation_mode=sglang:d4+fsdp:d4", f"{NO_ALLOCATION} ++allocation_mode=sglang:d4+fsdp:d4"),
+    (EIGHT, "code.command[examples/math/gsm8k_grpo.yaml: actor.backend]", "actor.backend=fsdp:d8 in CMD",
+     f"{EIGHT} actor.backend=fsdp:d8"),
     (LAUNCHER.replace(".ray", ".local"), "code.command[cluster.n_nodes]", "runs every process on one node", LAUNCHER),
     (LAUNCHER.replace(".ray", ".slurm"), "code.command", "use -m areal.infra.launcher.ray", LAUNCHER),
 ])

@@ -186,11 +186,11 @@ def _plan(name: str, **knobs: str):
 # fixture -> (the command the preset records, nodes x GPUs it runs at)
 QUICKSTARTS = {
     "areal-quickstart-ray.sh": ("python3 -m areal.infra.launcher.ray examples/math/gsm8k_rl.py --config "
-                                "examples/math/gsm8k_grpo.yaml allocation_mode=sglang:d12p1t1+fsdp:d4p1t1 "
-                                "cluster.n_nodes=4 cluster.n_gpus_per_node=4", (4, 4)),
+                                "examples/math/gsm8k_grpo.yaml ++allocation_mode=sglang:d12p1t1+fsdp:d4p1t1 "
+                                "cluster.n_nodes=4 cluster.n_gpus_per_node=4 actor.backend=fsdp:d4p1t1", (4, 4)),
     "areal-quickstart-slurm.sh": ("python3 -m areal.infra.launcher.ray examples/math/gsm8k_rl.py --config "
-                                  "examples/math/gsm8k_grpo.yaml allocation_mode=sglang:d96p1t1+fsdp:d32p1t1 "
-                                  "cluster.n_nodes=16 cluster.n_gpus_per_node=8", (16, 8)),
+                                  "examples/math/gsm8k_grpo.yaml ++allocation_mode=sglang:d96p1t1+fsdp:d32p1t1 "
+                                  "cluster.n_nodes=16 cluster.n_gpus_per_node=8 actor.backend=fsdp:d32p1t1", (16, 8)),
     "areal-quickstart-local.sh": ("python3 examples/math/gsm8k_rl.py --config examples/math/gsm8k_grpo.yaml", (1, 8)),
 }
 

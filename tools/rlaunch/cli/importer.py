@@ -257,6 +257,7 @@ def convert_areal(entry: str, args: list[str], unresolved: list[str], accelerato
             result.mapped.append(f"{new} -> {here}: {why}")
         head.append(here)
     kept: list[str] = []
+    allocation = ""
     args_iter = iter(args)
     for arg in args_iter:
         while "<" in arg and not arg.endswith(">"):  # a documentation placeholder: <your trial name>
@@ -275,11 +276,16 @@ def convert_areal(entry: str, args: list[str], unresolved: list[str], accelerato
         elif "$" in raw:
             result.dropped.append(f"{bare}={raw}: holds a variable the script does not define "
                                   f"({', '.join(unresolved) or '?'}); the YAML's value runs, or set it in CMD")
-        elif bare == "allocation_mode" and _areal_allocation(raw) != raw:
-            kept.append(f"{key}={_areal_allocation(raw)}")
-            result.mapped.append(f"allocation_mode={_areal_allocation(raw)}: {raw} in AReaL "
-                                 f"{pins.get('frameworks.areal.version')}'s syntax (a colon after each engine)")
+        elif bare == "allocation_mode" and (_areal_allocation(raw) != raw or key == bare):
+            # AReaL 1.0.4's example YAMLs have no allocation_mode (they place by rollout.backend and
+            # actor.backend), and Hydra adds a key only with +: ++ sets it whether the YAML has it or not.
+            allocation = _areal_allocation(raw)
+            kept.append(f"++allocation_mode={allocation}")
+            result.mapped.append(f"++allocation_mode={_areal_allocation(raw)}: {arg} in AReaL "
+                                 f"{pins.get('frameworks.areal.version')}'s syntax (a colon after each engine; "
+                                 "++: its example YAMLs have no allocation_mode key)")
         else:
+            allocation = raw if bare == "allocation_mode" else allocation
             kept.append(arg)
     if head[0] == "-m" and not any(a.lstrip("+").startswith("allocation_mode=") for a in kept):
         result.mapped.append(f"-m {head[1]} left out: AReaL {pins.get('frameworks.areal.version')}'s SPMD "
@@ -287,6 +293,13 @@ def convert_areal(entry: str, args: list[str], unresolved: list[str], accelerato
                              "in AReaL's single-controller mode, placed by its YAML's rollout.backend and "
                              "actor.backend (scheduler.type: rlaunch's, local on one node, ray on several)")
         head = head[2:]
+    train = [part for part in allocation.split("+") if part.startswith(("fsdp", "megatron", "archon"))]
+    if head[0] == "-m" and len(train) == 1 and not any(a.lstrip("+").startswith("actor.backend=") for a in kept):
+        # The SPMD launcher starts the training part's processes; the trainer builds actor.backend's
+        # process group over them (areal/trainer/rl_trainer.py at 1.0.4): the two must say the same.
+        kept.append(f"actor.backend={train[0]}")
+        result.mapped.append(f"actor.backend={train[0]}: allocation_mode's training part, which the launcher "
+                             "starts (the YAML's actor.backend would otherwise size the trainer's process group)")
     script = head[-1]
     config = kept[kept.index("--config") + 1] if "--config" in kept[:-1] else ""
     command = shlex.join(["python3", *head, *kept])

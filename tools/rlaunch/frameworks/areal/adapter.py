@@ -363,7 +363,8 @@ class Areal(Framework):
         text, kind = spec.code.command, cmd.launcher.rsplit(".", 1)[1]
         pinned = pins.get("frameworks.areal.version")  # the AReaL whose names and parser these are
         root = code.here(spec)
-        if cmd.launcher.startswith("areal.launcher.") and not (root and (root / "areal/launcher" / f"{kind}.py").is_file()):
+        old_name = cmd.launcher.startswith("areal.launcher.")
+        if old_name and not (root and (root / "areal/launcher" / f"{kind}.py").is_file()):
             raise ConfigError("code.command", text, f"-m areal.infra.launcher.{kind}: AReaL {pinned}'s launcher "
                               f"(areal.launcher moved to areal.infra.launcher in AReaL #919); CODE has no "
                               f"areal/launcher/{kind}.py")
@@ -373,9 +374,10 @@ class Areal(Framework):
         mode = str(dotted_get(cfg, "allocation_mode") or "")
         total = topology.total_gpus(spec)
         if not mode:
-            raise ConfigError(where("allocation_mode"), "", f"<engine>:<dims>+<engine>:<dims>, e.g. "
-                              f"sglang:d{max(total // 2, 1)}+fsdp:d{max(total // 2, 1)}: -m {cmd.launcher} "
-                              "places the rollout servers and trainers by allocation_mode")
+            half = max(total // 2, 1)
+            raise ConfigError(where("allocation_mode"), "", f"<engine>:<dims>+<engine>:<dims> in CMD, e.g. "
+                              f"++allocation_mode=sglang:d{half}+fsdp:d{half} (++: AReaL's example YAMLs have "
+                              f"no such key): -m {cmd.launcher} places the rollout servers and trainers by it")
         parts = mode.split("+")
         fixed = "+".join(re.sub(r"^([a-z_]+)\.", r"\1:", part) if "." in part.split(":")[0] else
                          (part if ":" in part else f"fsdp:{part}") for part in parts)
@@ -389,6 +391,14 @@ class Areal(Framework):
                               f"of cluster.n_nodes x cluster.n_gpus_per_node ({spec.cluster.nodes} x "
                               f"{spec.cluster.gpus_per_node}); they add up to {used} (AReaL's launcher wants "
                               "them equal)")
+        train = [part for part in parts if part.split(":")[0].split("[")[0] in ENGINES["actor.backend"]]
+        actor = dotted_get(cfg, "actor.backend")
+        if len(train) == 1 and "|" not in train[0] and actor not in (None, ""):
+            if allocation_gpus(where("actor.backend"), actor) != allocation_gpus(where("allocation_mode"), train[0]):
+                raise ConfigError(where("actor.backend"), actor, f"actor.backend={train[0]} in CMD, allocation_mode's "
+                                  f"training part: -m {cmd.launcher} starts that many trainer processes and the "
+                                  "trainer builds actor.backend's process group over them (areal/trainer/"
+                                  f"rl_trainer.py at {pinned})")
 
     def launcher_lines(self, spec: Spec) -> list[str]:
         """The plan's line on what rlaunch does with CMD's launcher word."""
