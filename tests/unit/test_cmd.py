@@ -138,6 +138,14 @@ def test_an_areal_launcher_that_cannot_run_here_is_refused_with_a_fix_that_plans
     assert plan(code["areal"], fix)[0].code.command == fix  # the fix the refusal names, applied, plans
 
 
+
+def test_the_pre_919_launcher_name_runs_where_code_is_an_areal_that_has_it(code, tmp_path):
+    old = Path(shutil.copytree(code["areal"], tmp_path / "areal-ad720e4"))  # AReaL before #919 moved it
+    (old / "areal" / "launcher").mkdir(parents=True)
+    (old / "areal" / "launcher" / "ray.py").write_text("")
+    spec, fw = plan(old, LAUNCHER.replace("infra.launcher", "launcher"))
+    assert fw.command(spec)[1:3] == ["-m", "areal.launcher.ray"]
+
 # ---------------------------------------------------------------- RLinf
 
 
