@@ -215,6 +215,8 @@ def test_an_unsaid_framework_asks_for_framework_and_a_contradicting_one_is_refus
     ("python3 train.py --config a.yaml --config-path d --config-name n", "--config (AReaL) and --config-path"),
     ("python3 train.py --config", "--config needs a value"),
     ("bash run.sh", "python3 -m <module> key=value"),
+    ("python3 -m areal.infra.launcher.ray train.py a=b", "-m areal.infra.launcher.ray needs --config"),
+    ("python3 -m areal.infra.launcher.local --config c.yaml", "needs the entry script it runs"),
 ])
 def test_command_forms_refused_name_the_argument(text, needle):
     with pytest.raises(ConfigError, match=None) as err:

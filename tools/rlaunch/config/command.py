@@ -132,6 +132,9 @@ def parse(text: str, source: str = "") -> Command:
         raise _fail(text, "--config (AReaL) and --config-path/--config-name (Hydra) together", source)
     if ("config_path" in found) != ("config_name" in found):
         raise _fail(text, "--config-path and --config-name go together", source)
+    if "launcher" in found and "config" not in found:
+        raise _fail(text, f"-m {found['launcher']} needs --config <yaml in CODE> (AReaL's parse_cli_args "
+                    "requires it)", source)
     if "module" in found and "config" in found:
         raise _fail(text, "--config is AReaL's, whose entry is a script", source)
     return Command(args=tuple(args), **found)
