@@ -97,6 +97,55 @@ def test_a_script_or_config_missing_from_code_is_refused_naming_it(code):
     assert err.key == "code.command" and "examples/math/nope.yaml is not in" in str(err)
 
 
+
+# AReaL's SPMD launcher, as its quickstart (docs/en/tutorial/quickstart.md at v1.0.4) runs it
+LAUNCHER = ("python3 -m areal.infra.launcher.ray examples/math/gsm8k_rl.py --config examples/math/gsm8k_grpo.yaml "
+            "++allocation_mode=sglang:d12p1t1+fsdp:d4p1t1 cluster.n_nodes=4 cluster.n_gpus_per_node=4")
+
+
+def test_areals_ray_launcher_runs_as_the_driver_on_rlaunchs_cluster_with_its_allocation_kept(code):
+    spec, fw = plan(code["areal"], LAUNCHER)
+    home = spec.paths.code_dir
+    argv = fw.command(spec)
+    assert argv[:6] == ["python3", "-m", "areal.infra.launcher.ray", f"{home}/examples/math/gsm8k_rl.py",
+                        "--config", f"{home}/examples/math/gsm8k_grpo.yaml"]
+    assert "++allocation_mode=sglang:d12p1t1+fsdp:d4p1t1" in argv  # kept, never replaced
+    assert not any("scheduler.type" in a for a in argv)  # the launcher schedules (SPMD mode)
+    assert (spec.cluster.nodes, spec.cluster.gpus_per_node) == (4, 4)
+    assert "rlaunch formed the Ray cluster" in fw.launcher_lines(spec)[0]
+
+
+NO_ALLOCATION = LAUNCHER.split(" ++allocation_mode")[0]
+EIGHT = LAUNCHER.replace("d12p1t1+fsdp:d4p1t1", "d8+fsdp:d8")  # 8 trainers; the YAML's actor.backend is fsdp:d4p1t1
+
+
+@pytest.mark.parametrize(("cmd", "key", "needle", "fix"), [
+    (LAUNCHER.replace("infra.launcher", "launcher"), "code.command", "-m areal.infra.launcher.ray: AReaL 1.0.4's",
+     LAUNCHER),
+    (LAUNCHER.replace("sglang:d12p1t1+fsdp:", "sglang.d12p1t1+"), "code.command[allocation_mode]",
+     "'sglang.d12p1t1+d4p1t1' (from CMD): sglang:d12p1t1+fsdp:d4p1t1: AReaL 1.0.4's parser", LAUNCHER),
+    (LAUNCHER.replace("d12p1t1", "d8"), "code.command[allocation_mode]", "add up to the 16 GPUs", LAUNCHER),
+    (NO_ALLOCATION, "code.command[examples/math/gsm8k_grpo.yaml: allocation_mode]",
+     "e.g. ++allocation_mode=sglang:d4+fsdp:d4", f"{NO_ALLOCATION} ++allocation_mode=sglang:d4+fsdp:d4"),
+    (EIGHT, "code.command[examples/math/gsm8k_grpo.yaml: actor.backend]", "actor.backend=fsdp:d8 in CMD",
+     f"{EIGHT} actor.backend=fsdp:d8"),
+    (LAUNCHER.replace(".ray", ".local"), "code.command[cluster.n_nodes]", "runs every process on one node", LAUNCHER),
+    (LAUNCHER.replace(".ray", ".slurm"), "code.command", "use -m areal.infra.launcher.ray", LAUNCHER),
+])
+def test_an_areal_launcher_that_cannot_run_here_is_refused_with_a_fix_that_plans(code, cmd, key, needle, fix):
+    err = refusal(code["areal"], cmd)
+    assert err.key == key and needle in str(err), str(err)
+    assert plan(code["areal"], fix)[0].code.command == fix  # the fix the refusal names, applied, plans
+
+
+
+def test_the_pre_919_launcher_name_runs_where_code_is_an_areal_that_has_it(code, tmp_path):
+    old = Path(shutil.copytree(code["areal"], tmp_path / "areal-ad720e4"))  # AReaL before #919 moved it
+    (old / "areal" / "launcher").mkdir(parents=True)
+    (old / "areal" / "launcher" / "ray.py").write_text("")
+    spec, fw = plan(old, LAUNCHER.replace("infra.launcher", "launcher"))
+    assert fw.command(spec)[1:3] == ["-m", "areal.launcher.ray"]
+
 # ---------------------------------------------------------------- RLinf
 
 
@@ -166,6 +215,8 @@ def test_an_unsaid_framework_asks_for_framework_and_a_contradicting_one_is_refus
     ("python3 train.py --config a.yaml --config-path d --config-name n", "--config (AReaL) and --config-path"),
     ("python3 train.py --config", "--config needs a value"),
     ("bash run.sh", "python3 -m <module> key=value"),
+    ("python3 -m areal.infra.launcher.ray train.py a=b", "-m areal.infra.launcher.ray needs --config"),
+    ("python3 -m areal.infra.launcher.local --config c.yaml", "needs the entry script it runs"),
 ])
 def test_command_forms_refused_name_the_argument(text, needle):
     with pytest.raises(ConfigError, match=None) as err:

@@ -1,16 +1,27 @@
 """`make import SCRIPT=run_grpo.sh [NAME=...]`: a verl or AReaL launch script becomes a preset,
-configs/presets/<name>.yaml (issue 29).
+configs/presets/<name>.yaml (issues 29, 47).
 
 Safe: the script is read, never executed. Its text is split the way bash would split it (shlex, with
 line continuations joined and comments dropped); simple `VAR=value` / `export VAR=value` lines are
 remembered and `$VAR`, `${VAR}`, `${VAR:-default}` expanded from them (what is not defined there, such
-as $HOME, is said to be unresolved). The trainer command line (verl's `verl.trainer.main_ppo`, AReaL's
-`areal.launcher.*` or `python3 <script>.py --config ...`) is then read key by key: what rlaunch owns
-is mapped onto its keys by the framework's own table (its adapter's `owned`, rlaunch.config.overrides), what
-rlaunch makes itself (data files, output directories, experiment names) is dropped, and the rest goes
-into framework.overrides. Every mapped and every dropped key is printed with why. A verl entry other
-than main_ppo (`-m verl.experimental.*`, `-m recipe.*`) is recorded as code.command, CMD's module;
-the user passes CODE= for the checkout that holds it.
+as $HOME, is said to be unresolved). Every mapped and every dropped key is printed with why.
+
+verl (`verl.trainer.main_ppo`): the command line is read key by key: what rlaunch owns is mapped onto
+its keys by the framework's own table (its adapter's `owned`, rlaunch.config.overrides), what rlaunch
+makes itself (data files, output directories, experiment names) is dropped, and the rest goes into
+framework.overrides. Another entry (`-m verl.experimental.*`, `-m recipe.*`) is recorded as
+code.command, CMD's module; the user passes CODE= for the checkout that holds it.
+
+AReaL (`python3 <entry>.py --config <yaml> k=v`, or through its launcher `python3 -m
+areal.infra.launcher.<local|ray> <entry>.py ...`): the script's own command becomes code.command (CMD),
+its entry, YAML and key=value as given, allocation_mode kept; only the names and fileroot rlaunch sets
+itself are dropped. Names that moved before the pinned AReaL are written as they are at the pin, each
+said (areal.launcher.* -> areal.infra.launcher.*, gsm8k_grpo.py -> gsm8k_rl.py, `sglang.d4+d4` ->
+`sglang:d4+fsdp:d4`); the Slurm launcher becomes the Ray one (no Slurm here); a launcher with no
+allocation_mode is left out (AReaL's single-controller mode, placed by the YAML). An entry and YAML
+under examples/ are AReaL's own: the preset records AReaL's checkout at the pin
+(`<repo>@<commit>`, configs/versions.yaml) as code.dir, so it plans with no further knob; any other
+entry is the user's, and the report says to pass CODE=.
 
     python -m rlaunch.cli.importer SCRIPT [--name NAME] [--out DIR] [--accelerator H100]
 """
@@ -28,6 +39,7 @@ import yaml
 
 from rlaunch import CONFIGS, cmdline
 from rlaunch.errors import ConfigError
+from rlaunch.config import pins
 from rlaunch.config.overrides import value as parse_value
 from rlaunch.registry import frameworks
 
@@ -43,15 +55,23 @@ DROPPED = {
         "trainer.resume_mode": "rlaunch resumes every restart from the run's checkpoints (auto)",
         "trainer.logger": "rlaunch's loggers: console, file (postflight reads it), wandb with logging.wandb",
     },
-    "areal": {
+    "areal": {  # rlaunch sets these after the command's own (++key=..., rlaunch.frameworks.areal)
         "experiment_name": "the experiment name is the run's (run.name)",
         "trial_name": "the trial name is the run's id (run.id)",
         "cluster.fileroot": "outputs go to the run directory",
-        "allocation_mode": "rlaunch renders rollout.backend / actor.backend from the GPUs (half generate, half train)",
-        "train_dataset.path": "the dataset is rlaunch's: data.dataset's pinned download (or SET data.path=<dir>)",
-        "valid_dataset.path": "the dataset is rlaunch's: data.dataset's pinned download (or SET data.path=<dir>)",
     },
 }
+# Names in AReaL's published launches that moved before the pinned AReaL, as they are at the pin.
+AREAL_RENAMED = {
+    **{f"areal.launcher.{k}": (f"areal.infra.launcher.{k}", "AReaL #919 moved the launchers")
+       for k in ("local", "ray", "slurm")},
+    "examples/math/gsm8k_grpo.py": ("examples/math/gsm8k_rl.py", "AReaL #660 renamed the GSM8K entry"),
+}
+# A launcher that cannot run on rlaunch's clusters, and the one that runs the same allocation there.
+AREAL_LAUNCHER_HERE = {"areal.infra.launcher.slurm": ("areal.infra.launcher.ray", "rlaunch's clusters have no "
+                                                      "Slurm controller; the Ray launcher places the same "
+                                                      "allocation_mode on the Ray cluster rlaunch forms")}
+AREAL_EXAMPLES = "examples/"  # AReaL's own entry scripts and YAMLs: its checkout at the pin holds them
 DATASETS = ("gsm8k", "math")
 
 
@@ -106,8 +126,8 @@ def _verl_module(words: list[str], i: int) -> str:
 
 
 def find_command(lines: list[list[str]]) -> tuple[str, list[str], dict[str, str], list[str], str]:
-    """(framework, its key=value arguments, the script's variables, unresolved names, verl's entry
-    module or '')."""
+    """(framework, its key=value arguments, the script's variables, unresolved names, the entry: verl's
+    module or '', AReaL's `[-m <launcher>] <script>.py`)."""
     env: dict[str, str] = {}
     unresolved: list[str] = []
     for words in lines:
@@ -122,14 +142,15 @@ def find_command(lines: list[list[str]]) -> tuple[str, list[str], dict[str, str]
             module = _verl_module(words, i)
             if module:
                 return "verl", [expand(a, env, unresolved) for a in words[i + 1:]], env, unresolved, module
-            if w.startswith("areal.launcher") or (w.endswith(".py") and "--config" in words[i + 1:]):
-                rest = words[i + 1:]
-                if w.startswith("areal.launcher"):
-                    rest = rest[1:]  # the launcher's own script argument (examples/math/gsm8k_grpo.py)
-                return "areal", [expand(a, env, unresolved) for a in rest], env, unresolved, ""
+            launcher = w.startswith(("areal.launcher.", "areal.infra.launcher.")) and i + 1 < len(words)
+            if launcher or (w.endswith(".py") and "--config" in words[i + 1:]):
+                head = [f"-m {w}", words[i + 1]] if launcher else [w]  # the launcher runs the entry after it
+                rest = words[i + len(head):]
+                entry = " ".join(expand(a, env, unresolved) for a in head)
+                return "areal", [expand(a, env, unresolved) for a in rest], env, unresolved, entry
     raise ConfigError("SCRIPT", "", "a script that runs verl (python3 -m verl.trainer.main_ppo, "
-                      "verl.experimental.* or recipe.* ...) or AReaL "
-                      "(python3 -m areal.launcher.<local|ray> <entry>.py --config ... key=value ...)")
+                      "verl.experimental.* or recipe.* ...) or AReaL (python3 [-m areal.infra.launcher."
+                      "<local|ray>] <entry>.py --config ... key=value ...)")
 
 
 def _put(tree: dict[str, Any], key: str, val: Any) -> None:
@@ -143,6 +164,8 @@ def _put(tree: dict[str, Any], key: str, val: Any) -> None:
 def convert(text: str, accelerator: str = "H100") -> Imported:
     lines = logical_lines(text)
     name, args, _env, unresolved, module = find_command(lines)
+    if name == "areal":
+        return convert_areal(module, args, unresolved, accelerator)
     owned = frameworks.get(name).owned
     result = Imported(name, {"framework": {"name": name, "overrides": []}}, unresolved=unresolved)
     if module and module != VERL_ENTRY:
@@ -206,11 +229,91 @@ def convert(text: str, accelerator: str = "H100") -> Imported:
             algo = "ppo" if val == "gae" else "grpo"
             _put(preset, "algo.name", algo)
             result.mapped.append(f"algo.name={algo}: adv_estimator {val}")
-    if name == "areal":
-        _put(preset, "algo.name", "grpo")
     if preset.get("cluster", {}).get("gpus_per_node") and "accelerator" not in preset["cluster"]:
         preset["cluster"]["accelerator"] = accelerator
         result.mapped.append(f"cluster.accelerator={accelerator!r}: the script does not say (ACCELERATOR= changes it)")
+    return result
+
+
+def _areal_allocation(raw: str) -> str:
+    """allocation_mode in AReaL 1.0.4's syntax: `engine:dims` each part (older AReaL wrote
+    `sglang.d12p1t1+d4p1t1`, the training part's engine fsdp by default)."""
+    parts = [re.sub(r"^([a-z_]+)\.(?=[a-z])", r"\1:", part) for part in raw.split("+")]
+    return "+".join(part if ":" in part else f"fsdp:{part}" for part in parts)
+
+
+def convert_areal(entry: str, args: list[str], unresolved: list[str], accelerator: str) -> Imported:
+    """An AReaL launch as CMD (code.command): its launcher, entry script, --config YAML and key=value,
+    as given (allocation_mode kept), less the names and fileroot rlaunch sets; old names at the pin.
+    AReaL's own examples record its checkout at the pin as CODE, so the preset plans as it is."""
+    result = Imported("areal", {"framework": {"name": "areal"}}, unresolved=unresolved)
+    head: list[str] = []
+    for word in entry.split():
+        new, why = AREAL_RENAMED.get(word, (word, ""))
+        if why:
+            result.mapped.append(f"{word} -> {new}: its name at AReaL {pins.get('frameworks.areal.version')} ({why})")
+        here, why = AREAL_LAUNCHER_HERE.get(new, (new, ""))
+        if why:
+            result.mapped.append(f"{new} -> {here}: {why}")
+        head.append(here)
+    kept: list[str] = []
+    allocation = ""
+    args_iter = iter(args)
+    for arg in args_iter:
+        while "<" in arg and not arg.endswith(">"):  # a documentation placeholder: <your trial name>
+            word = next(args_iter, ">")
+            arg = f"{arg} {word}"
+        key, sep, raw = arg.partition("=")
+        bare = key.lstrip("+~")
+        if arg == "--config" or key == "--config":
+            kept += ["--config", raw if sep else next(args_iter, "")]
+        elif arg in ("$@", "$*", '"$@"'):
+            result.dropped.append(f"{arg}: the script's own extra arguments (none when rlaunch runs it)")
+        elif not sep:
+            result.dropped.append(f"{arg}: not a key=value override")
+        elif bare in DROPPED["areal"]:
+            result.dropped.append(f"{bare}={raw}: {DROPPED['areal'][bare]}")
+        elif "$" in raw:
+            result.dropped.append(f"{bare}={raw}: holds a variable the script does not define "
+                                  f"({', '.join(unresolved) or '?'}); the YAML's value runs, or set it in CMD")
+        elif bare == "allocation_mode" and (_areal_allocation(raw) != raw or key == bare):
+            # AReaL 1.0.4's example YAMLs have no allocation_mode (they place by rollout.backend and
+            # actor.backend), and Hydra adds a key only with +: ++ sets it whether the YAML has it or not.
+            allocation = _areal_allocation(raw)
+            kept.append(f"++allocation_mode={allocation}")
+            result.mapped.append(f"++allocation_mode={_areal_allocation(raw)}: {arg} in AReaL "
+                                 f"{pins.get('frameworks.areal.version')}'s syntax (a colon after each engine; "
+                                 "++: its example YAMLs have no allocation_mode key)")
+        else:
+            allocation = raw if bare == "allocation_mode" else allocation
+            kept.append(arg)
+    if head[0] == "-m" and not any(a.lstrip("+").startswith("allocation_mode=") for a in kept):
+        result.mapped.append(f"-m {head[1]} left out: AReaL {pins.get('frameworks.areal.version')}'s SPMD "
+                             "launchers place by allocation_mode, which the script does not give; the entry runs "
+                             "in AReaL's single-controller mode, placed by its YAML's rollout.backend and "
+                             "actor.backend (scheduler.type: rlaunch's, local on one node, ray on several)")
+        head = head[2:]
+    train = [part for part in allocation.split("+") if part.startswith(("fsdp", "megatron", "archon"))]
+    if head[0] == "-m" and len(train) == 1 and not any(a.lstrip("+").startswith("actor.backend=") for a in kept):
+        # The SPMD launcher starts the training part's processes; the trainer builds actor.backend's
+        # process group over them (areal/trainer/rl_trainer.py at 1.0.4): the two must say the same.
+        kept.append(f"actor.backend={train[0]}")
+        result.mapped.append(f"actor.backend={train[0]}: allocation_mode's training part, which the launcher "
+                             "starts (the YAML's actor.backend would otherwise size the trainer's process group)")
+    script = head[-1]
+    config = kept[kept.index("--config") + 1] if "--config" in kept[:-1] else ""
+    command = shlex.join(["python3", *head, *kept])
+    result.preset["code"] = {"command": command}
+    result.mapped.append(f"code.command={command!r}: the script's own command (its entry, YAML and key=value; "
+                         "the nodes, GPUs and allocation are its YAML's and its own)")
+    if script.startswith(AREAL_EXAMPLES) and config.startswith(AREAL_EXAMPLES):
+        pinned = f"{pins.get('frameworks.areal.repo')}@{pins.get('frameworks.areal.commit')}"
+        result.preset["code"] = {"dir": pinned, **result.preset["code"]}
+        result.mapped.append(f"code.dir={pinned!r}: {script} and {config} are AReaL's own examples, from its "
+                             f"checkout at the pin (v{pins.get('frameworks.areal.version')}; fetched at make "
+                             "plan; CODE=<your checkout> runs yours instead)")
+    result.preset["cluster"] = {"accelerator": accelerator}
+    result.mapped.append(f"cluster.accelerator={accelerator!r}: the script does not say (ACCELERATOR= changes it)")
     return result
 
 
@@ -252,11 +355,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  mapped   {line}")
     for line in result.dropped:
         print(f"  dropped  {line}")
-    print(f"  kept     {len(result.preset['framework']['overrides'])} framework.overrides "
-          "(the framework's loader checks them at make plan)")
+    if "overrides" in result.preset["framework"]:
+        print(f"  kept     {len(result.preset['framework']['overrides'])} framework.overrides "
+              "(the framework's loader checks them at make plan)")
     if result.unresolved:
         print(f"  unresolved: {', '.join(result.unresolved)} (not defined in the script)")
-    code = " CODE=<your checkout>" if "code" in result.preset else ""
+    code = " CODE=<your checkout>" if "code" in result.preset and "dir" not in result.preset["code"] else ""
     print(f"then: make plan PRESET={name} INFRA=...{code}")
     return 0
 

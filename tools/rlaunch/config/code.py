@@ -1,8 +1,8 @@
 """The user's own code (CODE=, spec `code.dir`): packed once, deterministically, named by its content.
 
 CODE is a directory on this machine, or `<git url>@<40-hex commit>` (fetched at plan time into
-build/code-cache/). Its file list is git's when it is a git tree (`ls-files --cached --others
---exclude-standard`, less what is deleted), else a walk that applies each directory's .gitignore;
+build/code-cache/, or $RLAUNCH_CODE_CACHE). Its file list is git's when it is a git tree (`ls-files
+--cached --others --exclude-standard`, less what is deleted), else a walk that applies each directory's .gitignore;
 .git, __pycache__, *.pyc and .venv* stay out always. The manifest is one line a file,
 `<sha256> <x|-> <path>`, sorted by path; the content hash is the sha256 of that text (not Ray's package
 hash), and the pack lands on every node at paths.code_dir (`<storage.mount>/code/<hash>`; SkyPilot: each
@@ -124,8 +124,8 @@ def resolve(value: str, cache: Path, cwd: Path | None = None) -> Path:
     """code.dir as a directory here: `<url>@<commit>` fetched into `cache` (once per commit), a
     relative directory taken from `cwd` (the invoking directory)."""
     found = GIT_SOURCE.match(value)
-    if found:
-        return _checkout(found["url"], found["commit"], cache)
+    if found:  # RLAUNCH_CODE_CACHE: another cache (a machine without the repository's host, the tests)
+        return _checkout(found["url"], found["commit"], Path(os.environ.get("RLAUNCH_CODE_CACHE") or cache))
     path = Path(os.path.expanduser(value))
     path = (cwd or Path.cwd()) / path if not path.is_absolute() else path
     if not path.is_dir():

@@ -3,7 +3,9 @@
 The forms the frameworks publish (issue 47):
     verl   python3 -m verl.trainer.main_ppo k=v ...    (or -m recipe.<x>, -m verl.experimental.<x>),
            optionally --config-path <dir in CODE> --config-name <name> (a recipe's own config)
-    AReaL  python3 <script.py in CODE> --config <yaml in CODE> k=v ...   (examples/math/gsm8k_rl.py)
+    AReaL  python3 <script.py in CODE> --config <yaml in CODE> k=v ...   (examples/math/gsm8k_rl.py),
+           or through its launcher: python3 -m areal.infra.launcher.<local|ray> <script.py> --config ...
+           (AReaL's SPMD mode; `areal.launcher.<x>` before AReaL #919; slurm is refused: no Slurm here)
     RLinf  python3 <script.py in CODE> --config-path <dir in CODE> --config-name <name> k=v ...
 Paths in it are relative to CODE (or `$PWD/...`, the directory the user's script ran from); the
 framework is read from it (`framework_of`), AReaL's and RLinf's topology from the config it names
@@ -28,7 +30,8 @@ from rlaunch.errors import ConfigError
 
 KEY = "code.command"
 ALLOWED = ("python3 -m <module> key=value ... (verl; --config-path/--config-name allowed), or python3 "
-           "<script.py in CODE> --config <yaml in CODE> key=value ... (AReaL), or python3 <script.py in CODE> "
+           "[-m areal.infra.launcher.<local|ray>] <script.py in CODE> --config <yaml in CODE> key=value ... "
+           "(AReaL), or python3 <script.py in CODE> "
            "--config-path <dir in CODE> --config-name <name> key=value ... (RLinf), one line")
 _PYTHON = re.compile(r"^(?:.*/)?python(?:3(?:\.[0-9]+)?)?$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -36,12 +39,18 @@ _OPTIONS = {"--config": "config", "--config-path": "config_path", "-cp": "config
             "--config-name": "config_name", "-cn": "config_name"}
 # The packages each framework's programs import, and the entry modules that are its (recipes are verl's).
 _MODULES = {"verl": ("verl", "recipe"), "areal": ("areal",), "rlinf": ("rlinf",)}
+# AReaL's SPMD launchers (areal/infra/launcher/ at 1.0.4, areal/launcher/ before AReaL #919): they take
+# the entry script and its --config, and place its processes themselves.
+LAUNCHER = re.compile(r"^areal\.(?:infra\.)?launcher\.(?P<kind>local|ray|slurm)$")
+FIX_SLURM = ("-m areal.infra.launcher.ray (several nodes; rlaunch forms the Ray cluster) or .local (one node), "
+             "or no launcher: python3 <entry>.py --config <yaml> scheduler.type=ray")
 _IMPORT = re.compile(r"^\s*(?:from|import)\s+(verl|recipe|areal|rlinf)\b", re.M)
 
 
 @dataclass(frozen=True)
 class Command:
     module: str = ""        # -m <module>
+    launcher: str = ""      # -m areal[.infra].launcher.<local|ray>: AReaL's launcher, running `script`
     script: str = ""        # <script.py>, relative to CODE
     config: str = ""        # AReaL's --config <yaml>, relative to CODE
     config_path: str = ""   # Hydra's --config-path <dir>, relative to CODE
@@ -84,7 +93,16 @@ def parse(text: str, source: str = "") -> Command:
     if len(argv) < 2 or not _PYTHON.match(argv[0]):
         raise _fail(text, "", source)
     found: dict[str, str] = {}
-    if argv[1] == "-m":
+    launcher = LAUNCHER.match(argv[2]) if argv[1] == "-m" and len(argv) > 2 else None
+    if launcher:
+        if launcher["kind"] == "slurm":
+            raise ConfigError(KEY, text, f"-m {argv[2]}: AReaL's Slurm launcher submits sbatch jobs to a Slurm "
+                              f"controller, which rlaunch's clusters do not have; use {FIX_SLURM}", source)
+        if len(argv) < 4 or not argv[3].endswith(".py"):
+            raise _fail(text, f"-m {argv[2]} needs the entry script it runs (<script.py in CODE>)", source)
+        found["launcher"] = argv[2]
+        found["script"], rest = _in_code(text, "the script", argv[3], source), argv[4:]
+    elif argv[1] == "-m":
         if len(argv) < 3 or not _MODULE.match(argv[2]):
             raise _fail(text, "-m needs a module name", source)
         found["module"], rest = argv[2], argv[3:]
@@ -114,6 +132,9 @@ def parse(text: str, source: str = "") -> Command:
         raise _fail(text, "--config (AReaL) and --config-path/--config-name (Hydra) together", source)
     if ("config_path" in found) != ("config_name" in found):
         raise _fail(text, "--config-path and --config-name go together", source)
+    if "launcher" in found and "config" not in found:
+        raise _fail(text, f"-m {found['launcher']} needs --config <yaml in CODE> (AReaL's parse_cli_args "
+                    "requires it)", source)
     if "module" in found and "config" in found:
         raise _fail(text, "--config is AReaL's, whose entry is a script", source)
     return Command(args=tuple(args), **found)
@@ -122,6 +143,8 @@ def parse(text: str, source: str = "") -> Command:
 def framework_of(cmd: Command, root: Path | None) -> tuple[str, str]:
     """(framework, why) read from the command: its module's package, else what its script (in CODE at
     `root`) imports; ("", why) when that is not one framework."""
+    if cmd.launcher:
+        return "areal", f"-m {cmd.launcher}"
     if cmd.module:
         top = cmd.module.split(".", 1)[0]
         name = next((fw for fw, tops in _MODULES.items() if top in tops), "")

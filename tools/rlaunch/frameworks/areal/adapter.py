@@ -6,6 +6,11 @@ on the nodes); rlaunch adds only its own keys after them (cmd_keys: the run's na
 name records, the stats logger postflight reads, recovery, the scheduler where the command names
 none). The nodes and GPUs are the YAML's (cluster.*, the command's on top: rlaunch.config.command),
 and its allocation (rollout.backend, actor.backend) is checked against them, never replaced.
+Through AReaL's SPMD launcher (`python3 -m areal.infra.launcher.<local|ray> <script> --config ...`) the
+launcher runs as the job's driver on rlaunch's cluster: the Ray launcher joins the Ray cluster rlaunch
+formed (its ray.init()) and places the rollout servers and trainer processes by `allocation_mode`, which
+is then what is checked against the GPUs (its sum equal to them: areal/infra/utils/launcher.py at 1.0.4);
+rlaunch sets no scheduler.type there (the launcher schedules; its trainers run with AREAL_SPMD_MODE=1).
 
 The experiment YAML follows AReaL's examples/math/gsm8k_grpo.yaml at the pinned version (it is in
 AReaL's git repository and its image at /AReaL, but in no PyPI artifact, so rlaunch writes the whole
@@ -19,12 +24,12 @@ AReaL's loader (tests/unit/test_loaders.py shows it).
 from __future__ import annotations
 
 import os
-import shlex
+import re
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rlaunch.config import code, dotted
+from rlaunch.config import code, dotted, pins
 from rlaunch.config import command as user_command
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
@@ -191,7 +196,9 @@ class Areal(Framework):
         if spec.code.command:  # CMD=: the user's script and YAML, from CODE on every node
             cmd = user_command.parse(spec.code.command)
             home = spec.paths.code_dir
-            return ["python3", f"{home}/{cmd.script}", "--config", f"{home}/{cmd.config}", *self.cmd_args(spec)]
+            launcher = ["-m", cmd.launcher] if cmd.launcher else []
+            return ["python3", *launcher, f"{home}/{cmd.script}", "--config", f"{home}/{cmd.config}",
+                    *self.cmd_args(spec)]
         return ["python3", f"{AREAL_HOME}/{ENTRY}", "--config", f"{ARTIFACTS}/{CONFIG}", *self.cli(spec)]
 
     def cmd_args(self, spec: Spec) -> list[str]:
@@ -201,16 +208,18 @@ class Areal(Framework):
     def cmd_keys(self, spec: Spec) -> list[str]:
         """What rlaunch owns in a run of the user's YAML, forced (++: the YAML may not have the key):
         the names and fileroot postflight and every restart read, name records on the shared storage
-        (Ray's on several nodes), recovery from the run's checkpoints, the scheduler unless CMD names one."""
+        (Ray's on several nodes), recovery from the run's checkpoints, the scheduler unless CMD names one
+        or runs AReaL's launcher (which schedules)."""
         run_dir, multi = spec.paths.run_dir, spec.cluster.nodes > 1
-        given = user_command.parse(spec.code.command).overrides()
+        cmd = user_command.parse(spec.code.command)
+        given = cmd.overrides()
         out = [f"++experiment_name={spec.run.name}", f"++trial_name={spec.run.id}", f"++cluster.fileroot={run_dir}"]
         out += (["++cluster.name_resolve.type=ray"] if multi else
                 ["++cluster.name_resolve.type=nfs", f"++cluster.name_resolve.nfs_record_root={run_dir}/name_resolve"])
         out += [f"++stats_logger.{k}={v}" for k, v in (("experiment_name", spec.run.name),
                                                        ("trial_name", spec.run.id), ("fileroot", run_dir))]
         out.append("++recover.mode=auto")
-        if "scheduler.type" not in given:
+        if "scheduler.type" not in given and not cmd.launcher:
             out.append(f"++scheduler.type={self.scheduler(spec)}")
         return out
 
@@ -322,6 +331,9 @@ class Areal(Framework):
         def where(key: str) -> str:
             return f"code.command[{key}]" if key in given else f"code.command[{cmd.config}: {key}]"
 
+        if cmd.launcher:
+            self.check_launcher(spec, cmd, cfg, where)
+            return
         sched = str(dotted_get(cfg, "scheduler.type") if "scheduler.type" in given else self.scheduler(spec))
         if sched not in SCHEDULERS:
             raise ConfigError(where("scheduler.type"), sched, "local (one node) or ray (several)")
@@ -344,18 +356,74 @@ class Areal(Framework):
                               f"parallel sizes that fit the {spec.cluster.nodes} x {spec.cluster.gpus_per_node} "
                               f"GPUs of cluster.n_nodes x cluster.n_gpus_per_node (they add up to {used})")
 
+    def check_launcher(self, spec: Spec, cmd: user_command.Command, cfg: dict[str, Any], where: Any) -> None:
+        """`-m areal[.infra].launcher.<local|ray>`: the module is in the AReaL that runs (CODE's checkout,
+        else the pin's), the local launcher on one node, and allocation_mode (what the SPMD launchers place
+        by) in the pinned parser's syntax, its GPUs those of the cluster."""
+        text, kind = spec.code.command, cmd.launcher.rsplit(".", 1)[1]
+        pinned = pins.get("frameworks.areal.version")  # the AReaL whose names and parser these are
+        root = code.here(spec)
+        old_name = cmd.launcher.startswith("areal.launcher.")
+        if old_name and not (root and (root / "areal/launcher" / f"{kind}.py").is_file()):
+            raise ConfigError("code.command", text, f"-m areal.infra.launcher.{kind}: AReaL {pinned}'s launcher "
+                              f"(areal.launcher moved to areal.infra.launcher in AReaL #919); CODE has no "
+                              f"areal/launcher/{kind}.py")
+        if kind == "local" and spec.cluster.nodes > 1:
+            raise ConfigError(where("cluster.n_nodes"), spec.cluster.nodes, f"1: -m {cmd.launcher} runs every "
+                              "process on one node; -m areal.infra.launcher.ray for several")
+        mode = str(dotted_get(cfg, "allocation_mode") or "")
+        total = topology.total_gpus(spec)
+        if not mode:
+            half = max(total // 2, 1)
+            raise ConfigError(where("allocation_mode"), "", f"<engine>:<dims>+<engine>:<dims> in CMD, e.g. "
+                              f"++allocation_mode=sglang:d{half}+fsdp:d{half} (++: AReaL's example YAMLs have "
+                              f"no such key): -m {cmd.launcher} places the rollout servers and trainers by it")
+        parts = mode.split("+")
+        fixed = "+".join(re.sub(r"^([a-z_]+)\.", r"\1:", part) if "." in part.split(":")[0] else
+                         (part if ":" in part else f"fsdp:{part}") for part in parts)
+        if fixed != mode:
+            raise ConfigError(where("allocation_mode"), mode, f"{fixed}: AReaL {pinned}'s parser wants a colon "
+                              "between each part's engine and its sizes, and an engine on every part")
+        used = sum(max(allocation_gpus(where("allocation_mode"), one) for one in part.split("|"))
+                   for part in parts)
+        if used != total:
+            raise ConfigError(where("allocation_mode"), mode, f"parallel sizes that add up to the {total} GPUs "
+                              f"of cluster.n_nodes x cluster.n_gpus_per_node ({spec.cluster.nodes} x "
+                              f"{spec.cluster.gpus_per_node}); they add up to {used} (AReaL's launcher wants "
+                              "them equal)")
+        train = [part for part in parts if part.split(":")[0].split("[")[0] in ENGINES["actor.backend"]]
+        actor = dotted_get(cfg, "actor.backend")
+        if len(train) == 1 and "|" not in train[0] and actor not in (None, ""):
+            if allocation_gpus(where("actor.backend"), actor) != allocation_gpus(where("allocation_mode"), train[0]):
+                raise ConfigError(where("actor.backend"), actor, f"actor.backend={train[0]} in CMD, allocation_mode's "
+                                  f"training part: -m {cmd.launcher} starts that many trainer processes and the "
+                                  "trainer builds actor.backend's process group over them (areal/trainer/"
+                                  f"rl_trainer.py at {pinned})")
+
+    def launcher_lines(self, spec: Spec) -> list[str]:
+        """The plan's line on what rlaunch does with CMD's launcher word."""
+        cmd = user_command.parse(spec.code.command) if spec.code.command else None
+        if cmd is None or not cmd.launcher:
+            return []
+        if cmd.launcher.endswith(".local"):
+            how = "it runs the rollout servers and torchrun's trainers on this one node"
+        else:
+            how = ("it joins that cluster (ray.init()) and places the rollout servers and trainers on it by "
+                   "allocation_mode")
+        return [f"code: -m {cmd.launcher}: rlaunch formed the Ray cluster and runs AReaL's launcher as the job's "
+                f"driver; {how} (AReaL's SPMD mode: rlaunch sets no scheduler.type)"]
+
     def import_check(self, spec: Spec) -> list[str]:
         """CMD's entry script (`python3 <script> --config <yaml> ...`, in CODE): the workflow and reward
         dotted paths it and its config hand the workers, imported in .venv-areal with CODE and the script's
         directory on the path (AReaL's launcher gives its workers the driver's sys.path)."""
-        lines = super().import_check(spec)
-        argv = shlex.split(spec.code.command) if spec.code.command else []
+        lines = super().import_check(spec) + self.launcher_lines(spec)
+        cmd = user_command.parse(spec.code.command) if spec.code.command else None
         root = imports.code_root(spec)
-        if root is None or len(argv) < 2 or not argv[1].endswith(".py") or not (root / argv[1]).is_file():
+        if root is None or cmd is None or not cmd.script or not (root / cmd.script).is_file():
             return lines
-        config = argv[argv.index("--config") + 1] if "--config" in argv[:-1] else ""
-        targets = imports.script_targets(root, argv[1], "code.command", config)
-        return lines + imports.check(spec, "areal", targets, entry=argv[1], path=(os.path.dirname(argv[1]),))
+        targets = imports.script_targets(root, cmd.script, "code.command", cmd.config)
+        return lines + imports.check(spec, "areal", targets, entry=cmd.script, path=(os.path.dirname(cmd.script),))
 
     def loader_request(self, spec: Spec) -> dict[str, Any]:
         if spec.code.command:  # the user's YAML and script from CODE here, with CODE on the path
