@@ -440,7 +440,8 @@ class Verl(Framework):
         topology.under_mount(spec, ckpt_key, ckpt, "checkpoints")
         for key in ("data.train_files", "data.val_files"):
             if key in eff:
-                topology.under_mount(spec, f"framework.overrides[{key}]", eff[key].strip("[]'\""), "data")
+                for path in topology.hydra_list(eff[key]):  # each of a list: verl reads them all
+                    topology.under_mount(spec, f"framework.overrides[{key}]", path, "data")
         if CRITIC_MODEL in eff and _critic_runs(spec, eff) and critic_model_problem(spec, eff[CRITIC_MODEL]):
             raise ConfigError(f"framework.overrides[{CRITIC_MODEL}]", eff[CRITIC_MODEL],
                               critic_model_problem(spec, eff[CRITIC_MODEL]))
