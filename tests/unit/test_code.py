@@ -360,9 +360,10 @@ def test_one_step_off_sizes_the_cluster_for_the_trainer_and_rollout_pools_its_co
 
 
 
-def test_verls_hydra_check_composes_the_entry_modules_own_config_where_code_holds_it(tmp_path):
+def test_verls_hydra_check_composes_the_entry_modules_own_config_where_code_holds_it(tmp_path, monkeypatch):
     from rlaunch.frameworks.verl.adapter import ADAPTER
 
+    monkeypatch.setenv("RLAUNCH_VALIDATORS", str(tmp_path / "none"))  # no pinned verl: only CODE's entries
     knobs = cmd_knobs(tmp_path)
     entry = Path(knobs["CODE"]) / "verl/experimental/one_step_off_policy/main_ppo.py"
     entry.parent.mkdir(parents=True)
@@ -375,7 +376,30 @@ def test_verls_hydra_check_composes_the_entry_modules_own_config_where_code_hold
     assert (request["config_dir"], request["config_name"]) == (str(entry.parent / "config"), "one_step_off_ppo_trainer")
     request = ADAPTER.loader_request(config.load(VERL, {**knobs, "CMD": cmd.replace("one_step_off", "fully_async")
                                                         .replace("main_ppo", "fully_async_main")}))
-    assert "config_name" not in request  # the module is not in CODE: verl's ppo_trainer, as before
+    assert "config_name" not in request  # in neither CODE nor a pinned verl: ppo_trainer (the check is skipped)
+
+
+def test_without_a_verl_checkout_verls_own_entry_composes_its_config_from_the_pinned_verl(tmp_path, monkeypatch):
+    """fully_async_main with CODE that holds no verl (or no CODE): the image's verl runs it, so Hydra's check
+    composes its @hydra.main config from .venv-verl's verl (a stand-in here), not ppo_trainer."""
+    from rlaunch.frameworks.verl.adapter import ADAPTER
+
+    packages = tmp_path / "validators" / ".venv-verl" / "lib" / "python3.11" / "site-packages"
+    entry = packages / "verl/experimental/fully_async_policy/fully_async_main.py"
+    for path, text in ((packages / "verl/trainer/ppo/core_algos.py", ""), (entry, (
+            '@hydra.main(config_path="config", config_name="fully_async_ppo_trainer", version_base=None)\n'))):
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+    monkeypatch.setenv("RLAUNCH_VALIDATORS", str(tmp_path / "validators"))
+    cmd = ("python3 -m verl.experimental.fully_async_policy.fully_async_main trainer.nnodes=1 trainer.n_gpus_per_node=4 "
+           "rollout.nnodes=1 rollout.n_gpus_per_node=4")
+    user = cmd_knobs(tmp_path)
+    for knobs in (user, {"RUN_ID": "t", "INFRA": "gcp"}):
+        request = ADAPTER.loader_request(config.load(VERL, {**knobs, "CMD": cmd}))
+        assert (request["config_dir"], request["config_name"]) == (str(entry.parent / "config"), "fully_async_ppo_trainer")
+    request = ADAPTER.loader_request(config.load(VERL, {**user, "CMD": cmd.replace(
+        "experimental.fully_async_policy.fully_async_main", "trainer.main_ppo").split(" rollout.")[0]}))
+    assert "config_name" not in request  # main_ppo: verl's ppo_trainer
 
 
 def test_cmds_checkpoint_dir_and_resume_mode_give_way_to_rlaunchs_and_the_plan_says_so(tmp_path):

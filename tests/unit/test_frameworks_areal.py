@@ -66,3 +66,41 @@ def test_tokens_per_micro_batch_come_from_the_config_and_must_hold_a_sequence():
     assert areal.ADAPTER.experiment(spec)["actor"]["mb_spec"]["max_tokens_per_mb"] == 10240  # gsm8k_grpo.yaml
     with pytest.raises(ConfigError, match=r"train.max_tokens_per_mb=1024.*= 2048"):  # the rule, at load
         config.load("areal-grpo-gsm8k", {"RUN_ID": "t", "INFRA": "gcp"}, "train.max_tokens_per_mb=1024")
+
+
+STAND_IN = {  # CODE's own areal: what the loader must answer with instead of .venv-areal's
+    "areal/__init__.py": "",
+    "areal/api/__init__.py": "",
+    "areal/api/alloc_mode.py": "class ModelAllocation:\n    @staticmethod\n    def from_str(value):\n"
+                               "        return value\n",
+    "areal/api/cli_args.py": (
+        "from types import SimpleNamespace as N\n\n\nclass GRPOConfig:\n    pass\n\n\n"
+        "def load_expr_config(argv, cls):\n    teacher = open(argv[1]).read().split()[-1]\n"
+        "    return N(scheduler=N(type='local'), cluster=N(n_nodes=1, n_gpus_per_node=8), rollout=N(backend='vllm:d1'),"
+        " actor=N(backend=teacher), gconfig=N(n_samples=4)), None\n"),
+    "examples/math/gsm8k_rl.py": "from areal.api.cli_args import GRPOConfig, load_expr_config\n"
+                                 "load_expr_config([], GRPOConfig)\n",
+    "examples/distillation/gsm8k_grpo_distill.yaml": "teacher:\n  backend: fsdp:d1p1t4\n",
+}
+
+
+def test_the_loader_answers_with_codes_own_areal_when_code_is_an_areal_checkout(tmp_path):
+    """PyPI's areal 1.0.4 (.venv-areal) is areal-project/AReaL's a0f3dca20, not tag v1.0.4, and refuses
+    v1.0.4's distillation YAML; the nodes run CODE's areal, so CODE's loader answers (stand-in here)."""
+    import sys
+
+    from rlaunch.frameworks.areal import loader
+
+    for rel, text in STAND_IN.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    request = {"script": str(tmp_path / "examples/math/gsm8k_rl.py"), "code_root": str(tmp_path), "overrides": [],
+               "config_path": str(tmp_path / "examples/distillation/gsm8k_grpo_distill.yaml")}
+    try:
+        got = loader.answer(request, str(tmp_path / "tmp"))
+        assert got["ok"] and "actor fsdp:d1p1t4" in got["summary"] and "(CODE's areal)" in got["summary"], got
+        assert sys.modules["areal"].__file__.startswith(str(tmp_path))
+        loader._areal_of("")  # a request without CODE's areal: CODE's modules leave, the installed one answers
+        assert str(tmp_path) not in sys.path and not any(m.split(".")[0] == "areal" for m in sys.modules)
+    finally:
+        loader._areal_of("")

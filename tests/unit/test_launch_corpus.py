@@ -83,6 +83,8 @@ def code_tree(entry: dict[str, Any], root: Path) -> Path:
             continue
         name = args.get(key.rsplit(".", 1)[0] + ".name", "") if key.endswith(".path") else ""
         _write(root, value, _defines(name) if value.endswith(".py") and name else ("" if value.endswith(".py") else "{}\n"))
+    for rel, text in entry.get("code", {}).items():  # lines of the published file that decide the entry
+        _write(root, rel, text)
     script = argv[1] if argv[1].endswith(".py") else ""
     if entry.get("imports"):  # the entry script hands them to the trainer, as AReaL's examples do
         calls = ", ".join(f"{key}={dotted!r}" for key, dotted in entry["imports"].items())
@@ -104,6 +106,20 @@ def _under_code(arg: str, argv: list[str], spec: Any) -> bool:
     return (f"{option}={rendered}" if option else rendered) in argv
 
 
+def _absent_from_the_pinned_verl(module: str) -> None:
+    """The module an entry is refused for is not in the pinned verl (.venv-verl, where it is built), so the
+    stand-in tree's lack of it is the pin's."""
+    from rlaunch.frameworks.verl.genvalues import site_packages
+    from rlaunch.validate import loaders
+
+    try:
+        packages = site_packages(loaders.venv_python("verl").parents[1])
+    except FileNotFoundError:
+        return
+    rel = module.replace(".", "/")
+    assert not (packages / f"{rel}.py").exists() and not (packages / rel).is_dir(), module
+
+
 def _cases() -> list[Any]:
     return [pytest.param(e, id=e["id"]) for e in CORPUS]
 
@@ -123,6 +139,15 @@ def test_a_published_launch_plans_with_its_entry_and_arguments_or_is_refused_for
 
     root = code_tree(entry, tmp_path / "code")
     knobs = {"RUN_ID": "corpus", "INFRA": "gcp", "CODE": str(root), "CMD": entry["cmd"], **entry.get("knobs", {})}
+    if entry.get("stage") == "imports":  # refused by the plan's import check: what verl's workers import
+        from rlaunch.frameworks.verl.adapter import import_targets
+
+        spec = config.load(PRESET[entry["framework"]], knobs)
+        answer = import_loader.answer(imports.request(spec, import_targets(spec)), "")
+        assert not answer["ok"] and entry["needle"] in str(answer), (entry["why"], answer)
+        assert entry["key"] in str(answer), answer
+        _absent_from_the_pinned_verl(entry["needle"])
+        return
     if entry["expect"] in ("refused", "gap"):  # gap: rlaunch's rule, said in `why`; fixed, it plans: say so there
         with pytest.raises(ConfigError) as err:
             config.load(PRESET[entry["framework"]], knobs)

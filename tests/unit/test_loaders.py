@@ -62,7 +62,11 @@ def verl_results(tmp_path_factory):
                                      ['framework.overrides=["actor_rollout_ref.rollout.nme=vllm"]']))
     unnamed = {"overrides": [o for o in good[0]["overrides"] if "rollout.name=" not in o],
                "required": good[0]["required"]}
-    return loaders.run("verl", good + [typo, unnamed, recipe, {**recipe, "config_name": "nope"}])
+    own = [fw.loader_request(spec_of("", RUN_ID="t", INFRA="gcp", CMD=f"python3 -m verl.experimental.{entry} "
+                                     "trainer.n_gpus_per_node=4 rollout.n_gpus_per_node=4 " + extra))
+           for entry, extra in (("fully_async_policy.fully_async_main", "async_training.require_batches=2"),
+                                ("one_step_off_policy.main_ppo", ""))]
+    return loaders.run("verl", good + [typo, unnamed, recipe, {**recipe, "config_name": "nope"}] + own)
 
 
 def test_a_loader_writes_its_bytecode_despite_the_users_setting(monkeypatch):
@@ -99,6 +103,15 @@ def test_verl_composes_the_config_cmd_names_from_code(verl_results):
     its own keys on top) is what composes, not main_ppo's."""
     assert verl_results[5]["ok"], verl_results[5]
     assert not verl_results[6]["ok"] and verl_results[6]["key"] == "--config-name"
+
+
+def test_verls_own_entries_compose_their_own_config_without_a_checkout(verl_results):
+    """No CODE: fully_async_main's fully_async_ppo_trainer (async_training.*) composes from the pinned verl;
+    one-step-off's reads `file://verl/trainer/config` from the working directory, which only a checkout
+    (CODE) gives: refused, naming CODE."""
+    assert verl_results[7]["ok"] and verl_results[7]["summary"].startswith("fully_async_ppo_trainer: 1x4"), verl_results[7]
+    assert not verl_results[8]["ok"] and verl_results[8]["key"] == "code.dir", verl_results[8]
+    assert "file://verl/trainer/config" in verl_results[8]["error"] and "set CODE= to a verl checkout" in verl_results[8]["error"]
 
 
 # --- AReaL ---------------------------------------------------------------------------------------

@@ -48,6 +48,8 @@ CORPUS = [
      "cluster.nodes=2 (from NODES) says otherwise"),
     (VERL_PPO, [fw_overrides("data.train_files=/elsewhere/train.parquet")], {},
      "framework.overrides[data.train_files]", "storage.mount"),
+    (VERL_PPO, [fw_overrides("data.train_files=[/storage/train.parquet,/elsewhere/more.parquet]")], {"INFRA": "gcp"},
+     "framework.overrides[data.train_files]", "'/elsewhere/more.parquet'"),  # each file of a list
     (RLINF, [fw_overrides("cluster.component_placement.actor=2-5")], {},
      "cluster.component_placement.actor", "resource ranks 0-3"),
     (RLINF, [fw_overrides("cluster.component_placement.inference=2")], {},

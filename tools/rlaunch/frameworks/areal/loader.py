@@ -5,7 +5,10 @@ CMD= (issue 47): {"script": <entry in CODE>, "config_path": <its YAML in CODE>, 
 imported with CODE and the script's directory on the path, as the script runs), the trainer not started.
 
 Runs in .venv-areal (areal --no-deps + the packages its loader imports) through
-validate/loader_main.py, never in rlaunch's environment. A request: {"config_text": <experiment
+validate/loader_main.py, never in rlaunch's environment. When CODE is an AReaL checkout, its own areal
+answers (_areal_of): that is the areal the nodes run (CODE is on their PYTHONPATH, before the image's),
+and PyPI's areal 1.0.4 is not tag v1.0.4's code but areal-project/AReaL's a0f3dca20 (2026-06-09), whose
+TeacherConfig refuses v1.0.4's examples/distillation YAML (`Key 'backend' not in 'TeacherConfig'`). A request: {"config_text": <experiment
 YAML>, "overrides": [...]}. Validation only: cluster.fileroot goes to the temp dir and name
 resolution to files (nfs), so the loader neither writes to the real storage nor calls ray.init.
 """
@@ -22,6 +25,23 @@ from typing import Any
 
 def name() -> str:
     return f"areal {importlib.metadata.version('areal')} load_expr_config(GRPOConfig)"
+
+
+_ADDED: list[str] = []  # the CODE whose areal this process imports (sys.path[0]), if any
+
+
+def _areal_of(code_root: str) -> str:
+    """Make `import areal` load CODE's areal when CODE is an AReaL checkout (else the installed one):
+    the modules already imported from the other are dropped. Returns CODE, or "" for the installed."""
+    own = code_root if code_root and os.path.isfile(os.path.join(code_root, "areal", "api", "cli_args.py")) else ""
+    if _ADDED != ([own] if own else []):
+        for path in _ADDED:
+            sys.path.remove(path)
+        _ADDED[:] = [own] if own else []
+        sys.path[:0] = _ADDED
+        for module in [m for m in sys.modules if m == "areal" or m.startswith("areal.")]:
+            del sys.modules[module]
+    return own
 
 
 def config_class(script: str, code_root: str) -> Any:
@@ -51,6 +71,7 @@ def config_class(script: str, code_root: str) -> Any:
 
 
 def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
+    own = _areal_of(request.get("code_root", ""))
     from areal.api.alloc_mode import ModelAllocation
     from areal.api.cli_args import GRPOConfig, load_expr_config
 
@@ -81,4 +102,4 @@ def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
                f"{cfg.rollout.backend}, actor {cfg.actor.backend}, n_samples={cfg.gconfig.n_samples}")
     if request.get("script"):
         summary = f"{os.path.basename(request['script'])} {cls.__name__}: {summary}"
-    return {"ok": True, "summary": summary}
+    return {"ok": True, "summary": f"{summary} (CODE's areal)" if own else summary}

@@ -223,11 +223,28 @@ _HYDRA_MAIN = re.compile(r"@hydra\.main\(([^)]*)\)")
 _HYDRA_ARG = re.compile(r"""(config_path|config_name)\s*=\s*["']([^"']+)["']""")
 
 
+def _installed_module(module: str) -> Path | None:
+    """verl's own entry module (verl.experimental.fully_async_policy.fully_async_main) in the pinned
+    verl of .venv-verl: the file the nodes' verl runs when CODE holds no verl; None without that venv."""
+    from rlaunch.frameworks.verl.genvalues import site_packages
+    from rlaunch.validate import loaders
+
+    try:
+        path = site_packages(loaders.venv_python("verl").parents[1]) / (module.replace(".", "/") + ".py")
+    except FileNotFoundError:  # no validator venv: its loader check is skipped, saying so
+        return None
+    return path if path.is_file() else None
+
+
 def entry_config(spec: Spec, module: str) -> tuple[str, str] | None:
-    """(config dir here, config name) of the entry module's own @hydra.main, when CODE holds that module
-    (a verl checkout: one-step-off's one_step_off_ppo_trainer beside it); None: verl's ppo_trainer."""
+    """(config dir here, config name) of the entry module's own @hydra.main, from CODE when it holds
+    that module (a verl checkout: one-step-off's one_step_off_ppo_trainer beside it), else from the
+    pinned verl for one of verl's own (fully-async, one-step-off); None: verl's ppo_trainer."""
     root = code.here(spec)
     path = root / (module.replace(".", "/") + ".py") if root is not None else None
+    if (path is None or not path.is_file()) and module.startswith("verl.") \
+            and (root is None or not (root / "verl" / "__init__.py").is_file()):
+        path = _installed_module(module)  # CODE has no verl of its own: the image's verl runs it
     if path is None or not path.is_file():
         return None
     found = _HYDRA_MAIN.search(path.read_text(encoding="utf-8", errors="replace"))
@@ -423,7 +440,8 @@ class Verl(Framework):
         topology.under_mount(spec, ckpt_key, ckpt, "checkpoints")
         for key in ("data.train_files", "data.val_files"):
             if key in eff:
-                topology.under_mount(spec, f"framework.overrides[{key}]", eff[key].strip("[]'\""), "data")
+                for path in topology.hydra_list(eff[key]):  # each of a list: verl reads them all
+                    topology.under_mount(spec, f"framework.overrides[{key}]", path, "data")
         if CRITIC_MODEL in eff and _critic_runs(spec, eff) and critic_model_problem(spec, eff[CRITIC_MODEL]):
             raise ConfigError(f"framework.overrides[{CRITIC_MODEL}]", eff[CRITIC_MODEL],
                               critic_model_problem(spec, eff[CRITIC_MODEL]))
@@ -452,7 +470,7 @@ class Verl(Framework):
         if cmd is not None and cmd.config_path:  # a recipe's own config dir: that config, from CODE here
             request.update(code.loader_fields(spec), config_dir=f"{code.here(spec)}/{cmd.config_path}",
                            config_name=cmd.config_name)
-        elif own is not None:  # the entry's @hydra.main config (one-step-off, fully-async), from CODE
+        elif own is not None:  # the entry's @hydra.main config (one-step-off, fully-async): CODE's or verl's
             request.update(code.loader_fields(spec), config_dir=own[0], config_name=own[1])
         else:
             root = imports.code_root(spec)

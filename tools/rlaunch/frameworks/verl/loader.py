@@ -4,7 +4,9 @@ whose defaults name verl's ppo_trainer through its searchpath).
 
 Runs in .venv-verl (verl --no-deps + hydra-core) through validate/loader_main.py, never in
 rlaunch's environment. A request: {"overrides": [...], "required": [dotted keys that must not be ???],
-"config_dir": a verl checkout's verl/trainer/config when CODE is one (else the installed verl's)}.
+"config_dir": a verl checkout's verl/trainer/config when CODE is one (else the installed verl's), or with
+"config_name" the config of CMD's --config-path or of its entry's @hydra.main (CODE's, or the installed
+verl's own: fully-async's fully_async_ppo_trainer), "code_root": CODE, the run's working directory}.
 """
 
 from __future__ import annotations
@@ -40,6 +42,18 @@ def _searchpath(primary: str, installed: str) -> list[str]:
     return [f"hydra.searchpath=[{','.join(swapped)}]"]
 
 
+def _relative_searchpath(primary: str, code_root: str) -> str:
+    """A relative `file://` entry of the config's hydra.searchpath that CODE (the run's working
+    directory; none without CODE) does not hold, or "": Hydra reads those from the working directory."""
+    from omegaconf import OmegaConf
+
+    for path in OmegaConf.select(OmegaConf.load(primary), "hydra.searchpath") or []:
+        rel = str(path)[len("file://"):] if str(path).startswith("file://") else ""
+        if rel and not os.path.isabs(rel) and not (code_root and os.path.isdir(os.path.join(code_root, rel))):
+            return rel
+    return ""
+
+
 def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
@@ -57,8 +71,13 @@ def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
     overrides = list(request["overrides"])
     if request.get("config_name"):  # a recipe's own config: its searchpath names verl's
         overrides += _searchpath(os.path.join(config_dir, name + ".yaml"), installed)
+        # The run's working directory is CODE: a searchpath `file://verl/trainer/config` is read from there.
+        gone = _relative_searchpath(os.path.join(config_dir, name + ".yaml"), request.get("code_root") or "")
+        if gone:
+            return {"ok": False, "key": "code.dir", "error": f"{name}.yaml's hydra.searchpath file://{gone} is "
+                    "read from the run's working directory, CODE, which has no such directory: set CODE= to "
+                    f"a verl checkout at {importlib.metadata.version('verl')}"}
     here = os.getcwd()
-    # The run's working directory is CODE: a searchpath `file://verl/trainer/config` is read from there.
     os.chdir(request.get("code_root") or here)
     try:
         with initialize_config_dir(config_dir=config_dir, version_base=None):
@@ -73,6 +92,7 @@ def answer(request: dict[str, Any], tmp: str) -> dict[str, Any]:
         if section in cfg:
             OmegaConf.to_container(cfg[section], resolve=True)
     t = cfg.trainer
-    return {"ok": True, "summary": f"{t.nnodes}x{t.n_gpus_per_node} GPUs, adv_estimator="
+    composed = "" if name == "ppo_trainer" else f"{name}: "  # an entry's or recipe's own config
+    return {"ok": True, "summary": f"{composed}{t.nnodes}x{t.n_gpus_per_node} GPUs, adv_estimator="
             f"{cfg.algorithm.adv_estimator}, rollout {cfg.actor_rollout_ref.rollout.name} "
             f"n={cfg.actor_rollout_ref.rollout.n}, logger={list(t.logger)}"}
