@@ -24,6 +24,8 @@ from rlaunch.frameworks.verl.cpu import datacheck as cpu_datacheck
 from rlaunch.frameworks.verl.cpu import plan as cpu_plan
 from rlaunch.frameworks.verl.cpu import prepare as cpu_prepare
 from rlaunch.frameworks.verl.cpu import rewrites as cpu_rewrites
+from rlaunch.frameworks.verl.genvalues import site_packages
+from rlaunch.registry.frameworks import venv_python
 from rlaunch.validate import imports
 
 if TYPE_CHECKING:
@@ -226,11 +228,8 @@ _HYDRA_ARG = re.compile(r"""(config_path|config_name)\s*=\s*["']([^"']+)["']""")
 def _installed_module(module: str) -> Path | None:
     """verl's own entry module (verl.experimental.fully_async_policy.fully_async_main) in the pinned
     verl of .venv-verl: the file the nodes' verl runs when CODE holds no verl; None without that venv."""
-    from rlaunch.frameworks.verl.genvalues import site_packages
-    from rlaunch.validate import loaders
-
     try:
-        path = site_packages(loaders.venv_python("verl").parents[1]) / (module.replace(".", "/") + ".py")
+        path = site_packages(venv_python("verl").parents[1]) / (module.replace(".", "/") + ".py")
     except FileNotFoundError:  # no validator venv: its loader check is skipped, saying so
         return None
     return path if path.is_file() else None
