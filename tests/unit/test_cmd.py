@@ -18,8 +18,15 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "code"
 AREAL = "python3 examples/math/gsm8k_rl.py --config examples/math/gsm8k_grpo.yaml scheduler.type=local"
 AREAL_MT = ("python3 examples/multi_turn_math/gsm8k_rl_mt.py --config examples/multi_turn_math/gsm8k_grpo_mt.yaml "
             "scheduler.type=ray experiment_name=gsm8k-grpo-multiturn trial_name=trial0")
+# The published config's model and data paths are placeholders (/path/to/model, /dataset): given on the
+# AIStudio preset's storage, as seed 003 does.
+RLINF_STORE = "/mnt/rlinf-reproduction"
+RLINF_PATHS = (f"actor.model.model_path={RLINF_STORE}/models/DeepSeek-R1-Distill-Qwen-1.5B "
+               f"rollout.model.model_path={RLINF_STORE}/models/DeepSeek-R1-Distill-Qwen-1.5B "
+               f"actor.tokenizer.tokenizer_model={RLINF_STORE}/models/DeepSeek-R1-Distill-Qwen-1.5B "
+               f"data.train_data_paths=[{RLINF_STORE}/data/boba.jsonl] data.val_data_paths=[{RLINF_STORE}/data/boba.jsonl]")
 RLINF = ("python examples/reasoning/main_grpo.py --config-path examples/reasoning/config/math "
-         "--config-name qwen2.5-1.5b-grpo-fsdp")
+         f"--config-name qwen2.5-1.5b-grpo-fsdp {RLINF_PATHS}")
 VERL = ("python3 -m verl.experimental.one_step_off_policy.main_ppo --config-path recipe/one_step/config "
         "--config-name one_step_trainer")
 

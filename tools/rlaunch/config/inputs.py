@@ -313,7 +313,9 @@ def layout(spec: Spec) -> list[str]:
         else:
             how = f"{item.source}: put it there yourself; {MANIFEST} computed once if missing"
         lines += [f"{item.what:<8}{item.dir}/  ({holds})", f"{'':<8}{how}"]
-    moving = [w for w in (hub.warning(spec.pins.model), datasource.warning(spec.pins.source)) if w]
+    # CMD='s own model (rlaunch.config.cmdfacts) is the framework's to download: no model.path to pin.
+    model = "" if _adapter(spec).own_inputs(spec) else hub.warning(spec.pins.model)
+    moving = [w for w in (model, datasource.warning(spec.pins.source)) if w]
     return lines + [f"WARNING {w}" for w in moving]
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rlaunch.config import code, dotted
+from rlaunch.config import cmdfacts, code, dotted
 from rlaunch.config import command as user_command
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
@@ -318,6 +318,7 @@ class Areal(Framework):
         for arg in cmd.args:
             key, _, value = arg.partition("=")
             code.check_paths(spec, f"code.command[{key.lstrip('+~')}]", value)
+        cmdfacts.check(spec)  # the paths the config names: models, data
 
         def where(key: str) -> str:
             return f"code.command[{key}]" if key in given else f"code.command[{cmd.config}: {key}]"

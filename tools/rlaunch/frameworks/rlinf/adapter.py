@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rlaunch.config import code, dotted
+from rlaunch.config import cmdfacts, code, dotted
 from rlaunch.config import command as user_command
 from rlaunch.config import pins
 from rlaunch.config import inputs as run_inputs
@@ -295,6 +295,7 @@ class Rlinf(Framework):
         for arg in cmd.args:
             key, _, value = arg.partition("=")
             code.check_paths(spec, f"code.command[{key.lstrip('+~')}]", value)
+        cmdfacts.check(spec)  # the paths the config names: models, data
         cfg = user_command.read_config(spec.code.command, cmd, root)
         placement = get_dotted(cfg, "cluster.component_placement")
         if not isinstance(placement, dict) or not any("actor" in str(k).split(",") for k in placement):
