@@ -62,7 +62,7 @@ def test_areals_published_command_runs_its_script_and_yaml_from_code_with_only_r
     assert f"++cluster.fileroot={spec.paths.run_dir}" in argv and f"++trial_name={spec.run.id}" in argv
     assert not any(a.startswith(("++scheduler.type", "rollout.backend", "actor.backend")) for a in argv)
     assert (spec.cluster.nodes, spec.cluster.gpus_per_node) == (1, 8)  # the YAML's, not the preset's 1 x 2
-    assert fw.files(spec) == {} and fw.setup(spec) == []
+    assert fw.files(spec) == {}
     request = fw.loader_request(spec)
     assert request["script"] == f"{code['areal']}/examples/math/gsm8k_rl.py"
     assert request["config_path"] == f"{code['areal']}/examples/math/gsm8k_grpo.yaml"
@@ -115,7 +115,7 @@ def test_rlinfs_published_command_composes_its_config_dir_from_code(code):
                         f"{home}/examples/reasoning/config/math", "--config-name", "qwen2.5-1.5b-grpo-fsdp"]
     assert f"++runner.logger.log_path={spec.paths.run_dir}" in argv and "++runner.resume_dir=auto" in argv
     assert spec.cluster.nodes == 1  # the config's cluster.num_nodes, not the preset's 2
-    assert fw.env(spec)["REPO_PATH"] == home and fw.files(spec) == {} and fw.setup(spec) == []
+    assert fw.env(spec)["REPO_PATH"] == home and fw.files(spec) == {}
     request = fw.loader_request(spec)
     assert request["config_dir"] == f"{code['rlinf']}/examples/reasoning/config/math"
     assert request["env"] == {"REPO_PATH": str(code["rlinf"])}
@@ -192,9 +192,12 @@ def test_a_script_command_without_code_says_to_set_code(code):
     assert err.value.key == "code.dir" and "CMD= of areal runs your script and config from CODE=" in str(err.value)
 
 
-def test_the_plan_prepares_no_preset_model_or_data_for_a_program_that_names_its_own(code):
+def test_the_plan_prepares_the_model_its_config_names_and_none_of_the_presets_data(code):
     from rlaunch.config import inputs
 
     for fixture, cmd, infra in (("areal", AREAL, "gcp"), ("rlinf", RLINF, "aistudio")):
         spec, fw = plan(code[fixture], cmd, INFRA=infra)
-        assert fw.own_inputs(spec) and inputs.of(spec) == [] and fw.setup(spec) == []
+        assert fw.own_inputs(spec) and [i.what for i in inputs.of(spec)] == ["model"]
+        assert len(fw.setup(spec)) == 1  # its line (rlaunch.config.cmdfacts: the command's model)
+    # RLinf's is a directory on the storage: adopted and checked, never downloaded
+    assert inputs.of(spec)[0].dir == f"{RLINF_STORE}/models/DeepSeek-R1-Distill-Qwen-1.5B" and inputs.of(spec)[0].user

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlaunch.config import ckptsize, cmdfacts, modelfacts
+from rlaunch.config import ckptsize, cmdfacts, inputs, modelfacts
 from rlaunch.config import load as config
 from rlaunch.errors import ConfigError
 from rlaunch.plan import memory
+from rlaunch.registry import frameworks
 from test_cmd import AREAL, FIXTURES, RLINF, RLINF_PATHS, RLINF_STORE
 
 AREAL_YAML = "examples/math/gsm8k_grpo.yaml"
@@ -71,8 +72,16 @@ def test_the_commands_model_is_the_one_the_facts_memory_bound_and_checkpoints_co
     bound, estimate = memory.bound(spec), ckptsize.of(spec)
     assert bound is not None and bound.params == facts.params
     assert not isinstance(estimate, str) and estimate.params == facts.params
-    assert cmdfacts.line(spec) == ("model: Qwen/Qwen3-8B, from CMD's actor.path, a hub id the framework downloads "
-                                   "on each node (the memory bound and checkpoint size read it)")
+    where = spec.paths.model  # the hub id's directory on the storage: downloaded once, loaded from there
+    assert where == f"{spec.storage.mount}/models/Qwen--Qwen3-8B/main"
+    assert cmdfacts.line(spec) == (f"model: Qwen/Qwen3-8B, from CMD's actor.path: downloaded by the inputs step to "
+                                   f"{where}, which the command's actor.path becomes; the memory bound and "
+                                   "checkpoint size read it")
+    [model] = inputs.of(spec)
+    assert (model.dir, model.fetch) == (where, ("--hf-id=Qwen/Qwen3-8B", "--revision=main"))
+    argv = frameworks.get("areal").command(spec)  # the user's argument, then the copy (ref.path follows it)
+    assert argv.index("actor.path=Qwen/Qwen3-8B") < argv.index(f"++actor.path={where}")
+    assert not any(a.startswith(("++ref.path", "++tokenizer_path")) for a in argv)
 
 
 def test_the_yamls_model_is_read_through_its_references_and_named_with_its_file(tmp_path):
@@ -144,3 +153,14 @@ def test_rlinf_config_paths_refused_name_the_file_the_key_and_the_fix(tmp_path):
     err = refused(tree(tmp_path / "c", "rlinf", {"data.train_data_paths": ["/dataset/boba.jsonl"]}),
                   RLINF.removesuffix(" " + RLINF_DATA), INFRA="aistudio")
     assert err.key == f"code.command[{RLINF_YAML}: data.train_data_paths]" and "/dataset/boba.jsonl is on this" in str(err)
+
+
+def test_the_moving_revision_warnings_hint_names_the_commands_key_and_works(tmp_path):
+    root = tree(tmp_path, "areal")
+    spec = plan(root, f"{AREAL} actor.path=Qwen/Qwen3-8B", INFRA="aistudio")
+    hint = "name a commit: actor.path=Qwen/Qwen3-8B@<40-hex commit>"
+    assert any(hint in line for line in inputs.layout(spec))
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    spec = plan(root, f"{AREAL} actor.path=Qwen/Qwen3-8B@{commit}", INFRA="aistudio")  # the hint applied
+    assert not any("WARNING" in line for line in inputs.layout(spec))
+    assert f"++actor.path={spec.storage.mount}/models/Qwen--Qwen3-8B/{commit[:12]}" in frameworks.get("areal").command(spec)

@@ -100,8 +100,8 @@ def named(framework: str, text: str, root: Path, source: str = "") -> list[Named
 
 def model(framework: str, text: str, root: Path, source: str = "") -> Named | None:
     """The model the command's config trains (MODEL_KEYS, first given), or None."""
-    found = {n.key: n for n in named(framework, text, root, source)}
-    return next((found[k] for k in MODEL_KEYS.get(framework, ()) if k in found), None)
+    given = named(framework, text, root, source)
+    return next((n for k in MODEL_KEYS.get(framework, ()) for n in given if n.key == k), None)
 
 
 def taken(value: str) -> bool:
@@ -128,8 +128,23 @@ def line(spec: Spec) -> str:
     if not taken(found.value):
         return (f"model: {found.value}, from {found.where}: not read here (an interpolation the run resolves), "
                 "so the memory bound and the checkpoint size do not count it")
-    how = "on the shared storage" if found.value.startswith("/") else "a hub id the framework downloads on each node"
-    return f"model: {found.value}, from {found.where}, {how} (the memory bound and checkpoint size read it)"
+    how = ("on the shared storage, checked by the inputs step" if found.value.startswith("/") else
+           f"downloaded by the inputs step to {spec.paths.model}, which the command's {found.key} becomes")
+    return f"model: {found.value}, from {found.where}: {how}; the memory bound and checkpoint size read it"
+
+
+def model_keys(spec: Spec) -> list[str]:
+    """`++key=<directory>` for each key of the command's config that names the hub model rlaunch's
+    inputs step downloads (rlaunch.config.inputs): the framework loads that copy, at the pinned
+    revision, instead of downloading it again on every node. [] for a directory, or no model."""
+    root = code.here(spec) if spec.code.command and spec.framework.name in MODEL_KEYS else None
+    if root is None or not spec.paths.model.startswith("/"):
+        return []
+    given = named(spec.framework.name, spec.code.command, root)
+    found = next((n for k in MODEL_KEYS[spec.framework.name] for n in given if n.key == k), None)
+    if found is None or found.value.startswith("/") or not taken(found.value):
+        return []
+    return [f"++{n.key}={spec.paths.model}" for n in given if n.value == found.value]
 
 
 def check(spec: Spec) -> None:

@@ -212,7 +212,7 @@ class Areal(Framework):
         out.append("++recover.mode=auto")
         if "scheduler.type" not in given:
             out.append(f"++scheduler.type={self.scheduler(spec)}")
-        return out
+        return out + cmdfacts.model_keys(spec)
 
     def files(self, spec: Spec) -> dict[str, str]:
         if spec.code.command:  # the user's YAML is in CODE
@@ -225,8 +225,7 @@ class Areal(Framework):
         return env
 
     def setup(self, spec: Spec) -> list[str]:
-        if spec.code.command:  # the user's YAML names its model and data (hub ids or the storage's)
-            return []
+        # CMD=: the model its YAML names (rlaunch.config.cmdfacts), its data the framework's to load
         return run_inputs.setup_lines(spec)
 
     def own_inputs(self, spec: Spec) -> bool:

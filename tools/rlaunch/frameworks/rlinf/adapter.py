@@ -238,7 +238,8 @@ class Rlinf(Framework):
         (outputs, logs postflight reads, Hydra's), its name, resuming from its checkpoints."""
         run_dir = spec.paths.run_dir
         return [f"++runner.output_dir={posixpath.dirname(run_dir)}", f"++runner.experiment_name={spec.run.id}",
-                f"++runner.logger.log_path={run_dir}", "++runner.resume_dir=auto", f"hydra.run.dir={run_dir}/hydra"]
+                f"++runner.logger.log_path={run_dir}", "++runner.resume_dir=auto", *cmdfacts.model_keys(spec),
+                f"hydra.run.dir={run_dir}/hydra"]
 
     def files(self, spec: Spec) -> dict[str, str]:
         if spec.code.command:  # the user's config is in CODE
@@ -257,8 +258,8 @@ class Rlinf(Framework):
         return [str(p) for p in pins.get("images.rlinf.facts.pythonpath")]
 
     def setup(self, spec: Spec) -> list[str]:
-        if spec.code.command:  # CODE is the program; its config names its model and data
-            return []
+        if spec.code.command:  # CODE is the program; the model its config names (rlaunch.config.cmdfacts)
+            return run_inputs.setup_lines(spec)
         repo, commit = spec.pins.framework_repo, spec.pins.framework_commit
         q = shlex.quote(checkout(spec))
         return [
