@@ -164,3 +164,15 @@ def test_the_moving_revision_warnings_hint_names_the_commands_key_and_works(tmp_
     spec = plan(root, f"{AREAL} actor.path=Qwen/Qwen3-8B@{commit}", INFRA="aistudio")  # the hint applied
     assert not any("WARNING" in line for line in inputs.layout(spec))
     assert f"++actor.path={spec.storage.mount}/models/Qwen--Qwen3-8B/{commit[:12]}" in frameworks.get("areal").command(spec)
+
+
+def test_aistudios_setup_prepares_the_commands_model_and_clones_nothing(tmp_path):
+    from rlaunch.backends.base import LaunchPlan
+    from rlaunch.registry import backends
+
+    spec = plan(tree(tmp_path, "rlinf"), RLINF, INFRA="aistudio")
+    files = LaunchPlan.render(spec).files
+    setup = files["setup.sh"]
+    assert f"--adopt={RLINF_STORE}/models/DeepSeek-R1-Distill-Qwen-1.5B --what=model" in setup and "git clone" not in setup
+    [step] = [s for s in backends.get("aistudio").plan(spec, files) if "setup.sh" in s]
+    assert "clones" not in step
