@@ -128,6 +128,8 @@ def test_a_set_model_path_that_contradicts_the_command_is_refused_naming_both(tm
     ({"valid_dataset.path": "data/gsm8k/test.jsonl"}, f"code.command[{AREAL_YAML}: valid_dataset.path]",
      "data/gsm8k/test.jsonl is not in"),
     ({"actor.path": "models/tiny"}, f"code.command[{AREAL_YAML}: actor.path]", "models/tiny is in CODE"),
+    ({"train_dataset.path": "../gsm8k/train.jsonl"}, f"code.command[{AREAL_YAML}: train_dataset.path]",
+     "../gsm8k/train.jsonl is not in"),
 ])
 def test_areal_yaml_paths_refused_name_the_file_the_key_and_the_fix(tmp_path, edit, key, needle):
     err = refused(tree(tmp_path, "areal", edit, files=("models/tiny/config.json",)), AREAL)
