@@ -178,3 +178,25 @@ def test_aistudios_setup_prepares_the_commands_model_and_clones_nothing(tmp_path
     assert f"--adopt={RLINF_STORE}/models/DeepSeek-R1-Distill-Qwen-1.5B --what=model" in setup and "git clone" not in setup
     [step] = [s for s in backends.get("aistudio").plan(spec, files) if "setup.sh" in s]
     assert "clones" not in step
+
+
+def test_rlinf_paths_from_the_configs_its_hydra_defaults_include_are_checked_as_composed(tmp_path, monkeypatch):
+    """The composed config (the loader's compose_only answer, stubbed here; tests/unit/test_loaders.py runs
+    the real one) holds a data path only an included defaults file names: refused naming the config "with its defaults"."""
+    from rlaunch.validate import loaders
+
+    spec = plan(tree(tmp_path, "rlinf"), RLINF, INFRA="aistudio")
+    composed = yaml.safe_load(f"data: {{train_data_paths: ['{RLINF_STORE}/data/a.jsonl', '~/boba.jsonl']}}")
+    asked = []
+
+    def run(framework, requests, run_id=""):
+        asked.extend(requests)
+        return [{"ok": True, "loader": "rlinf", "summary": "fine"}, {"ok": True, "config": composed}]
+
+    monkeypatch.setattr(loaders, "run", run)
+    with pytest.raises(ConfigError) as err:
+        frameworks.get("rlinf").loader_check(spec, {})
+    assert err.value.key == f"code.command[{RLINF_YAML} with its defaults: data.train_data_paths]", err.value
+    assert "does not expand ~" in str(err.value) and asked[1] == {**asked[0], "compose_only": True}
+    composed["data"]["train_data_paths"] = [f"{RLINF_STORE}/data/a.jsonl"]
+    assert frameworks.get("rlinf").loader_check(spec, {}) == "rlinf accepted: fine"

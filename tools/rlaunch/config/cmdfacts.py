@@ -9,7 +9,8 @@ line read the model that runs, not the preset's; a config that names none keeps 
 The paths (FILE_KEYS), checked before any GPU by the adapters' check_command: in CODE (a file or a
 directory of the pack), under storage.mount, or a hub id where the framework takes one; `~` and paths
 of this machine outside CODE refused naming the YAML file and the key (rlaunch.config.code's rules,
-as for the command's key=value).
+as for the command's key=value). RLinf's config is checked again as Hydra composes it (the files
+its defaults list include), from its loader's compose_only answer (Rlinf.loader_check).
 
 How the keys were chosen, from the frameworks' own config classes, not guessed by name:
   - AReaL 1.0.4: areal/api/cli_args.py's dataclasses walked field by field from GRPOConfig (it holds
@@ -78,12 +79,16 @@ def _resolved(tree: dict[str, Any], key: str) -> tuple[Any, str]:
 
 def named(framework: str, text: str, root: Path, source: str = "") -> list[Named]:
     """Each path FILE_KEYS lists that the command's config gives (a list's items each), in that order."""
-    keys = FILE_KEYS.get(framework, {})
     cmd = user_command.parse(text, source)
-    if not keys or not user_command.config_file(cmd):
+    if framework not in FILE_KEYS or not user_command.config_file(cmd):
         return []
     tree = user_command.read_config(text, cmd, root, source)
-    given, yaml_file = cmd.overrides(), user_command.config_file(cmd)
+    return in_tree(framework, tree, cmd.overrides(), user_command.config_file(cmd))
+
+
+def in_tree(framework: str, tree: dict[str, Any], given: dict[str, str], label: str) -> list[Named]:
+    """named() of a config `tree` (`given`: the command's key=value; `label`: what the tree is)."""
+    keys = FILE_KEYS.get(framework, {})
     out = []
     for key in keys:
         value, holder = _resolved(tree, key)
@@ -93,8 +98,8 @@ def named(framework: str, text: str, root: Path, source: str = "") -> list[Named
         in_cmd = key in given
         for item in items:
             if isinstance(item, str) and item.strip() and item not in ("null", "None"):
-                out.append(Named(key, f"CMD's {key}" if in_cmd else f"{yaml_file}'s {key}",
-                                 f"code.command[{key}]" if in_cmd else f"code.command[{yaml_file}: {key}]", item))
+                out.append(Named(key, f"CMD's {key}" if in_cmd else f"{label}'s {key}",
+                                 f"code.command[{key}]" if in_cmd else f"code.command[{label}: {key}]", item))
     return out
 
 
@@ -147,16 +152,20 @@ def model_keys(spec: Spec) -> list[str]:
     return [f"++{n.key}={spec.paths.model}" for n in given if n.value == found.value]
 
 
-def check(spec: Spec) -> None:
-    """Every path FILE_KEYS names in the command's config: in CODE, under storage.mount, or a hub id
-    where the framework takes one; one ConfigError naming the YAML file (or CMD) and the key."""
+def check(spec: Spec, composed: dict[str, Any] | None = None) -> None:
+    """Every path FILE_KEYS names in the command's config (or in `composed`, the config as the
+    framework composed it, its includes too): in CODE, under storage.mount, or a hub id where the
+    framework takes one; one ConfigError naming the YAML file (or CMD) and the key."""
     root = code.here(spec)
     if root is None:
         return
     packed = code.of(spec)
     held = {e.path for e in packed.entries} if packed is not None else set()
     kinds = FILE_KEYS.get(spec.framework.name, {})
-    for item in named(spec.framework.name, spec.code.command, root):
+    label = f"{user_command.config_file(user_command.parse(spec.code.command))} with its defaults"
+    items = (named(spec.framework.name, spec.code.command, root) if composed is None else
+             in_tree(spec.framework.name, composed, {}, label))
+    for item in items:
         value = item.value.strip("'\"")
         if "${" in value:
             continue  # an interpolation (an env var): its value is the run's

@@ -33,6 +33,7 @@ from rlaunch.config import topology
 from rlaunch.frameworks.rlinf.placement import default_placement, parse_ranks, placement as check_placement
 from rlaunch.frameworks.base import ARTIFACTS, Framework
 from rlaunch.frameworks.rlinf import datacheck
+from rlaunch.validate import loaders
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
@@ -364,6 +365,17 @@ class Rlinf(Framework):
                                 list(get_dotted(cfg, "runner.logger.logger_backends") or []), "tensorboard")
         for path_key, what in (("runner.output_dir", "checkpoints"), ("runner.logger.log_path", "TensorBoard logs")):
             topology.under_mount(spec, key(path_key, "storage.mount"), str(get_dotted(cfg, path_key)), what)
+
+    def loader_check(self, spec: Spec, files: dict[str, str]) -> str:
+        """RLinf's loader on the config; with CMD=, also the paths of the config as Hydra composes it
+        (its defaults' files too), in the same loader process (rlaunch.config.cmdfacts)."""
+        if not spec.code.command:
+            return super().loader_check(spec, files)
+        request = self.loader_request(spec)
+        answer, tree = loaders.run(self.name, [request, {**request, "compose_only": True}], spec.run.id)
+        if tree.get("ok") and isinstance(tree.get("config"), dict):
+            cmdfacts.check(spec, tree["config"])
+        return loaders.result_line(self.name, answer)
 
     def loader_request(self, spec: Spec) -> dict[str, Any]:
         if spec.code.command:  # Hydra composes the user's config dir in CODE here, as @hydra.main would
