@@ -200,3 +200,14 @@ def test_rlinf_paths_from_the_configs_its_hydra_defaults_include_are_checked_as_
     assert "does not expand ~" in str(err.value) and asked[1] == {**asked[0], "compose_only": True}
     composed["data"]["train_data_paths"] = [f"{RLINF_STORE}/data/a.jsonl"]
     assert frameworks.get("rlinf").loader_check(spec, {}) == "rlinf accepted: fine"
+
+
+def test_areals_memory_bound_reads_the_users_allocation_not_rlaunchs_half_and_half(tmp_path):
+    spec = plan(tree(tmp_path, "areal", {"sglang.mem_fraction_static": 0.5}),
+                f"{AREAL} actor.path=Qwen/Qwen3-8B rollout.backend=sglang:d1t2 actor.backend=fsdp:d6", INFRA="aistudio")
+    bound = memory.bound(spec)
+    assert bound is not None and "1 rollout replica(s) on 2 GPU(s), the actor on 6" in bound.notes
+    terms = {t.name: t for p in bound.phases for t in p.terms}
+    assert terms["actor parameters"].bytes == pytest.approx(8_190_735_360 * 2 / 6)  # bf16 over 6, not 4
+    assert terms["rollout weights"].bytes == pytest.approx(8_190_735_360)  # tensor parallel 2
+    assert "sglang.mem_fraction_static 0.5" in terms["outside the engine's fraction"].how  # the YAML's

@@ -121,6 +121,24 @@ def of(spec: Spec) -> Named | None:
     return model(spec.framework.name, spec.code.command, root) if root is not None else None
 
 
+def values(spec: Spec) -> dict[str, str]:
+    """Every scalar of the command's config (YAML, then its key=value), `${key}` references followed,
+    as the strings an override would give: what the memory bound reads where rlaunch renders nothing."""
+    root = code.here(spec)
+    if root is None or not spec.code.command:
+        return {}
+    cmd = user_command.parse(spec.code.command)
+    if not user_command.config_file(cmd):
+        return {}
+    tree = user_command.read_config(spec.code.command, cmd, root)
+    out = {}
+    for key in dotted.flat(tree):
+        value = _resolved(tree, key)[0]
+        if value is not None and not isinstance(value, (dict, list)):
+            out[key] = str(value)
+    return out
+
+
 def line(spec: Spec) -> str:
     """The plan's line: which model the run's checks read, and from which key ("" without CMD=)."""
     if not spec.code.command or spec.framework.name not in MODEL_KEYS:
