@@ -211,3 +211,13 @@ def test_areals_memory_bound_reads_the_users_allocation_not_rlaunchs_half_and_ha
     assert terms["actor parameters"].bytes == pytest.approx(8_190_735_360 * 2 / 6)  # bf16 over 6, not 4
     assert terms["rollout weights"].bytes == pytest.approx(8_190_735_360)  # tensor parallel 2
     assert "sglang.mem_fraction_static 0.5" in terms["outside the engine's fraction"].how  # the YAML's
+
+
+def test_the_heads_rule_reads_the_commands_rollout_tensor_parallel_and_names_its_key(tmp_path):
+    root = tree(tmp_path, "areal", {"rollout.backend": "sglang:d1t3"})
+    spec = plan(root, f"{AREAL} actor.path=Qwen/Qwen3-8B", INFRA="aistudio")
+    with pytest.raises(ConfigError) as err:  # Qwen3-8B: 32 heads, 8 KV heads
+        modelfacts.check(spec)
+    assert err.value.key == f"code.command[{AREAL_YAML}: rollout.backend]" and "32 attention heads" in str(err.value)
+    spec = plan(root, f"{AREAL} actor.path=Qwen/Qwen3-8B rollout.backend=sglang:d1t4", INFRA="aistudio")
+    assert modelfacts.check(spec).startswith("model Qwen/Qwen3-8B: 8.19 B")

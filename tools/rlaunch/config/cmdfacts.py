@@ -121,6 +121,13 @@ def of(spec: Spec) -> Named | None:
     return model(spec.framework.name, spec.code.command, root) if root is not None else None
 
 
+def error_key(spec: Spec, key: str) -> str:
+    """The key a refusal of the command's config names: code.command[key] (CMD's key=value) or
+    code.command[<yaml>: key]."""
+    cmd = user_command.parse(spec.code.command)
+    return f"code.command[{key}]" if key in cmd.overrides() else f"code.command[{user_command.config_file(cmd)}: {key}]"
+
+
 def values(spec: Spec) -> dict[str, str]:
     """Every scalar of the command's config (YAML, then its key=value), `${key}` references followed,
     as the strings an override would give: what the memory bound reads where rlaunch renders nothing."""
