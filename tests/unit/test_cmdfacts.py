@@ -221,3 +221,27 @@ def test_the_heads_rule_reads_the_commands_rollout_tensor_parallel_and_names_its
     assert err.value.key == f"code.command[{AREAL_YAML}: rollout.backend]" and "32 attention heads" in str(err.value)
     spec = plan(root, f"{AREAL} actor.path=Qwen/Qwen3-8B rollout.backend=sglang:d1t4", INFRA="aistudio")
     assert modelfacts.check(spec).startswith("model Qwen/Qwen3-8B: 8.19 B")
+
+
+def test_the_checkpoints_counted_are_the_saves_the_commands_config_makes(tmp_path):
+    root = tree(tmp_path, "areal", {"total_train_steps": 100})
+    spec = plan(root, f"{AREAL} saver.freq_steps=30", INFRA="aistudio")
+    estimate = ckptsize.of(spec)
+    assert not isinstance(estimate, str) and estimate.kept == 4  # steps 30, 60, 90 and the last
+    assert "100 steps / save_freq 30 (CMD's config: total_train_steps, saver.freq_steps)" in estimate.line()
+    estimate = ckptsize.of(plan(root, AREAL, INFRA="aistudio"))  # the YAML saves by epoch
+    assert not isinstance(estimate, str) and "CMD's config gives no saver.freq_steps" in estimate.line()
+
+
+def test_a_node_counts_the_same_checkpoints_from_code_as_staged_there(tmp_path):
+    """Preflight's storage check on a node, where code.dir is the planning machine's path: the config is
+    read from CODE as staged (paths.code_dir), and the count is the plan's."""
+    from rlaunch.config import specjson
+
+    root = tree(tmp_path, "areal", {"total_train_steps": 100})
+    spec = plan(root, f"{AREAL} saver.freq_steps=30", INFRA="aistudio")
+    data = spec.model_dump(mode="json")
+    staged = shutil.copytree(root, tmp_path / "staged")
+    data["code"]["dir"], data["paths"]["code_dir"] = str(tmp_path / "not-here"), str(staged)
+    estimate = ckptsize.of(specjson.view(data), offline=True)
+    assert not isinstance(estimate, str) and estimate.kept == 4 and estimate.kept == ckptsize.of(spec).kept  # type: ignore[union-attr]
