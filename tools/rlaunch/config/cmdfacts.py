@@ -21,7 +21,9 @@ How the keys were chosen, from the frameworks' own config classes, not guessed b
   - RLinf at its pin 7d07a42: every YAML of examples/reasoning/config/** and tests/e2e_tests/reasoning/
     flattened; the keys holding a model or data path (model_path, tokenizer_model, hf_model_path,
     *_data_paths). runner.output_dir and logger.log_path are rlaunch's own keys (cmd_keys).
-Standard library and PyYAML (rlaunch.config.command reads the config).
+The config's other values (values(): allocation, engine fraction, tensor parallel, save interval)
+are what plan.memory's effective keys, topology's heads rule and ckptsize's count read with CMD=.
+Standard library; PyYAML only once a config is read (rlaunch.config.command, imported then).
 """
 
 from __future__ import annotations
