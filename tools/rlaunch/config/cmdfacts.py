@@ -199,8 +199,7 @@ def check(spec: Spec, composed: dict[str, Any] | None = None) -> None:
     root = code.here(spec)
     if root is None:
         return
-    packed = code.of(spec)
-    held = {e.path for e in packed.entries} if packed is not None else set()
+    held: set[str] | None = None  # the pack's files, listed once a relative path asks (packing reads CODE)
     kinds = FILE_KEYS.get(spec.framework.name, {})
     label = f"{_command().config_file(_command().parse(spec.code.command))} with its defaults"
     items = (named(spec.framework.name, spec.code.command, root) if composed is None else
@@ -214,6 +213,9 @@ def check(spec: Spec, composed: dict[str, Any] | None = None) -> None:
             continue
         kind = kinds[item.key]
         rel = os.path.normpath(re.sub(r"^(\$PWD|\$\{PWD\}|\.)/", "", value))
+        if held is None:
+            packed = code.of(spec)
+            held = {e.path for e in packed.entries} if packed is not None else set()
         in_code = rel in held or any(p.startswith(rel + "/") for p in held)
         if in_code and kind != MODEL:
             continue
