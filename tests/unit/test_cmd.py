@@ -18,8 +18,15 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "code"
 AREAL = "python3 examples/math/gsm8k_rl.py --config examples/math/gsm8k_grpo.yaml scheduler.type=local"
 AREAL_MT = ("python3 examples/multi_turn_math/gsm8k_rl_mt.py --config examples/multi_turn_math/gsm8k_grpo_mt.yaml "
             "scheduler.type=ray experiment_name=gsm8k-grpo-multiturn trial_name=trial0")
+# The published config's model and data paths are placeholders (/path/to/model, /dataset): given on the
+# AIStudio preset's storage, as seed 003 does.
+RLINF_STORE = "/mnt/rlinf-reproduction"
+RLINF_PATHS = (f"actor.model.model_path={RLINF_STORE}/models/DeepSeek-R1-Distill-Qwen-1.5B "
+               f"rollout.model.model_path={RLINF_STORE}/models/DeepSeek-R1-Distill-Qwen-1.5B "
+               f"actor.tokenizer.tokenizer_model={RLINF_STORE}/models/DeepSeek-R1-Distill-Qwen-1.5B "
+               f"data.train_data_paths=[{RLINF_STORE}/data/boba.jsonl] data.val_data_paths=[{RLINF_STORE}/data/boba.jsonl]")
 RLINF = ("python examples/reasoning/main_grpo.py --config-path examples/reasoning/config/math "
-         "--config-name qwen2.5-1.5b-grpo-fsdp")
+         f"--config-name qwen2.5-1.5b-grpo-fsdp {RLINF_PATHS}")
 VERL = ("python3 -m verl.experimental.one_step_off_policy.main_ppo --config-path recipe/one_step/config "
         "--config-name one_step_trainer")
 
@@ -55,7 +62,7 @@ def test_areals_published_command_runs_its_script_and_yaml_from_code_with_only_r
     assert f"++cluster.fileroot={spec.paths.run_dir}" in argv and f"++trial_name={spec.run.id}" in argv
     assert not any(a.startswith(("++scheduler.type", "rollout.backend", "actor.backend")) for a in argv)
     assert (spec.cluster.nodes, spec.cluster.gpus_per_node) == (1, 8)  # the YAML's, not the preset's 1 x 2
-    assert fw.files(spec) == {} and fw.setup(spec) == []
+    assert fw.files(spec) == {}
     request = fw.loader_request(spec)
     assert request["script"] == f"{code['areal']}/examples/math/gsm8k_rl.py"
     assert request["config_path"] == f"{code['areal']}/examples/math/gsm8k_grpo.yaml"
@@ -157,7 +164,7 @@ def test_rlinfs_published_command_composes_its_config_dir_from_code(code):
                         f"{home}/examples/reasoning/config/math", "--config-name", "qwen2.5-1.5b-grpo-fsdp"]
     assert f"++runner.logger.log_path={spec.paths.run_dir}" in argv and "++runner.resume_dir=auto" in argv
     assert spec.cluster.nodes == 1  # the config's cluster.num_nodes, not the preset's 2
-    assert fw.env(spec)["REPO_PATH"] == home and fw.files(spec) == {} and fw.setup(spec) == []
+    assert fw.env(spec)["REPO_PATH"] == home and fw.files(spec) == {}
     request = fw.loader_request(spec)
     assert request["config_dir"] == f"{code['rlinf']}/examples/reasoning/config/math"
     assert request["env"] == {"REPO_PATH": str(code["rlinf"])}
@@ -236,9 +243,12 @@ def test_a_script_command_without_code_says_to_set_code(code):
     assert err.value.key == "code.dir" and "CMD= of areal runs your script and config from CODE=" in str(err.value)
 
 
-def test_the_plan_prepares_no_preset_model_or_data_for_a_program_that_names_its_own(code):
+def test_the_plan_prepares_the_model_its_config_names_and_none_of_the_presets_data(code):
     from rlaunch.config import inputs
 
     for fixture, cmd, infra in (("areal", AREAL, "gcp"), ("rlinf", RLINF, "aistudio")):
         spec, fw = plan(code[fixture], cmd, INFRA=infra)
-        assert fw.own_inputs(spec) and inputs.of(spec) == [] and fw.setup(spec) == []
+        assert fw.own_inputs(spec) and [i.what for i in inputs.of(spec)] == ["model"]
+        assert len(fw.setup(spec)) == 1  # its line (rlaunch.config.cmdfacts: the command's model)
+    # RLinf's is a directory on the storage: adopted and checked, never downloaded
+    assert inputs.of(spec)[0].dir == f"{RLINF_STORE}/models/DeepSeek-R1-Distill-Qwen-1.5B" and inputs.of(spec)[0].user

@@ -17,6 +17,7 @@ from rlaunch.errors import CheckError
 from rlaunch.registry import frameworks
 from rlaunch.validate import loaders
 from needs import missing
+from test_cmd import RLINF
 
 NEED = "validator env missing: run `make setup-validators` ({})"
 
@@ -184,8 +185,7 @@ def rlinf_results(tmp_path_factory):
     good = fw.loader_request(spec_of("rlinf-grpo-pipeline-1.5b"))
     seq = {**good, "overrides": ["runner.seq_length=128"]}  # <= max_prompt_length 256
     typo = {**good, "overrides": ["runner.max_stepz=3"]}
-    cmd = cmd_request(tmp_path_factory, "rlinf", "python examples/reasoning/main_grpo.py --config-path "
-                      "examples/reasoning/config/math --config-name qwen2.5-1.5b-grpo-fsdp", INFRA="aistudio")
+    cmd = cmd_request(tmp_path_factory, "rlinf", RLINF, INFRA="aistudio")  # its placeholder paths given
     return loaders.run("rlinf", [good, seq, typo, cmd])
 
 

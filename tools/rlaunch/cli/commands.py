@@ -26,7 +26,7 @@ from typing import Any
 from rlaunch import ROOT, firecli
 from rlaunch.backends.base import Backend, LaunchPlan, Place, RunHandle
 from rlaunch.backends.local import jobs
-from rlaunch.config import ckptsize, code, inputs, modelfacts
+from rlaunch.config import ckptsize, cmdfacts, code, inputs, modelfacts
 from rlaunch.config import load as config
 from rlaunch.config.knobs import KNOBS, RULES, from_env
 from rlaunch.config.load import available
@@ -237,7 +237,7 @@ class Cli:
         now = early.Started(lambda: _inputs_now(backend, spec, files))  # a look at the storage: seconds at most
         try:
             # Before anything is written: a run that cannot fit stops here (exit 2), naming its terms.
-            checks = [modelfacts.check(spec), memory.check(spec), ckptsize.plan_line(spec),
+            checks = [*filter(None, [cmdfacts.line(spec)]), modelfacts.check(spec), memory.check(spec), ckptsize.plan_line(spec),
                       *infra.result(), loader.result()]
             checks += imagecheck.plan_lines(spec)  # an image that does not fit: exit 2, likewise
             checks += imported.result()

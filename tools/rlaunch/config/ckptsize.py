@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rlaunch.config import modelfacts, topology
+from rlaunch.config import cmdfacts, modelfacts, topology
 from rlaunch.registry import frameworks
 
 if TYPE_CHECKING:
@@ -62,20 +62,39 @@ def gb(nbytes: float) -> str:
     return f"{nbytes / GB:.1f} GB" if nbytes >= GB / 10 else f"{nbytes / 2**20:.1f} MiB"
 
 
+def schedule(spec: Spec) -> tuple[int, int, tuple[str, str], bool]:
+    """(steps, save_freq, the keys that say them, whether they are CMD's config's) of the run: rlaunch's train.*, or with CMD= of AReaL
+    or RLinf the user's config's own keys (the adapter's OWNED map names them: AReaL total_train_steps
+    and saver.freq_steps, RLinf runner.max_steps and runner.save_interval; unset or < 1: 0 steps, no
+    step interval)."""
+    train = spec.train
+    if not (spec.code.command and spec.framework.name in cmdfacts.MODEL_KEYS):
+        return train.steps, train.save_freq, ("train.steps", "train.save_freq"), False
+    given = cmdfacts.values(spec)
+    theirs = {o.key: k for k, o in frameworks.get(spec.framework.name).owned.items()}
+    keys = (theirs["train.steps"], theirs["train.save_freq"])
+    steps, freq = (int(raw) if raw.lstrip("-").isdigit() and int(raw) > 0 else 0
+                   for raw in (given.get(key, "") for key in keys))
+    return steps, freq or -1, keys, True
+
+
 def kept(spec: Spec, keep: int, keep_key: str) -> tuple[int, str]:
     """How many checkpoints the run has on its storage at once, and why."""
-    train = spec.train
     if keep_key:
         value = topology.parse_overrides(spec.framework.overrides).get(keep_key)
         if value not in (None, "", "null", "None") and str(value).lstrip("-").isdigit() and int(value) > 0:
             keep = int(value)
             keep_key = f"{keep_key}={keep}"
-    saves, steps, freq = 1, train.steps, train.save_freq
+    steps, freq, (steps_key, freq_key), own = schedule(spec)
+    saves = 1
     if steps > 0 and freq > 0:
         saves = steps // freq + (1 if steps % freq else 0)  # every save_freq steps, and the last step's
-        made = f"{steps} steps / save_freq {freq}"
+        made = f"{steps} steps / save_freq {freq}" + (f" (CMD's config: {steps_key}, {freq_key})" if own else "")
     elif freq > 0:
-        made = f"at least 1: a run of epochs, save_freq {freq} (SET train.steps=N counts them)"
+        made = (f"at least 1: a run of epochs, save_freq {freq} "
+                f"({f'{steps_key}=N in CMD' if own else f'SET {steps_key}=N'} counts them)")
+    elif own:
+        made = f"at least 1: CMD's config gives no {freq_key} (saves by epoch or time are not counted)"
     else:
         made = "save_freq -1: only at the end"
     if keep and keep < saves:

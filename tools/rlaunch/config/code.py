@@ -357,9 +357,14 @@ def node_path(spec: Spec, key: str, value: str) -> str:
     return _in_code(spec, key, value)
 
 
-def _fix(spec: Spec, key: str) -> str:
-    name = key.removeprefix("framework.overrides[").rstrip("]")
-    return (f"put the file in CODE and give its path relative to CODE (CODE=<its directory>, {name}=<path in it>), "
+def fix(spec: Spec, key: str) -> str:
+    """How to name a file every node finds, for the key a refusal names: an override or CMD's
+    key=value (`framework.overrides[k]`, `code.command[k]`), or a key of the YAML CMD names
+    (`code.command[<yaml>: k]`)."""
+    inner = re.sub(r"^[\w.]+\[(.*)\]$", r"\1", key)
+    yaml_file, _, name = inner.rpartition(": ")
+    setting = f"{name}: <path in it> in {yaml_file}" if yaml_file else f"{name}=<path in it>"
+    return (f"put the file in CODE and give its path relative to CODE (CODE=<its directory>, {setting}), "
             f"or on the shared storage under {spec.storage.mount}")
 
 
@@ -370,20 +375,20 @@ def check_paths(spec: Spec, key: str, value: str) -> None:
     mount, path = spec.storage.mount, value.strip("'\"")
     if path.startswith("~"):
         raise ConfigError(key, value, f"a path every node finds: the framework does not expand ~, and no other "
-                          f"node has this machine's home; {_fix(spec, key)}")
+                          f"node has this machine's home; {fix(spec, key)}")
     if path.startswith("/") and not path.startswith(mount + "/") and path != mount and spec.infra.name != "local":
         raise ConfigError(key, value, f"a path every node finds: {path} is on this machine, outside "
-                          f"storage.mount and outside CODE; {_fix(spec, key)}")
+                          f"storage.mount and outside CODE; {fix(spec, key)}")
 
 
 def _in_code(spec: Spec, key: str, value: str) -> str:
-    fix = _fix(spec, key)
+    how = fix(spec, key)
     rel = os.path.normpath(value)
     if rel.startswith(".."):
-        raise ConfigError(key, value, f"a path inside CODE (no '..'); {fix}")
+        raise ConfigError(key, value, f"a path inside CODE (no '..'); {how}")
     if not spec.paths.code_dir:
         raise ConfigError(key, value, f"an absolute path, or a path relative to CODE= (not set): the framework's "
-                          f"workers resolve a relative one from their own directory; {fix}")
+                          f"workers resolve a relative one from their own directory; {how}")
     return f"{spec.paths.code_dir}/{require(spec, [rel], key, value)}"
 
 

@@ -103,11 +103,11 @@ def pin(mount: str, path: str) -> dict[str, str] | None:
             "dir": directory(mount, name, repo, revision)}
 
 
-def warning(model_pin: dict[str, Any]) -> str:
-    """A moving revision that could not be resolved: what could go wrong."""
+def warning(model_pin: dict[str, Any], key: str = "model.path") -> str:
+    """A moving revision that could not be resolved: what could go wrong (`key`: where to name a commit)."""
     if not model_pin.get("unresolved"):
         return ""
     shown = qualified(of(model_pin), model_pin["hf_id"])
     return (f"model {shown}@{model_pin['revision']} is not resolved to a commit "
             f"({model_pin['unresolved']}): '{model_pin['revision']}' moves, so the nodes download what it is "
-            f"at launch and a rerun may train another model; name a commit: model.path={shown}@<40-hex commit>")
+            f"at launch and a rerun may train another model; name a commit: {key}={shown}@<40-hex commit>")

@@ -26,7 +26,7 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from rlaunch.config import code, datasource, hub, prepare
+from rlaunch.config import cmdfacts, code, datasource, hub, prepare
 from rlaunch.errors import ConfigError
 from rlaunch.registry import backends, frameworks
 
@@ -138,8 +138,9 @@ def of(spec: Spec) -> list[Input]:
     out = [_source(spec, wanted)] if spec.pins.source else []
     if spec.pins.source.get("prepared"):
         out.append(_prepared(spec, wanted))
-    if adapter.own_inputs(spec):  # the user's config names its model and data (CMD=): none prepared
-        return out
+    if adapter.own_inputs(spec):  # the user's config names its model and data (CMD=): its model only
+        named = cmdfacts.of(spec)
+        return out + (_model(spec, wanted) if named is not None and cmdfacts.taken(named.value) else [])
     pin = spec.pins.dataset
     if (pin.get("hf_id") or spec.data.path) and not spec.pins.source:
         ddir = data_dir(spec)
@@ -160,7 +161,13 @@ def of(spec: Spec) -> list[Input]:
             source="yours" if user else f"{pin['hf_id']}{' ' + pin['config'] if pin.get('config') else ''}"
                                         f"@{pin.get('revision', '')[:12]}{_on(pin)}",
             required=required))
+    return out + _model(spec, wanted)
+
+
+def _model(spec: Spec, wanted: list[str]) -> list[Input]:
+    """The model's input (none where model.path names a hub id with no directory)."""
     mdir = model_dir(spec)
+    out = []
     if mdir:
         user = _is_dir(spec.model.path)
         pin = spec.pins.model
@@ -313,7 +320,9 @@ def layout(spec: Spec) -> list[str]:
         else:
             how = f"{item.source}: put it there yourself; {MANIFEST} computed once if missing"
         lines += [f"{item.what:<8}{item.dir}/  ({holds})", f"{'':<8}{how}"]
-    moving = [w for w in (hub.warning(spec.pins.model), datasource.warning(spec.pins.source)) if w]
+    named = cmdfacts.of(spec) if _adapter(spec).own_inputs(spec) else None  # CMD='s model: a commit goes there
+    model = hub.warning(spec.pins.model, named.key if named is not None else "model.path")
+    moving = [w for w in (model, datasource.warning(spec.pins.source)) if w]
     return lines + [f"WARNING {w}" for w in moving]
 
 

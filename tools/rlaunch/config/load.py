@@ -27,6 +27,7 @@ import yaml
 from rlaunch import CONFIGS, ROOT
 from rlaunch.config import code as _code  # `code` reads as the stdlib module's name
 from rlaunch.config import command as _command
+from rlaunch.config import cmdfacts as _cmdfacts
 from rlaunch.config import datasource, dotted, hub, images, inputs, pins, prepare, rehearse, spec, topology
 from rlaunch.config import overrides as _overrides  # load() has a parameter of that name
 from rlaunch.config import knobs as _knobs
@@ -372,9 +373,15 @@ def _follow_command(cfg: dict[str, Any], sources: dict[str, str], framework: str
                           f"CMD= of {framework} runs your script and config from CODE=", source)
     root = _code.resolve(str(code_dir), ROOT / "build" / _code.CACHE)
     _take_topology(cfg, sources, _command.topology(framework, text, cmd, root, source))
+    # The model the config trains is the spec's model.path (facts, memory bound, checkpoints, inputs);
+    # a `~` or relative one stays out, for the adapter's check to refuse naming its key.
+    model = _cmdfacts.model(framework, text, root, source)
+    if model is not None and _cmdfacts.taken(model.value):
+        _take_topology(cfg, sources, {"model.path": (model.where, model.value.rstrip("/") or "/")})
+        sources["model.path"] = model.where
 
 
-def _take_topology(cfg: dict[str, Any], sources: dict[str, str], given: dict[str, tuple[str, int]]) -> None:
+def _take_topology(cfg: dict[str, Any], sources: dict[str, str], given: Mapping[str, tuple[str, int | str]]) -> None:
     """The cluster's nodes and GPUs that CMD says (where it says them, value) become the spec's; a knob
     or SET that says otherwise is refused, naming both."""
     for key, (where, value) in given.items():

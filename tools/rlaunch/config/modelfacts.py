@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from rlaunch.config import hub, pins
+from rlaunch.config import cmdfacts, hub, pins
 from rlaunch.config import topology
 
 if TYPE_CHECKING:
@@ -300,7 +300,12 @@ def read(model: str, rev: str = "") -> Facts | str:
 
 
 def of(spec: Spec) -> Facts | str:
-    """The facts of the model this run loads, or why there are none."""
+    """The facts of the model this run loads, or why there are none (CMD='s config naming its model
+    by a reference only the run resolves: not the preset's, unknown)."""
+    command = getattr(getattr(spec, "code", None), "command", "")  # a spec.json view may have no code
+    named = cmdfacts.of(spec) if command else None
+    if named is not None and not cmdfacts.taken(named.value):
+        return f"{named.where} is {named.value!r}, which only the run resolves"
     return read(*which(spec))
 
 

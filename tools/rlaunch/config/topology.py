@@ -12,6 +12,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
+from rlaunch.config import cmdfacts
 from rlaunch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -164,15 +165,21 @@ def metrics_logger(key: str, loggers: list[str], required: str) -> None:
 
 
 def rollout_tp_of(spec: Spec) -> tuple[str, int]:
-    """(the key that sets it, the rollout engine's tensor-parallel size) as the framework will see it."""
-    eff = parse_overrides(spec.framework.overrides)
+    """(the key that sets it, the rollout engine's tensor-parallel size) as the framework will see it:
+    with CMD= of AReaL or RLinf, as the user's config and command say it."""
+    own = bool(spec.code.command) and spec.framework.name in cmdfacts.MODEL_KEYS
+    eff = cmdfacts.values(spec) if own else parse_overrides(spec.framework.overrides)
+
+    def named(key: str) -> str:
+        return cmdfacts.error_key(spec, key) if own else f"framework.overrides[{key}]"
+
     for key in ("actor_rollout_ref.rollout.tensor_model_parallel_size", "rollout.tensor_parallel_size"):
         if key in eff:
-            return f"framework.overrides[{key}]", as_int(key, eff[key])
+            return named(key), as_int(key, eff[key])
     if spec.framework.name == "areal" and "rollout.backend" in eff:  # "sglang:d4t2": t is the TP size
         found = re.search(r"t(\d+)", str(eff["rollout.backend"]).partition(":")[2])
         if found:
-            return "framework.overrides[rollout.backend]", int(found.group(1))
+            return named("rollout.backend"), int(found.group(1))
     return "rollout.tp", as_int("rollout.tp", spec.rollout.tp)
 
 

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rlaunch.config import knobs, modelfacts, pins
+from rlaunch.config import cmdfacts, knobs, modelfacts, pins
 from rlaunch.config import topology
 from rlaunch.plan import catalog
 from rlaunch.errors import CheckError, ConfigError
@@ -126,6 +126,10 @@ def gb(nbytes: float) -> str:
 
 
 def effective(spec: Spec) -> dict[str, str]:
+    """The framework's keys that differ from rlaunch's rendering: the overrides, or with CMD= of
+    AReaL/RLinf every value of the user's own config (their allocation, dtype, engine fraction)."""
+    if spec.code.command and spec.framework.name in cmdfacts.MODEL_KEYS:
+        return cmdfacts.values(spec)
     return topology.parse_overrides(spec.framework.overrides)
 
 

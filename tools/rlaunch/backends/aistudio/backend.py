@@ -398,7 +398,8 @@ class AIStudio(Backend):
         prepare = ([f"(once) prepare the inputs where the storage is mounted and {run_inputs.sites(spec)} "
                     "are reachable "
                     f"(AICoder): cd {launch_dir(spec)}/home && bash ../setup.sh   "
-                    f"# checks {space_needed(spec)[0]} GiB free, clones the pinned checkout, prepares the inputs as listed "
+                    f"# checks {space_needed(spec)[0]} GiB free, "
+                    f"{'' if spec.code.command else 'clones the pinned checkout, '}prepares the inputs as listed "
                     "above (downloads, SHA256SUMS); a second run downloads nothing"]
                    if "setup.sh" in files else [])
         staged = ([f"stage CODE's pack into WORK_ROOT at {spec.paths.code_dir} (kept when there: the name is the "

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rlaunch.config import code, dotted, pins
+from rlaunch.config import cmdfacts, code, dotted, pins
 from rlaunch.config import command as user_command
 from rlaunch.config import inputs as run_inputs
 from rlaunch.errors import ConfigError
@@ -221,7 +221,7 @@ class Areal(Framework):
         out.append("++recover.mode=auto")
         if "scheduler.type" not in given and not cmd.launcher:
             out.append(f"++scheduler.type={self.scheduler(spec)}")
-        return out
+        return out + cmdfacts.model_keys(spec)
 
     def files(self, spec: Spec) -> dict[str, str]:
         if spec.code.command:  # the user's YAML is in CODE
@@ -234,8 +234,7 @@ class Areal(Framework):
         return env
 
     def setup(self, spec: Spec) -> list[str]:
-        if spec.code.command:  # the user's YAML names its model and data (hub ids or the storage's)
-            return []
+        # CMD=: the model its YAML names (rlaunch.config.cmdfacts), its data the framework's to load
         return run_inputs.setup_lines(spec)
 
     def own_inputs(self, spec: Spec) -> bool:
@@ -327,6 +326,7 @@ class Areal(Framework):
         for arg in cmd.args:
             key, _, value = arg.partition("=")
             code.check_paths(spec, f"code.command[{key.lstrip('+~')}]", value)
+        cmdfacts.check(spec)  # the paths the config names: models, data
 
         def where(key: str) -> str:
             return f"code.command[{key}]" if key in given else f"code.command[{cmd.config}: {key}]"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from rlaunch.config import code, dotted
+from rlaunch.config import cmdfacts, code, dotted
 from rlaunch.config import command as user_command
 from rlaunch.config import pins
 from rlaunch.config import inputs as run_inputs
@@ -33,6 +33,7 @@ from rlaunch.config import topology
 from rlaunch.frameworks.rlinf.placement import default_placement, parse_ranks, placement as check_placement
 from rlaunch.frameworks.base import ARTIFACTS, Framework
 from rlaunch.frameworks.rlinf import datacheck
+from rlaunch.validate import loaders
 
 if TYPE_CHECKING:
     from rlaunch.config.spec import Spec
@@ -238,7 +239,8 @@ class Rlinf(Framework):
         (outputs, logs postflight reads, Hydra's), its name, resuming from its checkpoints."""
         run_dir = spec.paths.run_dir
         return [f"++runner.output_dir={posixpath.dirname(run_dir)}", f"++runner.experiment_name={spec.run.id}",
-                f"++runner.logger.log_path={run_dir}", "++runner.resume_dir=auto", f"hydra.run.dir={run_dir}/hydra"]
+                f"++runner.logger.log_path={run_dir}", "++runner.resume_dir=auto", *cmdfacts.model_keys(spec),
+                f"hydra.run.dir={run_dir}/hydra"]
 
     def files(self, spec: Spec) -> dict[str, str]:
         if spec.code.command:  # the user's config is in CODE
@@ -257,8 +259,8 @@ class Rlinf(Framework):
         return [str(p) for p in pins.get("images.rlinf.facts.pythonpath")]
 
     def setup(self, spec: Spec) -> list[str]:
-        if spec.code.command:  # CODE is the program; its config names its model and data
-            return []
+        if spec.code.command:  # CODE is the program; the model its config names (rlaunch.config.cmdfacts)
+            return run_inputs.setup_lines(spec)
         repo, commit = spec.pins.framework_repo, spec.pins.framework_commit
         q = shlex.quote(checkout(spec))
         return [
@@ -295,6 +297,7 @@ class Rlinf(Framework):
         for arg in cmd.args:
             key, _, value = arg.partition("=")
             code.check_paths(spec, f"code.command[{key.lstrip('+~')}]", value)
+        cmdfacts.check(spec)  # the paths the config names: models, data
         cfg = user_command.read_config(spec.code.command, cmd, root)
         placement = get_dotted(cfg, "cluster.component_placement")
         if not isinstance(placement, dict) or not any("actor" in str(k).split(",") for k in placement):
@@ -362,6 +365,17 @@ class Rlinf(Framework):
                                 list(get_dotted(cfg, "runner.logger.logger_backends") or []), "tensorboard")
         for path_key, what in (("runner.output_dir", "checkpoints"), ("runner.logger.log_path", "TensorBoard logs")):
             topology.under_mount(spec, key(path_key, "storage.mount"), str(get_dotted(cfg, path_key)), what)
+
+    def loader_check(self, spec: Spec, files: dict[str, str]) -> str:
+        """RLinf's loader on the config; with CMD=, also the paths of the config as Hydra composes it
+        (its defaults' files too), in the same loader process (rlaunch.config.cmdfacts)."""
+        if not spec.code.command:
+            return super().loader_check(spec, files)
+        request = self.loader_request(spec)
+        answer, tree = loaders.run(self.name, [request, {**request, "compose_only": True}], spec.run.id)
+        if tree.get("ok") and isinstance(tree.get("config"), dict):
+            cmdfacts.check(spec, tree["config"])
+        return loaders.result_line(self.name, answer)
 
     def loader_request(self, spec: Spec) -> dict[str, Any]:
         if spec.code.command:  # Hydra composes the user's config dir in CODE here, as @hydra.main would
