@@ -23,7 +23,7 @@ How the keys were chosen, from the frameworks' own config classes, not guessed b
     *_data_paths). runner.output_dir and logger.log_path are rlaunch's own keys (cmd_keys).
 The config's other values (values(): allocation, engine fraction, tensor parallel, save interval)
 are what plan.memory's effective keys, topology's heads rule and ckptsize's count read with CMD=.
-Standard library; PyYAML only once a config is read (rlaunch.config.command, imported then).
+Standard library; PyYAML only once a config is read (rlaunch.config.command.read_config imports it then).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from rlaunch.config import code, dotted, hub
+from rlaunch.config import command as user_command
 from rlaunch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -57,14 +57,6 @@ FILE_KEYS: dict[str, dict[str, str]] = {
 # The model the actor trains (what the memory bound and the checkpoints count), first given wins.
 MODEL_KEYS = {"areal": ("actor.path",), "rlinf": ("actor.model.model_path", "rollout.model.model_path")}
 _REF = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
-
-
-def _command() -> ModuleType:
-    """rlaunch.config.command, imported when a config is read: it needs PyYAML, which a job step's
-    image may lack, and ckptsize, topology and modelfacts import this module there."""
-    from rlaunch.config import command
-
-    return command
 
 
 @dataclass(frozen=True)
@@ -89,11 +81,11 @@ def _resolved(tree: dict[str, Any], key: str) -> tuple[Any, str]:
 
 def named(framework: str, text: str, root: Path, source: str = "") -> list[Named]:
     """Each path FILE_KEYS lists that the command's config gives (a list's items each), in that order."""
-    cmd = _command().parse(text, source)
-    if framework not in FILE_KEYS or not _command().config_file(cmd):
+    cmd = user_command.parse(text, source)
+    if framework not in FILE_KEYS or not user_command.config_file(cmd):
         return []
-    tree = _command().read_config(text, cmd, root, source)
-    return in_tree(framework, tree, cmd.overrides(), _command().config_file(cmd))
+    tree = user_command.read_config(text, cmd, root, source)
+    return in_tree(framework, tree, cmd.overrides(), user_command.config_file(cmd))
 
 
 def in_tree(framework: str, tree: dict[str, Any], given: dict[str, str], label: str) -> list[Named]:
@@ -134,8 +126,8 @@ def of(spec: Spec) -> Named | None:
 def error_key(spec: Spec, key: str) -> str:
     """The key a refusal of the command's config names: code.command[key] (CMD's key=value) or
     code.command[<yaml>: key]."""
-    cmd = _command().parse(spec.code.command)
-    return f"code.command[{key}]" if key in cmd.overrides() else f"code.command[{_command().config_file(cmd)}: {key}]"
+    cmd = user_command.parse(spec.code.command)
+    return f"code.command[{key}]" if key in cmd.overrides() else f"code.command[{user_command.config_file(cmd)}: {key}]"
 
 
 def values(spec: Spec) -> dict[str, str]:
@@ -144,15 +136,17 @@ def values(spec: Spec) -> dict[str, str]:
     staged = Path(spec.paths.code_dir) if spec.paths.code_dir else None
     try:  # on a node (preflight's storage check): CODE as staged there; here: code.dir
         root = staged if staged is not None and staged.is_dir() else code.here(spec)
-        command = _command()
-    except (ConfigError, ImportError):
+    except ConfigError:
         return {}
     if root is None or not spec.code.command:
         return {}
-    cmd = command.parse(spec.code.command)
-    if not command.config_file(cmd):
+    cmd = user_command.parse(spec.code.command)
+    if not user_command.config_file(cmd):
         return {}
-    tree = command.read_config(spec.code.command, cmd, root)
+    try:
+        tree = user_command.read_config(spec.code.command, cmd, root)
+    except ImportError:  # a job step's image without PyYAML: no values, as before this module read any
+        return {}
     out = {}
     for key in dotted.flat(tree):
         value = _resolved(tree, key)[0]
@@ -201,7 +195,7 @@ def check(spec: Spec, composed: dict[str, Any] | None = None) -> None:
         return
     held: set[str] | None = None  # the pack's files, listed once a relative path asks (packing reads CODE)
     kinds = FILE_KEYS.get(spec.framework.name, {})
-    label = f"{_command().config_file(_command().parse(spec.code.command))} with its defaults"
+    label = f"{user_command.config_file(user_command.parse(spec.code.command))} with its defaults"
     items = (named(spec.framework.name, spec.code.command, root) if composed is None else
              in_tree(spec.framework.name, composed, {}, label))
     for item in items:

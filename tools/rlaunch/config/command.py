@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rlaunch.config import dotted
 from rlaunch.config.knobs import CONTROL_RE
 from rlaunch.errors import ConfigError
@@ -172,6 +170,8 @@ def config_file(cmd: Command) -> str:
 def read_config(text: str, cmd: Command, root: Path, source: str = "") -> dict[str, Any]:
     """The YAML the command names, from CODE at `root`, with the command's key=value on top (as YAML
     values); what the framework itself composes is its loader's to check."""
+    import yaml  # here, not above: job steps import this module (via cmdfacts) where PyYAML may be absent
+
     rel = config_file(cmd)
     path = root / rel
     if not path.is_file():
