@@ -331,6 +331,18 @@ def test_kuberay_fetches_a_git_code_over_the_configmap_limit_in_the_inputs_job(t
     assert sorted(p.name for p in (mount / "code").iterdir()) == [spec.pins.code["hash"]]
 
 
+def test_a_fetched_code_leaves_the_configmap_to_data_alone(big_git):
+    from rlaunch.backends.kuberay import manifests
+    from rlaunch.registry import backends
+
+    data = str(Path(__file__).resolve().parents[1] / "fixtures" / "data" / "gsm8k-parquet")
+    spec = config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t", "INFRA": "kuberay", "CODE": big_git, "DATA": data})
+    assert manifests.carried_keys(spec) == ["data.tar.gz"]  # not refused as CODE's 1.1 MiB plus DATA's
+    assert list(manifests.code_configmap_manifest(spec)["binaryData"]) == ["data.tar.gz"]
+    said = backends.get("kuberay").plan(spec, manifests.render(spec))
+    assert any(line.startswith("kubectl apply") and "# ConfigMap t-code: DATA's files" in line for line in said)
+
+
 @pytest.mark.parametrize(("change", "needle"), [
     ("hash", "packs to content hash {got} here, the plan pinned {bad}"),
     ("commit", "a git repository this machine can fetch with that full commit"),
