@@ -48,8 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if packed.hash != args.hash:
         print(f"codefetch: {args.url} at {args.commit} packs to content hash {packed.hash} here, the plan "
-              f"pinned {args.hash}: not the code the plan checked (a rewritten history, .gitattributes "
-              "filters such as git-lfs that differ between the machines); plan again", file=sys.stderr)
+              f"pinned {args.hash}: the files differ from what the plan hashed (git filters such as git-lfs "
+              "or eol attributes that act differently here, or an image built from another rlaunch than "
+              "the plan's): rebuild the image from this rlaunch, or give a CODE the ConfigMap carries",
+              file=sys.stderr)
         return 1
     code.stage(packed, dest)
     print(f"codefetch: {args.url} at {args.commit[:12]} -> {dest} ({len(packed.entries)} files, "
