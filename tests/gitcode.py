@@ -1,5 +1,7 @@
 """A git repository a CODE=<url>@<commit> test can fetch: made here, the same commit on every machine (fixed
-names and dates), with a file that does not compress so that its pack is over KubeRay's ConfigMap limit."""
+names and dates), with a file that does not compress so that its pack is over KubeRay's ConfigMap limit.
+Its URL is a remote one (URL, never resolved): git reaches the bare repository through `insteadOf`
+(git_env), and the plan's cache can be filled without a fetch (cache_checkout)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAM
            "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z", "GIT_CONFIG_GLOBAL": os.devnull,
            "GIT_CONFIG_SYSTEM": os.devnull}
 BIG = 1100 * 1024  # over the 900 KiB KubeRay's ConfigMap carries
+URL = "https://git.invalid/big-code.git"  # .invalid: never a host (RFC 2606)
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -44,3 +47,20 @@ def bare_repo(bare: Path, files: dict[str, bytes] | None = None) -> str:
         git(bare.parent, "clone", "-q", "--bare", str(work), str(bare))
         subprocess.run(["rm", "-rf", str(work)], check=True)
     return git(bare, "rev-parse", "HEAD")
+
+
+def git_env(bare: Path) -> dict[str, str]:
+    """Environment under which git fetches URL from `bare` (git's url.<base>.insteadOf, as config in the
+    environment)."""
+    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.file://{bare}.insteadOf", "GIT_CONFIG_VALUE_0": URL}
+
+
+def cache_checkout(cache: Path, bare: Path, commit: str) -> str:
+    """URL@commit checked out where rlaunch.config.code.resolve looks first (cache/<sha of URL>/<commit>);
+    the CODE value."""
+    dest = cache / hashlib.sha256(URL.encode()).hexdigest()[:16] / commit
+    if not dest.is_dir():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        git(dest.parent, "clone", "-q", str(bare), str(dest))
+        git(dest, "checkout", "-q", "--detach", commit)
+    return f"{URL}@{commit}"

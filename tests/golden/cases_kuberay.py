@@ -4,8 +4,9 @@ the inputs Job extracts the pack from its ConfigMap onto the run's volume (setup
 runtime env puts it first on PYTHONPATH. With DATA= a directory of this machine too: its files travel in
 the same ConfigMap, and the inputs Job extracts and uploads them to their content-named directory. A
 CODE=<url>@<commit> over the ConfigMap's limit: the inputs Job fetches that commit and checks its hash
-(the repository is made under build/ by tests/gitcode.py, the same commit everywhere)."""
+(tests/gitcode.py makes it under build/, the same commit everywhere, and checks it out in the plan's cache)."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,7 +16,9 @@ import gitcode  # noqa: E402 - tests/, beside this folder
 CODE = str(Path(__file__).resolve().parents[1] / "fixtures" / "code" / "rehearsal")
 DATA = str(Path(__file__).resolve().parents[1] / "fixtures" / "data" / "gsm8k-parquet")
 BIG_REPO = Path(__file__).resolve().parents[2] / "build" / "golden-code" / "big.git"
-GIT_CODE = f"file://{BIG_REPO}@{gitcode.bare_repo(BIG_REPO)}"
+# Where `make plan` keeps fetched commits (rlaunch.config.code.resolve): filled here, nothing fetched.
+GIT_CODE = gitcode.cache_checkout(Path(os.environ.get("RLAUNCH_CODE_CACHE") or BIG_REPO.parents[1] / "code-cache"),
+                                  BIG_REPO, gitcode.bare_repo(BIG_REPO))
 
 CASES = [
     ("kuberay-rehearsal", "rehearsal", {"INFRA": "kuberay"}),

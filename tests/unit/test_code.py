@@ -286,11 +286,14 @@ def test_kuberay_carries_the_pack_in_a_configmap_the_inputs_job_extracts(tmp_pat
 def big_git(tmp_path, monkeypatch):
     """CODE=file://<bare repo>@<commit> whose pack is over KubeRay's ConfigMap limit, fetched at plan time
     into a cache of this test's own."""
-    from gitcode import bare_repo
+    from gitcode import URL, bare_repo, git_env
 
     bare = tmp_path / "big.git"
     monkeypatch.setenv("RLAUNCH_CODE_CACHE", str(tmp_path / "plan-cache"))
-    return f"file://{bare}@{bare_repo(bare)}"
+    commit = bare_repo(bare)
+    for name, value in git_env(bare).items():  # URL, a remote one, is the bare repository for git
+        monkeypatch.setenv(name, value)
+    return f"{URL}@{commit}"
 
 
 def test_kuberay_fetches_a_git_code_over_the_configmap_limit_in_the_inputs_job(tmp_path, big_git):
@@ -329,6 +332,13 @@ def test_kuberay_fetches_a_git_code_over_the_configmap_limit_in_the_inputs_job(t
     assert staged == [".gitignore", code.MANIFEST, "assets/table.bin", "pkg/__init__.py", "pkg/reward.py",
                       "tracked.log"]
     assert sorted(p.name for p in (mount / "code").iterdir()) == [spec.pins.code["hash"]]
+
+
+def test_a_repository_on_this_machine_over_the_configmap_limit_is_refused_naming_the_fix(tmp_path, big_git):
+    local = f"file://{tmp_path / 'big.git'}@{big_git.rsplit('@', 1)[1]}"  # the cluster cannot fetch it
+    with pytest.raises(ConfigError, match="a repository the cluster can fetch .* is on this machine; push it"):
+        config.load("rehearsal", {"RUN_ID": "t", "INFRA": "kuberay", "CODE": local})
+    assert config.load("rehearsal", {"RUN_ID": "t", "INFRA": "gcp", "CODE": local}).pins.code  # a pack travels
 
 
 def test_a_fetched_code_leaves_the_configmap_to_data_alone(big_git):

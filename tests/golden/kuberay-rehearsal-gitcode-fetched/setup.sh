@@ -12,4 +12,4 @@ RLAUNCH_HOME="${RLAUNCH_HOME:-${PWD}}"
 export RLAUNCH_HOME PYTHONPATH="${RLAUNCH_HOME}/tools${PYTHONPATH:+:${PYTHONPATH}}"
 # CODE=<url>@<commit> over the ConfigMap's limit (rlaunch.config.code.by_fetch): fetched here, that
 # commit alone, packed as the plan packed it and checked against the plan's content hash.
-"${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.codefetch --url=file://<repo>/build/golden-code/big.git --commit=<commit> --hash=93cf084b89a565bf9ac5f51162d32aed0890a07749649d47e902172c34d0e30b --dest=/data/code/93cf084b89a565bf9ac5f51162d32aed0890a07749649d47e902172c34d0e30b --cache=/tmp/rlaunch-code
+"${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.codefetch --url=https://git.invalid/big-code.git --commit=<commit> --hash=93cf084b89a565bf9ac5f51162d32aed0890a07749649d47e902172c34d0e30b --dest=/data/code/93cf084b89a565bf9ac5f51162d32aed0890a07749649d47e902172c34d0e30b --cache=/tmp/rlaunch-code

@@ -414,7 +414,15 @@ def by_fetch(spec: Spec) -> bool:
 def check_limit(spec: Spec, limit: int, via: str, source: str = "") -> None:
     """CODE fits its transport: the pack's tar.gz at most `limit` bytes (0: no limit), unless the
     infrastructure fetches a git CODE itself (by_fetch)."""
-    if not limit or not spec.paths.code_dir or by_fetch(spec):
+    if not limit or not spec.paths.code_dir:
+        return
+    if by_fetch(spec):
+        url = str(GIT_SOURCE.match(spec.code.dir)["url"])  # type: ignore[index]  # by_fetch: it matches
+        if url.startswith(("file:", "/", ".", "~")) or os.path.isdir(url):
+            raise ConfigError("code.dir", spec.code.dir, f"a repository the cluster can fetch (https://, ssh://, "
+                              f"git@<host>:...): this CODE is over the {limit // 1024} KiB {via} carries on "
+                              f"INFRA={spec.infra.name}, so the cluster fetches it, and {url} is on this machine; "
+                              "push it and give that repository's URL", source)
         return
     size = packed_size(spec)
     if size > limit:
