@@ -223,7 +223,7 @@ def test_a_code_over_the_transports_limit_is_refused_naming_the_size_and_the_lim
     assert err.value.key == "code.dir" and err.value.source == "CODE"
     assert "at most 900 KiB compressed on INFRA=kuberay" in str(err.value) and "this one is 1024 KiB" in str(err.value)
     # The hint that works there (test_kuberay_fetches_a_git_code_over_the_configmap_limit_in_the_inputs_job)
-    assert "push it and give CODE=<git url>@<40-hex commit> (fetched on the cluster, any size)" in str(err.value)
+    assert "push it where the cluster can fetch it and give CODE=<its url>@<40-hex commit> (any size)" in str(err.value)
     assert config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(root)}).pins.code
 
 

@@ -428,7 +428,7 @@ def check_limit(spec: Spec, limit: int, via: str, source: str = "") -> None:
     if size > limit:
         packed = of(spec)
         assert packed is not None
-        push = ("push it and give CODE=<git url>@<40-hex commit> (fetched on the cluster, any size), or "
+        push = ("push it where the cluster can fetch it and give CODE=<its url>@<40-hex commit> (any size), or "
                 if backends.infra(spec.infra.name).code_fetch and not GIT_SOURCE.match(spec.code.dir) else "")
         raise ConfigError("code.dir", spec.code.dir, f"a pack of at most {limit // 1024} KiB compressed on "
                           f"INFRA={spec.infra.name}, which carries it in {via}: this one is {size // 1024} KiB "
