@@ -341,6 +341,16 @@ def test_a_repository_on_this_machine_over_the_configmap_limit_is_refused_naming
     assert config.load("rehearsal", {"RUN_ID": "t", "INFRA": "gcp", "CODE": local}).pins.code  # a pack travels
 
 
+def test_a_small_git_code_keeps_kuberays_configmap(tmp_path, monkeypatch):
+    from rlaunch.backends.kuberay import manifests
+
+    root = repo(tmp_path / "upstream")
+    monkeypatch.setenv("RLAUNCH_CODE_CACHE", str(tmp_path / "cache"))
+    spec = config.load("rehearsal", {"RUN_ID": "t", "INFRA": "kuberay",
+                                     "CODE": f"file://{root}@{git(root, 'rev-parse', 'HEAD')}"})
+    assert not code.by_fetch(spec) and manifests.carried_keys(spec) == ["code.tar.gz"]
+
+
 def test_a_fetched_code_leaves_the_configmap_to_data_alone(big_git):
     from rlaunch.backends.kuberay import manifests
     from rlaunch.registry import backends
