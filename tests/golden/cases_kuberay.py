@@ -2,17 +2,29 @@
 next to the common artifacts. Flavors and buckets come from the presets' @kuberay overlays. With CODE:
 the inputs Job extracts the pack from its ConfigMap onto the run's volume (setup.sh), and the RayJob's
 runtime env puts it first on PYTHONPATH. With DATA= a directory of this machine too: its files travel in
-the same ConfigMap, and the inputs Job extracts and uploads them to their content-named directory."""
+the same ConfigMap, and the inputs Job extracts and uploads them to their content-named directory. A
+CODE=<url>@<commit> over the ConfigMap's limit: the inputs Job fetches that commit and checks its hash
+(tests/gitcode.py makes it under build/, the same commit everywhere, and checks it out in the plan's cache)."""
 
+import os
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import gitcode  # noqa: E402 - tests/, beside this folder
 
 CODE = str(Path(__file__).resolve().parents[1] / "fixtures" / "code" / "rehearsal")
 DATA = str(Path(__file__).resolve().parents[1] / "fixtures" / "data" / "gsm8k-parquet")
+BIG_REPO = Path(__file__).resolve().parents[2] / "build" / "golden-code" / "big.git"
+# Where `make plan` keeps fetched commits (rlaunch.config.code.resolve): filled here, nothing fetched.
+GIT_CODE = gitcode.cache_checkout(Path(os.environ.get("RLAUNCH_CODE_CACHE") or BIG_REPO.parents[1] / "code-cache"),
+                                  BIG_REPO, gitcode.bare_repo(BIG_REPO))
 
 CASES = [
     ("kuberay-rehearsal", "rehearsal", {"INFRA": "kuberay"}),
     ("kuberay-rehearsal-code", "rehearsal", {"INFRA": "kuberay", "CODE": CODE,
                                              "SET": 'framework.overrides=["reward=rehearsal_reward:copy_reward"]'}),
+    ("kuberay-rehearsal-gitcode-fetched", "rehearsal", {"INFRA": "kuberay", "CODE": GIT_CODE}),
     ("kuberay-verl-ppo-gsm8k-0.5b-data-code", "verl-ppo-gsm8k-0.5b", {"INFRA": "kuberay", "DATA": DATA, "CODE": CODE}),
     ("kuberay-rehearsal-3nodes-rdma", "rehearsal", {"INFRA": "kuberay", "NODES": "3", "RDMA": "1"}),
     ("kuberay-verl-ppo-gsm8k-0.5b-vke", "verl-ppo-gsm8k-0.5b", {"INFRA": "kuberay"}),  # PodMonitors, Grafana

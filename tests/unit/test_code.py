@@ -222,6 +222,8 @@ def test_a_code_over_the_transports_limit_is_refused_naming_the_size_and_the_lim
         config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t", "INFRA": "kuberay", "CODE": str(root)})
     assert err.value.key == "code.dir" and err.value.source == "CODE"
     assert "at most 900 KiB compressed on INFRA=kuberay" in str(err.value) and "this one is 1024 KiB" in str(err.value)
+    # The hint that works there (test_kuberay_fetches_a_git_code_over_the_configmap_limit_in_the_inputs_job)
+    assert "push it where the cluster can fetch it and give CODE=<its url>@<40-hex commit> (any size)" in str(err.value)
     assert config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t", "INFRA": "gcp", "CODE": str(root)}).pins.code
 
 
@@ -278,6 +280,106 @@ def test_kuberay_carries_the_pack_in_a_configmap_the_inputs_job_extracts(tmp_pat
     assert probes.probe_code(spec.paths.code_dir, code.MANIFEST) == {
         "path": spec.paths.code_dir, "hash": spec.pins.code["hash"], "problems": []}
     assert sorted(p.name for p in (mount / "code").iterdir()) == [spec.pins.code["hash"]]
+
+
+@pytest.fixture()
+def big_git(tmp_path, monkeypatch):
+    """CODE=file://<bare repo>@<commit> whose pack is over KubeRay's ConfigMap limit, fetched at plan time
+    into a cache of this test's own."""
+    from gitcode import URL, bare_repo, git_env
+
+    bare = tmp_path / "big.git"
+    monkeypatch.setenv("RLAUNCH_CODE_CACHE", str(tmp_path / "plan-cache"))
+    commit = bare_repo(bare)
+    for name, value in git_env(bare).items():  # URL, a remote one, is the bare repository for git
+        monkeypatch.setenv(name, value)
+    return f"{URL}@{commit}"
+
+
+def test_kuberay_fetches_a_git_code_over_the_configmap_limit_in_the_inputs_job(tmp_path, big_git):
+    import yaml
+
+    from rlaunch import ROOT
+    from rlaunch.backends.kuberay import manifests
+    from rlaunch.registry import backends
+
+    mount = tmp_path / "volume"
+    spec = config.load("rehearsal", {"RUN_ID": "t", "INFRA": "kuberay", "CODE": big_git, "WORK_ROOT": str(mount)})
+    assert code.by_fetch(spec) and code.packed_size(spec) > backends.infra("kuberay").code_limit
+    # No ConfigMap carries it: the inputs Job mounts none, and fetches it instead.
+    assert manifests.carried_keys(spec) == [] and manifests.code_configmap_manifest(spec) is None
+    files = manifests.render(spec)
+    job = yaml.safe_load(files["kuberay/inputs.yaml"])["spec"]["template"]["spec"]
+    assert [v["name"] for v in job["volumes"]] == ["shared", "artifacts", "tmp"]
+    lines = code.fetch_lines(spec, str(tmp_path / "pod-tmp"))
+    assert "\n".join(code.fetch_lines(spec, manifests.CODE_FETCH_CACHE)) in files["setup.sh"]
+    url, commit = big_git.rsplit("@", 1)
+    said = "\n".join(backends.get("kuberay").plan(spec, files))
+    assert f"CODE: fetched by the inputs Job from {url} at {commit[:12]}, 1.1 MiB compressed" in said
+    assert "ConfigMap t-code" not in said
+    # setup.sh's lines, run here with real git against the "volume": the commit lands at code_dir with the
+    # plan's hash (the tracked file its .gitignore names too, as the plan packed it), once.
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tools"), "RLAUNCH_PYTHON": sys.executable}
+    for _ in range(2):
+        done = subprocess.run(["bash", "-c", "set -Eeuo pipefail\n" + "\n".join(lines)], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    assert "kept" in done.stdout
+    assert probes.probe_code(spec.paths.code_dir, code.MANIFEST) == {
+        "path": spec.paths.code_dir, "hash": spec.pins.code["hash"], "problems": []}
+    staged = sorted(str(p.relative_to(spec.paths.code_dir)) for p in Path(spec.paths.code_dir).rglob("*")
+                    if p.is_file())
+    assert staged == [".gitignore", code.MANIFEST, "assets/table.bin", "pkg/__init__.py", "pkg/reward.py",
+                      "tracked.log"]
+    assert sorted(p.name for p in (mount / "code").iterdir()) == [spec.pins.code["hash"]]
+
+
+def test_a_repository_on_this_machine_over_the_configmap_limit_is_refused_naming_the_fix(tmp_path, big_git):
+    local = f"file://{tmp_path / 'big.git'}@{big_git.rsplit('@', 1)[1]}"  # the cluster cannot fetch it
+    with pytest.raises(ConfigError, match="a repository the cluster can fetch .* is on this machine; push it"):
+        config.load("rehearsal", {"RUN_ID": "t", "INFRA": "kuberay", "CODE": local})
+    assert config.load("rehearsal", {"RUN_ID": "t", "INFRA": "gcp", "CODE": local}).pins.code  # a pack travels
+
+
+def test_a_small_git_code_keeps_kuberays_configmap(tmp_path, monkeypatch):
+    from rlaunch.backends.kuberay import manifests
+
+    root = repo(tmp_path / "upstream")
+    monkeypatch.setenv("RLAUNCH_CODE_CACHE", str(tmp_path / "cache"))
+    spec = config.load("rehearsal", {"RUN_ID": "t", "INFRA": "kuberay",
+                                     "CODE": f"file://{root}@{git(root, 'rev-parse', 'HEAD')}"})
+    assert not code.by_fetch(spec) and manifests.carried_keys(spec) == ["code.tar.gz"]
+
+
+def test_a_fetched_code_leaves_the_configmap_to_data_alone(big_git):
+    from rlaunch.backends.kuberay import manifests
+    from rlaunch.registry import backends
+
+    data = str(Path(__file__).resolve().parents[1] / "fixtures" / "data" / "gsm8k-parquet")
+    spec = config.load("verl-ppo-gsm8k-0.5b", {"RUN_ID": "t", "INFRA": "kuberay", "CODE": big_git, "DATA": data})
+    assert manifests.carried_keys(spec) == ["data.tar.gz"]  # not refused as CODE's 1.1 MiB plus DATA's
+    assert list(manifests.code_configmap_manifest(spec)["binaryData"]) == ["data.tar.gz"]
+    said = backends.get("kuberay").plan(spec, manifests.render(spec))
+    assert any(line.startswith("kubectl apply") and "# ConfigMap t-code: DATA's files" in line for line in said)
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    ("hash", "packs to content hash {got} here, the plan pinned {bad}"),
+    ("commit", "a git repository this machine can fetch with that full commit"),
+], ids=["another-hash", "another-commit"])
+def test_the_inputs_jobs_fetch_fails_on_another_commit_or_hash_naming_both(tmp_path, big_git, capsys,
+                                                                           change, needle):
+    from rlaunch.job import codefetch
+
+    url, commit = big_git.rsplit("@", 1)
+    got = code.pack(code.resolve(big_git, tmp_path)).hash
+    bad = "0" * 64 if change == "hash" else got
+    commit = "0" * 40 if change == "commit" else commit
+    dest = tmp_path / "volume" / "code" / bad
+    args = [f"--url={url}", f"--commit={commit}", f"--hash={bad}", f"--dest={dest}", f"--cache={tmp_path / 'pod'}"]
+    assert codefetch.main(args) == 1
+    assert needle.format(got=got, bad=bad) in capsys.readouterr().err
+    assert not dest.parent.exists()  # nothing staged
 
 
 def test_aistudio_stages_under_work_root_and_its_run_script_checks_the_hash(tmp_path):

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from rlaunch import ROOT
 from rlaunch.errors import ConfigError
+from rlaunch.registry import backends
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
@@ -125,7 +126,7 @@ def resolve(value: str, cache: Path, cwd: Path | None = None) -> Path:
     relative directory taken from `cwd` (the invoking directory)."""
     found = GIT_SOURCE.match(value)
     if found:  # RLAUNCH_CODE_CACHE: another cache (a machine without the repository's host, the tests)
-        return _checkout(found["url"], found["commit"], Path(os.environ.get("RLAUNCH_CODE_CACHE") or cache))
+        return checkout(found["url"], found["commit"], Path(os.environ.get("RLAUNCH_CODE_CACHE") or cache))
     path = Path(os.path.expanduser(value))
     path = (cwd or Path.cwd()) / path if not path.is_absolute() else path
     if not path.is_dir():
@@ -142,9 +143,11 @@ def _git(*args: str, cwd: Path, check: bool = True) -> str:
     return proc.stdout.decode("utf-8", "surrogateescape")
 
 
-def _checkout(url: str, commit: str, cache: Path) -> Path:
+def checkout(url: str, commit: str, cache: Path) -> Path:
     """A worktree of `url` at `commit` under cache/<sha of url>/<commit>, made once: written beside
-    and renamed into place, so an interrupted fetch leaves nothing that looks done."""
+    and renamed into place, so an interrupted fetch leaves nothing that looks done. The plan's fetch
+    and a node's (rlaunch.job.codefetch) are this one: a shallow fetch of that commit alone, no
+    submodules (pack() leaves a submodule's directory out either way)."""
     dest = cache / hashlib.sha256(url.encode()).hexdigest()[:16] / commit
     if dest.is_dir():
         return dest
@@ -392,17 +395,64 @@ def _in_code(spec: Spec, key: str, value: str) -> str:
     return f"{spec.paths.code_dir}/{require(spec, [rel], key, value)}"
 
 
+_SIZES: dict[str, int] = {}  # content hash -> its tar.gz's bytes
+
+
+def packed_size(spec: Spec) -> int:
+    """The pack's tar.gz in bytes (0 without CODE). Kept per content hash: the archive follows from
+    the hash alone, and the plan, the render and the launch each ask."""
+    packed = of(spec) if spec.paths.code_dir and spec.pins.code["hash"] not in _SIZES else None
+    if packed is not None:
+        _SIZES[packed.hash] = len(packed.tar_gz())
+    return _SIZES.get(str(spec.pins.code.get("hash", "")), 0) if spec.paths.code_dir else 0
+
+
+def by_fetch(spec: Spec) -> bool:
+    """CODE travels by its repository, not as a pack: a `<url>@<commit>` CODE over its infrastructure's
+    code_limit, where that infrastructure fetches on the cluster (Infra.code_fetch; KubeRay's inputs
+    Job: fetch_lines)."""
+    where = backends.infra(spec.infra.name)
+    return bool(where.code_fetch and where.code_limit and GIT_SOURCE.match(spec.code.dir)
+                and packed_size(spec) > where.code_limit)
+
+
 def check_limit(spec: Spec, limit: int, via: str, source: str = "") -> None:
-    """CODE fits its transport: the pack's tar.gz at most `limit` bytes (0: no limit)."""
-    packed = of(spec) if limit else None
-    if packed is None:
+    """CODE fits its transport: the pack's tar.gz at most `limit` bytes (0: no limit), unless the
+    infrastructure fetches a git CODE itself (by_fetch)."""
+    if not limit or not spec.paths.code_dir:
         return
-    size = len(packed.tar_gz())
+    if by_fetch(spec):
+        url = str(GIT_SOURCE.match(spec.code.dir)["url"])  # type: ignore[index]  # by_fetch: it matches
+        if url.startswith(("file:", "/", ".", "~")) or os.path.isdir(url):
+            raise ConfigError("code.dir", spec.code.dir, f"a repository the cluster can fetch (https://, ssh://, "
+                              f"git@<host>:...): this CODE is over the {limit // 1024} KiB {via} carries on "
+                              f"INFRA={spec.infra.name}, so the cluster fetches it, and {url} is on this machine; "
+                              "push it and give that repository's URL", source)
+        return
+    size = packed_size(spec)
     if size > limit:
+        packed = of(spec)
+        assert packed is not None
+        push = ("push it where the cluster can fetch it and give CODE=<its url>@<40-hex commit> (any size), or "
+                if backends.infra(spec.infra.name).code_fetch and not GIT_SOURCE.match(spec.code.dir) else "")
         raise ConfigError("code.dir", spec.code.dir, f"a pack of at most {limit // 1024} KiB compressed on "
                           f"INFRA={spec.infra.name}, which carries it in {via}: this one is {size // 1024} KiB "
-                          f"({len(packed.entries)} files, {packed.size // 1024} KiB); leave large files out "
-                          "(.gitignore) or put them on the shared storage", source)
+                          f"({len(packed.entries)} files, {packed.size // 1024} KiB); {push}leave large files "
+                          "out (.gitignore) or put them on the shared storage", source)
+
+
+def fetch_lines(spec: Spec, cache: str) -> list[str]:
+    """Shell lines (KubeRay's inputs Job) that put a by_fetch CODE at paths.code_dir: the commit fetched
+    from its repository into `cache` (the pod's own disk), packed as the plan packed it, its content hash
+    compared with the plan's (a mismatch fails naming both), staged as stage() does. A directory of that
+    hash already there is kept. A public repository: the Job carries no git credentials."""
+    found = GIT_SOURCE.match(spec.code.dir)
+    assert found is not None
+    args = [f"--url={found['url']}", f"--commit={found['commit']}", f"--hash={spec.pins.code['hash']}",
+            f"--dest={spec.paths.code_dir}", f"--cache={cache}"]
+    return ["# CODE=<url>@<commit> over the ConfigMap's limit (rlaunch.config.code.by_fetch): fetched here, that",
+            "# commit alone, packed as the plan packed it and checked against the plan's content hash.",
+            '"${RLAUNCH_PYTHON:-python3}" -m rlaunch.job.codefetch ' + " ".join(shlex.quote(a) for a in args)]
 
 
 def outbox(spec: Spec) -> str:

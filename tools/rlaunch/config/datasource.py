@@ -206,8 +206,7 @@ def check_carried(spec: Any, limit: int, via: str, source: str = "") -> None:
     pin = spec.pins.source
     if not limit or pin.get("kind") != "local":
         return
-    packed = code.of(spec)
-    code_size = len(packed.tar_gz()) if packed is not None else 0
+    code_size = 0 if code.by_fetch(spec) else code.packed_size(spec)  # a fetched CODE is not carried
     size = len(archive(pin))
     if size + code_size > limit:
         both = f" and CODE's pack {code_size // 1024} KiB" if code_size else ""

@@ -40,6 +40,7 @@ class Infra:
     # it is on this machine (0: no limit; rlaunch.config.code.check_limit, datasource.check_carried).
     code_limit: int = 0
     code_via: str = ""           # what carries it, for the refusal's message
+    code_fetch: bool = False     # a git CODE over code_limit is fetched on the cluster instead (config.code.by_fetch)
     backend: str = ""            # the package under backends/ (set by the registry)
 
     def cluster_name(self, run_id: str) -> str:

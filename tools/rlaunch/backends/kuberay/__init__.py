@@ -14,6 +14,7 @@ from rlaunch.registry.backends import Infra
 # RayJob names are DNS-1035 labels: "r" before a leading digit, 47 characters at most (the operator
 # derives longer names from it).
 # CODE= travels in a ConfigMap (binaryData, a tar.gz the inputs Job extracts): Kubernetes caps one at
-# 1 MiB, and the ConfigMap holds its name and labels too.
+# 1 MiB, and the ConfigMap holds its name and labels too. A CODE=<url>@<commit> over that is fetched
+# by the inputs Job itself from its repository (code_fetch; rlaunch.job.codefetch).
 INFRAS = (Infra("kuberay", order=6, tensorboard=True, name_prefix="r", name_max=47, code_limit=900 * 1024,
-                code_via="a Kubernetes ConfigMap (1 MiB at most)"),)
+                code_via="a Kubernetes ConfigMap (1 MiB at most)", code_fetch=True),)

@@ -50,9 +50,10 @@ from rlaunch.backends.kuberay import monitoring
 from rlaunch.backends.kuberay import registry
 from rlaunch.backends.kuberay.names import (MANAGED_BY, RUN_LABEL, code_configmap_name, configmap_name, head_service, inputs_job_name,
                                             job_name, secret_name)
-from rlaunch.config import pins
+from rlaunch.config import code, pins
 from rlaunch.errors import CheckError, ConfigError, MissingPrerequisite
 from rlaunch.plan import imagecheck
+from rlaunch.registry import backends
 from rlaunch.validate import kuberay as validate
 
 if TYPE_CHECKING:
@@ -204,11 +205,18 @@ class KubeRay(Backend):
         items = ", ".join(i["path"] for i in manifests.configmap_items(spec, files))
         lines.append(f"kubectl apply --server-side -n {ns} -f -   # ConfigMap {configmap_name(spec)} ({items}) "
                      f"-> {manifests.ARTIFACTS_MOUNT} in every pod")
-        if spec.paths.code_dir:
+        carried = manifests.carried_keys(spec)
+        if manifests.CODE_KEY in carried:
             lines.append(f"kubectl apply --server-side -n {ns} -f -   # ConfigMap {code_configmap_name(spec)} "
                          f"(CODE's pack, {manifests.CODE_KEY}) -> the inputs Job -> {spec.paths.code_dir}")
-        if manifests.DATA_KEY in manifests.carried_keys(spec):
-            also = "" if spec.paths.code_dir else f"kubectl apply --server-side -n {ns} -f -   # ConfigMap "
+        elif spec.paths.code_dir:
+            url, _, commit = spec.code.dir.rpartition("@")
+            lines.append(f"CODE: fetched by the inputs Job from {url} at {commit[:12]}, "
+                         f"{code.packed_size(spec) / 2**20:.1f} MiB compressed (over the ConfigMap's "
+                         f"{backends.infra(spec.infra.name).code_limit // 1024} KiB; a public repository: the Job "
+                         f"has no git credentials), its hash checked -> {spec.paths.code_dir}")
+        if manifests.DATA_KEY in carried:
+            also = "" if manifests.CODE_KEY in carried else f"kubectl apply --server-side -n {ns} -f -   # ConfigMap "
             lines.append(f"{also or '  and in '}{code_configmap_name(spec)}: DATA's files ({manifests.DATA_KEY}) "
                          f"-> the inputs Job -> {spec.pins.source['dir']}")
         batch = manifests.manifest_files(files)

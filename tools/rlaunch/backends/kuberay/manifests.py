@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 ARTIFACTS_MOUNT = "/opt/rlaunch-run"   # the ConfigMap's mount point in every pod
 CODE_MOUNT = "/opt/rlaunch-code"      # CODE's ConfigMap, in the inputs Job's pod
 CODE_KEY = "code.tar.gz"
+CODE_FETCH_CACHE = "/tmp/rlaunch-code"  # a fetched CODE's checkout: the inputs Job's own disk (its /tmp)
 DATA_KEY = "data.tar.gz"              # DATA= of this machine, in the same ConfigMap (one 1 MiB cap)
 RLAUNCH_HOME = "/opt/rlaunch"          # rlaunch's tools inside the rlaunch image
 ONE_PER_HOST_LABEL = "rlaunch.io/one-per-host"
@@ -190,8 +191,10 @@ def run_files(spec: Spec) -> dict[str, str]:
     files, and setup.sh (the inputs Job's script) when the framework has inputs to prepare."""
     files = artifacts.common(spec)
     lines = frameworks.get(spec.framework.name).setup(spec)
-    if spec.paths.code_dir:  # the inputs Job puts CODE on the run's volume first, from its ConfigMap
-        lines = [*code.unpack_lines(spec, f"{CODE_MOUNT}/{CODE_KEY}"), *lines]
+    if spec.paths.code_dir:  # the inputs Job puts CODE on the run's volume first: from its ConfigMap,
+        # or (a git CODE over the ConfigMap's limit) fetched from its repository onto the pod's disk
+        lines = [*(code.fetch_lines(spec, CODE_FETCH_CACHE) if code.by_fetch(spec)
+                   else code.unpack_lines(spec, f"{CODE_MOUNT}/{CODE_KEY}")), *lines]
     # DATA= of this machine: extracted from the same ConfigMap before the upload line reads it.
     lines = [*run_inputs.unpack_lines(spec, f"{CODE_MOUNT}/{DATA_KEY}"), *lines]
     if lines:
@@ -313,7 +316,7 @@ def configmap_manifest(spec: Spec, files: dict[str, str]) -> dict[str, Any]:
 def carried_keys(spec: Spec) -> list[str]:
     """The keys of the ConfigMap that carries the user's own bytes to the inputs Job: CODE's pack,
     DATA's files when they are on this machine."""
-    return ([CODE_KEY] if spec.paths.code_dir else []) + \
+    return ([CODE_KEY] if spec.paths.code_dir and not code.by_fetch(spec) else []) + \
         ([DATA_KEY] if spec.pins.source.get("kind") == "local" else [])
 
 
@@ -322,7 +325,7 @@ def code_configmap_manifest(spec: Spec) -> dict[str, Any] | None:
     the inputs Job, which extracts CODE onto the run's volume at paths.code_dir and uploads DATA to its
     content-named directory; None without either. Built at launch, from what the plan pinned (the
     sizes were checked then: Infra.code_limit)."""
-    packed = code.of(spec)
+    packed = code.of(spec) if CODE_KEY in carried_keys(spec) else None
     blobs = {CODE_KEY: packed.tar_gz()} if packed is not None else {}
     if spec.pins.source.get("kind") == "local":
         blobs[DATA_KEY] = datasource.archive(spec.pins.source)
