@@ -41,7 +41,10 @@ CALIBRATION_REFERENCE_S = 0.22
 # the records of what a harness or benchmark owns (one file per owner), the local shared storage
 # (runs/<preset>/<run id>), and the last launch's pointer, which the end-to-end tests set as a user does.
 SHARED_BUILD = {"mypy", "model-facts", "crds", "upstream", "locks", "imagecheck", "bench", "storage",
-                "kuberay-harness", "last-run"}
+                "kuberay-harness", "last-run",
+                # rlaunch's cache of CODE=<url>@<commit> checkouts, and the fixed repository the KubeRay
+                # golden's git CODE is read from (tests/gitcode.py): both made once, when cases are collected
+                "code-cache", "golden-code"}
 # The repository's top-level entries the test runner itself writes: pytest's cache (--lf, --ff), made by
 # the first pytest of a fresh clone.
 RUNNER_OWN = {".pytest_cache"}
