@@ -36,7 +36,10 @@ def bare_repo(bare: Path, files: dict[str, bytes] | None = None) -> str:
         files = files if files is not None else {
             "pkg/__init__.py": b"", "pkg/reward.py": b"def score(x):\n    return 1.0\n",
             "assets/table.bin": incompressible(BIG), ".gitignore": b"*.log\n", "tracked.log": b"kept: tracked\n"}
-        work = bare.with_name(bare.name + ".work")
+        # Made under names of this process's own, then renamed into place: xdist's workers collect the
+        # goldens at the same time, and the first rename wins (the commit is the same either way).
+        work = bare.with_name(f"{bare.name}.work.{os.getpid()}")
+        made = bare.with_name(f"{bare.name}.{os.getpid()}")
         work.mkdir(parents=True, exist_ok=True)
         for rel, data in files.items():
             (work / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -44,9 +47,20 @@ def bare_repo(bare: Path, files: dict[str, bytes] | None = None) -> str:
         git(work, "init", "-q")
         git(work, "add", "-f", ".")
         git(work, "commit", "-qm", "big")
-        git(bare.parent, "clone", "-q", "--bare", str(work), str(bare))
+        git(bare.parent, "clone", "-q", "--bare", str(work), str(made))
         subprocess.run(["rm", "-rf", str(work)], check=True)
+        _into_place(made, bare)
     return git(bare, "rev-parse", "HEAD")
+
+
+def _into_place(made: Path, dest: Path) -> None:
+    """`made` renamed to `dest`, unless another process put one there first (then `made` goes)."""
+    try:
+        made.rename(dest)
+    except OSError:
+        if not dest.is_dir():
+            raise
+        subprocess.run(["rm", "-rf", str(made)], check=True)
 
 
 def git_env(bare: Path) -> dict[str, str]:
@@ -60,7 +74,9 @@ def cache_checkout(cache: Path, bare: Path, commit: str) -> str:
     the CODE value."""
     dest = cache / hashlib.sha256(URL.encode()).hexdigest()[:16] / commit
     if not dest.is_dir():
+        made = dest.with_name(f"{dest.name}.{os.getpid()}")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        git(dest.parent, "clone", "-q", str(bare), str(dest))
-        git(dest, "checkout", "-q", "--detach", commit)
+        git(dest.parent, "clone", "-q", str(bare), str(made))
+        git(made, "checkout", "-q", "--detach", commit)
+        _into_place(made, dest)
     return f"{URL}@{commit}"
